@@ -1,0 +1,51 @@
+// The list of dsa-check subcommands. A subcommand = one `add_<name>(CLI::App&, int& rc)` function (in
+// main.cpp or its own apps/dsa-check/cmd_<name>.cpp) listed in commands().
+#pragma once
+#include <CLI/CLI.hpp>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace dsa::cli {
+
+using AddCommand = void (*)(CLI::App&, int& rc);
+void add_stages(CLI::App& app, int& rc);
+void add_inspect(CLI::App& app, int& rc);
+
+inline const std::vector<AddCommand>& commands() {
+  static const std::vector<AddCommand> all{add_stages, add_inspect};
+  return all;
+}
+
+// Writes JSON to path via temp + rename; returns 0, or 2 with a message on stderr.
+inline int write_json_atomic(const std::string& path, const nlohmann::json& j) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp);
+    if (!f) {
+      std::cerr << "error: " << path << ": cannot write (directory missing or not writable)\n";
+      return 2;
+    }
+    f << j.dump(2) << "\n";
+    if (!f) {
+      std::error_code ec;
+      std::filesystem::remove(tmp, ec);
+      std::cerr << "error: " << path << ": write failed (disk full?)\n";
+      return 2;
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::filesystem::remove(tmp, ec);
+    std::cerr << "error: " << path << ": cannot rename temp file: " << ec.message() << "\n";
+    return 2;
+  }
+  return 0;
+}
+
+}  // namespace dsa::cli

@@ -1,0 +1,61 @@
+// dsa-check CLI: CLI11 wiring only. Each subcommand's logic lives in src/.
+// Exit codes: 0 all pass, 1 some check failed, 2 usage / I/O / schema error.
+#include <CLI/CLI.hpp>
+#include <fstream>
+#include <iostream>
+
+#include "apps/dsa-check/commands.hpp"
+#include "report/inspect.hpp"
+#include "stages/describe.hpp"
+
+namespace dsa::cli {
+
+void add_stages(CLI::App& app, int& rc) {
+  auto* cmd = app.add_subcommand("stages", "List the registered DSA stages with their dump schema");
+  auto json = std::make_shared<bool>(false);
+  cmd->add_flag("--json", *json, "machine-readable schema (what the Python kit reads)");
+  cmd->callback([json, &rc] {
+    if (*json) std::cout << stages_json().dump(2) << "\n";
+    else print_stages_text(std::cout);
+    rc = 0;
+  });
+}
+
+void add_inspect(CLI::App& app, int& rc) {
+  auto* cmd = app.add_subcommand("inspect", "Show cases, tensors (shape, dtype, min/max/mean, NaN/inf) and schema validation");
+  auto files = std::make_shared<std::vector<std::string>>();
+  auto json = std::make_shared<std::string>();
+  cmd->add_option("files", *files, "HDF5 dump files")->required();
+  cmd->add_option("--json", *json, "also write the inspection as JSON to this file");
+  cmd->callback([files, json, &rc] {
+    nlohmann::json j;
+    rc = run_inspect(*files, std::cout, std::cerr, json->empty() ? nullptr : &j);
+    if (!json->empty()) rc = std::max(rc, write_json_atomic(*json, j));
+  });
+}
+
+}  // namespace dsa::cli
+
+int main(int argc, char** argv) {
+  CLI::App app{"dsa-check: reference simulator and validator for DeepSeek Sparse Attention kernels"};
+  app.set_version_flag("--version", std::string("dsa-check ") + DSA_VERSION);
+  app.require_subcommand(1);
+  int rc = 0;
+  for (const auto& add : dsa::cli::commands()) add(app, rc);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 2;
+  }
+  return rc;
+}

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs what dsa-check needs to build and test, only what is missing (idempotent, quiet when present).
+# Debian 12 packages + PyPI (numpy, h5py, ml_dtypes, pytest).
+set -euo pipefail
+APT_PKGS=(build-essential cmake ninja-build pkg-config libeigen3-dev libcli11-dev libhdf5-dev doctest-dev
+          nlohmann-json3-dev libssl-dev libbenchmark-dev python3 python3-pip)
+missing=()
+for p in "${APT_PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+# python3/pip may come from elsewhere (pyenv): do not ask apt for them when they already work.
+if command -v python3 >/dev/null && python3 -m pip --version >/dev/null 2>&1; then
+  missing=("${missing[@]/python3-pip}"); missing=("${missing[@]/python3}")
+fi
+missing=($(printf '%s\n' "${missing[@]}" | grep -v '^$' || true))
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+PY_PKGS=(numpy h5py ml_dtypes pytest)
+pymissing=()
+for m in "${PY_PKGS[@]}"; do python3 -c "import $m" 2>/dev/null || pymissing+=("$m"); done
+if ((${#pymissing[@]})); then
+  echo "setup: pip installing ${pymissing[*]}"
+  python3 -m pip install -q "${pymissing[@]}" 2>/dev/null || python3 -m pip install -q --break-system-packages "${pymissing[@]}"
+fi

@@ -1,0 +1,42 @@
+// Schema v1 HDF5 dump I/O.
+//
+// A file holds one or more cases: every top-level group with a `stage` attribute. A case group has attrs
+// (`schema_version` = 1, `stage`, model config, layout names) and subgroups `inputs/`, `outputs/`, `expected/`.
+// bf16 / fp16 / fp8 tensors are datasets of raw uint16 / uint8 bits with a string attribute `dtype`
+// (bf16, fp16, fp8_e4m3fn, fp8_e5m2); int8 is native int8; everything else native HDF5 types (a `dtype` attr on
+// them is optional and, when present, must agree). Datasets we write are chunked with shuffle + gzip.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "tensor/case.hpp"
+
+namespace dsa::io {
+
+inline constexpr std::int64_t kSchemaVersion = 1;
+
+struct ReadResult {
+  std::vector<Case> cases;        // cases that loaded (possibly with schema problems, see `problems`)
+  std::vector<Problem> problems;  // every I/O and schema problem found, one per line
+  bool ok() const { return problems.empty(); }
+};
+
+struct ReadOptions {
+  bool validate = true;        // validate each case against the stage registry
+  bool load_outputs = true;    // read outputs/ and expected/ too
+  std::int64_t max_bytes_per_tensor = std::int64_t{64} << 30;  // refuse absurd sizes before allocating
+};
+
+// Reads every case of a file. Never throws for bad input: problems are returned. Attr defaults of the stage
+// are applied to every case that names a known stage.
+ReadResult read_file(const std::string& path, const ReadOptions& opt = {});
+
+// Writes cases to `path` atomically (temp file in the same directory, then rename). Throws std::runtime_error
+// with the path on failure and leaves no partial file behind.
+void write_file(const std::string& path, const std::vector<Case>& cases);
+
+// Test hook: if set, called before the final rename; throwing from it simulates a failing writer (disk full).
+extern std::function<void(const std::string& tmp_path)> g_before_rename_hook;
+
+}  // namespace dsa::io

@@ -1,0 +1,80 @@
+// Bit-exact conversions between fp64/fp32 and the low-precision formats of DSA kernels.
+//
+// Rules (checked exhaustively against ml_dtypes in tests/python/test_numerics_exhaustive.py and, for
+// e4m3fn, against torch's CUDA casts as measured on an H200 — see ../shared/specs/toolchain.md):
+//  * every conversion rounds ONCE, to nearest, ties to even (RNE), from the exact input value;
+//  * subnormals are produced and consumed (no flush to zero); the sign of zero is kept;
+//  * bf16 / fp16 / e5m2 overflow (after rounding) gives ±inf; ±inf stays ±inf;
+//  * e4m3fn has no inf: a value that rounds above 448 gives NaN (0x7F | sign), so 448 < |x| <= 464 gives ±448
+//    (464 is the tie between 448 and the non-existent 480; 448's mantissa is even) and |x| > 464, ±inf and NaN
+//    give NaN with the input's sign kept — exactly what torch's `.to(torch.float8_e4m3fn)` and ml_dtypes do.
+//    No saturation: producers that want saturation clamp to ±448 before the cast (act_quant does);
+//  * NaN input gives the target's canonical quiet NaN with the input's sign (bf16 0x7FC0, fp16 0x7E00,
+//    e5m2 0x7E, e4m3fn 0x7F).
+#pragma once
+#include <cstdint>
+#include <cstring>
+
+#include "numerics/dtype.hpp"
+
+namespace dsa::num {
+
+inline std::uint32_t f32_bits(float x) {
+  std::uint32_t u;
+  std::memcpy(&u, &x, 4);
+  return u;
+}
+inline float f32_from_bits(std::uint32_t u) {
+  float x;
+  std::memcpy(&x, &u, 4);
+  return x;
+}
+inline std::uint64_t f64_bits(double x) {
+  std::uint64_t u;
+  std::memcpy(&u, &x, 8);
+  return u;
+}
+
+// ---- decode (exact) ----
+double bf16_to_f64(std::uint16_t bits);
+double fp16_to_f64(std::uint16_t bits);
+double e4m3_to_f64(std::uint8_t bits);
+double e5m2_to_f64(std::uint8_t bits);
+inline float bf16_to_f32(std::uint16_t bits) { return f32_from_bits(static_cast<std::uint32_t>(bits) << 16); }
+float fp16_to_f32(std::uint16_t bits);
+// Table lookups (all 256 codes), exact. Valid for the lifetime of the program.
+const float* e4m3_table();
+const float* e5m2_table();
+inline float e4m3_to_f32(std::uint8_t bits) { return e4m3_table()[bits]; }
+inline float e5m2_to_f32(std::uint8_t bits) { return e5m2_table()[bits]; }
+
+// ---- encode (one RNE rounding from the exact input) ----
+std::uint16_t f64_to_bf16(double x);
+std::uint16_t f64_to_fp16(double x);
+std::uint8_t f64_to_e4m3(double x);
+std::uint8_t f64_to_e5m2(double x);
+std::uint16_t f32_to_bf16(float x);  // fast path, identical to f64_to_bf16(double(x))
+inline std::uint16_t f32_to_fp16(float x) { return f64_to_fp16(static_cast<double>(x)); }
+inline std::uint8_t f32_to_e4m3(float x) { return f64_to_e4m3(static_cast<double>(x)); }
+inline std::uint8_t f32_to_e5m2(float x) { return f64_to_e5m2(static_cast<double>(x)); }
+inline float round_to_bf16(float x) { return bf16_to_f32(f32_to_bf16(x)); }
+
+// Value of one element stored as raw bits of a low-precision dtype (bf16/fp16/fp8) or a native dtype.
+double decode_bits(DType t, std::uint64_t bits);
+// Encode a double into the bit pattern of `t` (float dtypes only; integer dtypes: saturating cast is NOT done,
+// callers convert integers themselves).
+std::uint64_t encode_bits(DType t, double x);
+
+// ---- scales for per-block fp8 quantization (spec v32 §2.5, §3.4, §3.6) ----
+// fl32(1/448) = 0x3B124925, the constant the kernels multiply by.
+inline float inv448_f32() { return f32_from_bits(0x3B124925u); }
+// ue8m0 / pow2 scale: t = fl32(max(amax, eps) * fl32(1/448)); e = ceil(log2 t) via the integer-exponent trick
+// ((bits(t) >> 23) & 0xFF) - 127 + (mantissa != 0); returns 2^e. Subnormal t (only with eps < ~1.7e-36) is
+// handled exactly with frexp. eps default is the demo's 1e-4 (fp32 0x38D1B717); vLLM's fused path uses 1e-10.
+float ue8m0_scale(float amax, float eps = 1e-4f);
+// Plain fp32 scales. `div`: fl32(max(amax, eps) / 448) (DeepGEMM tests, vLLM non-ue8m0);
+// `mul`: fl32(max(amax, eps) * fl32(1/448)) (the demo's scale_fmt=None).
+float fp32_scale_div(float amax, float eps = 1e-4f);
+float fp32_scale_mul(float amax, float eps = 1e-4f);
+
+}  // namespace dsa::num

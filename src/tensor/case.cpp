@@ -1,0 +1,105 @@
+#include "tensor/case.hpp"
+
+#include <sstream>
+
+namespace dsa {
+
+std::string attr_to_string(const AttrValue& v) {
+  std::ostringstream o;
+  o.precision(17);
+  std::visit(
+      [&o](const auto& x) {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, std::string>) {
+          o << '"' << x << '"';
+        } else if constexpr (std::is_same_v<T, std::int64_t> || std::is_same_v<T, double>) {
+          o << x;
+        } else {
+          o << '[';
+          for (std::size_t i = 0; i < x.size(); ++i) o << (i ? ", " : "") << x[i];
+          o << ']';
+        }
+      },
+      v);
+  return o.str();
+}
+
+std::string Problem::str() const {
+  std::ostringstream o;
+  o << (file.empty() ? "<memory>" : file);
+  if (!case_name.empty()) o << ": case '" << case_name << "'";
+  if (!tensor.empty()) o << ": " << tensor;
+  if (!expected.empty()) o << ": expected " << expected;
+  if (!found.empty()) o << (expected.empty() ? ": " : ", found ") << found;
+  return o.str();
+}
+
+std::string Case::where() const {
+  return (file.empty() ? std::string("<memory>") : file) + ": case '" + name + "'";
+}
+
+namespace {
+[[noreturn]] void bad_attr(const Case& c, const std::string& k, const std::string& expected, const std::string& found) {
+  throw SchemaError(Problem{c.file, c.name, "attr " + k, expected, found});
+}
+}  // namespace
+
+std::int64_t Case::attr_int(const std::string& k, std::optional<std::int64_t> def) const {
+  auto it = attrs.find(k);
+  if (it == attrs.end()) {
+    if (def) return *def;
+    bad_attr(*this, k, "an integer attribute", "none");
+  }
+  if (auto p = std::get_if<std::int64_t>(&it->second)) return *p;
+  if (auto d = std::get_if<double>(&it->second); d && *d == static_cast<double>(static_cast<std::int64_t>(*d)))
+    return static_cast<std::int64_t>(*d);
+  bad_attr(*this, k, "an integer", attr_to_string(it->second));
+}
+
+double Case::attr_float(const std::string& k, std::optional<double> def) const {
+  auto it = attrs.find(k);
+  if (it == attrs.end()) {
+    if (def) return *def;
+    bad_attr(*this, k, "a numeric attribute", "none");
+  }
+  if (auto p = std::get_if<double>(&it->second)) return *p;
+  if (auto p = std::get_if<std::int64_t>(&it->second)) return static_cast<double>(*p);
+  bad_attr(*this, k, "a number", attr_to_string(it->second));
+}
+
+std::string Case::attr_str(const std::string& k, std::optional<std::string> def) const {
+  auto it = attrs.find(k);
+  if (it == attrs.end()) {
+    if (def) return *def;
+    bad_attr(*this, k, "a string attribute", "none");
+  }
+  if (auto p = std::get_if<std::string>(&it->second)) return *p;
+  bad_attr(*this, k, "a string", attr_to_string(it->second));
+}
+
+bool Case::attr_bool(const std::string& k, std::optional<bool> def) const {
+  auto it = attrs.find(k);
+  if (it == attrs.end()) {
+    if (def) return *def;
+    bad_attr(*this, k, "a boolean attribute (0/1)", "none");
+  }
+  if (auto p = std::get_if<std::int64_t>(&it->second); p && (*p == 0 || *p == 1)) return *p == 1;
+  if (auto s = std::get_if<std::string>(&it->second)) {
+    if (*s == "true" || *s == "True") return true;
+    if (*s == "false" || *s == "False") return false;
+  }
+  bad_attr(*this, k, "a boolean (0/1)", attr_to_string(it->second));
+}
+
+const Tensor& Case::input(const std::string& k) const {
+  auto it = inputs.find(k);
+  if (it == inputs.end()) throw SchemaError(Problem{file, name, "inputs/" + k, "a tensor", "none"});
+  return it->second;
+}
+
+const Tensor* Case::input_opt(const std::string& k) const {
+  auto it = inputs.find(k);
+  return it == inputs.end() ? nullptr : &it->second;
+}
+
+}  // namespace dsa

@@ -1,0 +1,146 @@
+#include "tensor/tensor.hpp"
+
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+namespace dsa {
+
+std::string shape_str(const Shape& s) {
+  std::ostringstream o;
+  o << '[';
+  for (std::size_t i = 0; i < s.size(); ++i) o << (i ? ", " : "") << s[i];
+  o << ']';
+  return o.str();
+}
+
+std::int64_t checked_numel(const Shape& s) {
+  std::int64_t n = 1;
+  for (std::int64_t d : s) {
+    if (d < 0) throw std::overflow_error("negative dimension in shape " + shape_str(s));
+    if (d != 0 && n > std::numeric_limits<std::int64_t>::max() / d)
+      throw std::overflow_error("element count of shape " + shape_str(s) + " overflows 64 bits");
+    n *= d;
+  }
+  return n;
+}
+
+Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
+  numel_ = checked_numel(shape_);
+  const std::size_t es = dtype_size(dtype_);
+  if (static_cast<std::uint64_t>(numel_) > std::numeric_limits<std::size_t>::max() / es)
+    throw std::overflow_error("byte size of shape " + shape_str(shape_) + " overflows");
+  storage_ = std::make_shared<std::vector<std::byte>>(static_cast<std::size_t>(numel_) * es);
+}
+
+std::int64_t Tensor::dim(int i) const {
+  const int r = rank();
+  const int k = i < 0 ? i + r : i;
+  if (k < 0 || k >= r) throw std::out_of_range("Tensor::dim: " + std::to_string(i) + " for rank " + std::to_string(r));
+  return shape_[static_cast<std::size_t>(k)];
+}
+
+std::uint64_t Tensor::bits(std::int64_t i) const {
+#ifndef NDEBUG
+  if (i < 0 || i >= numel_) throw std::out_of_range("Tensor::bits: index out of range");
+#endif
+  const std::byte* p = raw() + static_cast<std::size_t>(i) * dtype_size(dtype_);
+  switch (dtype_size(dtype_)) {
+    case 1: {
+      std::uint8_t v;
+      std::memcpy(&v, p, 1);
+      return v;
+    }
+    case 2: {
+      std::uint16_t v;
+      std::memcpy(&v, p, 2);
+      return v;
+    }
+    case 4: {
+      std::uint32_t v;
+      std::memcpy(&v, p, 4);
+      return v;
+    }
+    default: {
+      std::uint64_t v;
+      std::memcpy(&v, p, 8);
+      return v;
+    }
+  }
+}
+
+void Tensor::set_value(std::int64_t i, double v) {
+#ifndef NDEBUG
+  if (i < 0 || i >= numel_) throw std::out_of_range("Tensor::set_value: index out of range");
+#endif
+  std::byte* p = raw() + static_cast<std::size_t>(i) * dtype_size(dtype_);
+  auto put = [p](auto x) { std::memcpy(p, &x, sizeof(x)); };
+  switch (dtype_) {
+    case DType::int8: put(static_cast<std::int8_t>(v)); break;
+    case DType::u8: put(static_cast<std::uint8_t>(v)); break;
+    case DType::u16: put(static_cast<std::uint16_t>(v)); break;
+    case DType::i32: put(static_cast<std::int32_t>(v)); break;
+    case DType::i64: put(static_cast<std::int64_t>(v)); break;
+    case DType::f32: put(static_cast<float>(v)); break;
+    case DType::f64: put(v); break;
+    case DType::bf16:
+    case DType::fp16: put(static_cast<std::uint16_t>(num::encode_bits(dtype_, v))); break;
+    case DType::fp8_e4m3fn:
+    case DType::fp8_e5m2: put(static_cast<std::uint8_t>(num::encode_bits(dtype_, v))); break;
+  }
+}
+
+Tensor Tensor::full(double value) const {
+  Tensor t(dtype_, shape_);
+  if (t.numel_ == 0) return t;
+  t.set_value(0, value);
+  const std::size_t es = dtype_size(dtype_);
+  for (std::int64_t i = 1; i < t.numel_; ++i) std::memcpy(t.raw() + static_cast<std::size_t>(i) * es, t.raw(), es);
+  return t;
+}
+
+Tensor Tensor::slice0(std::int64_t begin, std::int64_t end) const {
+  if (rank() == 0 || begin < 0 || end < begin || end > shape_[0])
+    throw std::out_of_range("Tensor::slice0: [" + std::to_string(begin) + ", " + std::to_string(end) +
+                            ") of " + shape_str(shape_));
+  Tensor t = *this;
+  const std::int64_t inner = shape_[0] == 0 ? 0 : numel_ / shape_[0];
+  t.shape_[0] = end - begin;
+  t.numel_ = inner * (end - begin);
+  t.offset_ = offset_ + static_cast<std::size_t>(begin * inner) * dtype_size(dtype_);
+  return t;
+}
+
+Tensor Tensor::row(std::int64_t i) const {
+  Tensor t = slice0(i, i + 1);
+  t.shape_.erase(t.shape_.begin());
+  return t;
+}
+
+Tensor Tensor::reshape(Shape shape) const {
+  if (checked_numel(shape) != numel_)
+    throw std::invalid_argument("Tensor::reshape: " + shape_str(shape_) + " -> " + shape_str(shape));
+  Tensor t = *this;
+  t.shape_ = std::move(shape);
+  return t;
+}
+
+Tensor Tensor::view_as(DType dtype) const {
+  if (dtype_size(dtype) != dtype_size(dtype_))
+    throw std::invalid_argument("Tensor::view_as: element sizes differ");
+  Tensor t = *this;
+  t.dtype_ = dtype;
+  return t;
+}
+
+Tensor Tensor::clone() const {
+  Tensor t(dtype_, shape_);
+  if (nbytes()) std::memcpy(t.raw(), raw(), nbytes());
+  return t;
+}
+
+bool Tensor::same_bytes(const Tensor& o) const {
+  return dtype_ == o.dtype_ && shape_ == o.shape_ && (nbytes() == 0 || std::memcmp(raw(), o.raw(), nbytes()) == 0);
+}
+
+}  // namespace dsa
