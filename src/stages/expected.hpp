@@ -24,6 +24,9 @@ struct TopkRef {
   std::vector<std::int64_t> len;     // per row: number of valid candidates (positions 0..len-1)
   Tensor scores;                     // f64 [R, C]: reference score of candidate position p of row r
   Tensor bounds;                     // f64 [R, C]: error bound u of that score (0 = exact scores), may be empty
+                                     // (then the comparator derives u from the tolerance profile)
+  std::vector<double> kth;           // per row: k-th largest reference score tau (-inf when len == 0; NaN ranks
+                                     // above +inf, as in torch.topk)
   // Candidate position p of row r -> the index value the kernel must emit (index base / page transform).
   std::function<std::int64_t(std::int64_t row, std::int64_t p)> to_index;
   // Emitted index value -> candidate position, or -1 if the value is not a valid candidate of the row.
