@@ -1,0 +1,415 @@
+"""Call-site helpers (one per registered stage, mirroring the engines' kernel APIs) and the ``capture`` wrapper
+that samples kernel calls inside a serving engine.
+
+Each ``capture_*`` helper builds a Case from the tensors the kernel was given and returned, reshaped to the
+stage's schema (leading batch dims flattened, ``[..., 1]`` scale dims squeezed, exact dtype widenings such as
+bf16 -> fp32 or int64 -> int32 when the values fit). With ``out=PATH`` it writes a one-case file, with
+``out=DumpWriter`` it adds the case to that writer; it always returns the Case.
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import functools
+import os
+import threading
+from typing import Any, Callable, Dict, Iterable, Optional, Sequence, Union
+
+import numpy as np
+
+from . import dtypes as _dt
+from .h5 import Case, DumpWriter
+
+Out = Union[None, str, "os.PathLike[str]", DumpWriter]
+
+
+# ---- tensor plumbing ----
+def _np(x: Any) -> Any:
+    """Leaves torch tensors as torch (on CPU) and everything else as numpy."""
+    if x is None:
+        return None
+    if _dt.is_torch_tensor(x):
+        return x.detach().cpu().contiguous()
+    if isinstance(x, _dt.Bits):
+        return x
+    return np.ascontiguousarray(np.asarray(x))
+
+
+def _shape(x: Any) -> tuple:
+    return tuple(int(d) for d in (x.array.shape if isinstance(x, _dt.Bits) else x.shape))
+
+
+def _reshape(x: Any, shape: Sequence[int]) -> Any:
+    """x reshaped to `shape` (one -1 allowed) when the element count allows it, else x unchanged (the schema
+    check then reports the real shape)."""
+    if x is None:
+        return None
+    n = int(np.prod(_shape(x)))
+    shape = list(shape)
+    if -1 in shape:
+        known = int(np.prod([d for d in shape if d != -1])) or 1
+        if n % known:
+            return x
+        shape[shape.index(-1)] = n // known
+    if int(np.prod(shape)) != n:
+        return x
+    if isinstance(x, _dt.Bits):
+        return _dt.Bits(np.asarray(x.array).reshape(shape), x.dtype)
+    return x.reshape(shape)
+
+
+def _logical(x: Any) -> str:
+    return _dt.to_storage(x)[1] if not isinstance(x, _dt.Bits) else _dt.parse_dtype(x.dtype) or x.dtype
+
+
+def _widen(x: Any, allowed: Sequence[str]) -> Any:
+    """Exact conversions into an allowed dtype: bf16 / fp16 -> float32, int64 / int16 / uint8 ... -> int32 (when
+    every value fits). Anything else is left for the schema check to report."""
+    if x is None or isinstance(x, _dt.Bits):
+        return x
+    lg = _logical(x)
+    if lg in allowed:
+        return x
+    if lg in ("bf16", "fp16") and "float32" in allowed:
+        if _dt.is_torch_tensor(x):
+            import torch
+
+            return x.to(torch.float32)
+        raw, _ = _dt.to_storage(x)
+        return _dt.to_float64(raw, lg).astype(np.float32)
+    if lg in ("int64", "int8", "uint8", "uint16") and ("int32" in allowed or "int64" in allowed):
+        target = "int32" if "int32" in allowed else "int64"
+        raw, _ = _dt.to_storage(x)
+        if raw.size and target == "int32" and (raw.min() < -(2 ** 31) or raw.max() >= 2 ** 31):
+            return x
+        return raw.astype(np.int32 if target == "int32" else np.int64)
+    return x
+
+
+def _emit(case: Case, out: Out) -> Case:
+    if out is None:
+        return case
+    if isinstance(out, DumpWriter):
+        out.add(case)
+    else:
+        with DumpWriter(os.fspath(out)) as w:
+            w.add(case)
+    return case
+
+
+def _case(stage: str, name: Optional[str], inputs: Dict[str, Any], outputs: Dict[str, Any],
+          attrs: Dict[str, Any]) -> Case:
+    return Case(name=name or stage.replace(".", "_"), stage=stage,
+                attrs={k: v for k, v in attrs.items() if v is not None},
+                inputs={k: v for k, v in inputs.items() if v is not None},
+                outputs={k: v for k, v in outputs.items() if v is not None})
+
+
+# ---- one helper per stage ----
+def capture_act_quant(x: Any, y: Any, scale: Any, scale_fmt: Optional[str] = "ue8m0", *, block_size: int = 128,
+                      scale_apply: Optional[str] = None, amax_eps: Optional[float] = None,
+                      clamp: Optional[bool] = None, name: Optional[str] = None, out: Out = None,
+                      attrs: Optional[Dict[str, Any]] = None) -> Case:
+    """indexer.quant: ``y, scale = act_quant(x, block_size, scale_fmt)`` (sglang / demo) or
+    ``per_token_group_quant_fp8(x, 128, use_ue8m0=True)`` (vLLM). x [..., K] bf16/fp32, y [..., K] fp8,
+    scale [..., K/block_size] (a trailing 1 is fine); rows are flattened to [T, K]. scale_fmt None (the demo's
+    non-pow2 scale) is recorded as fp32_mul."""
+    x, y, scale = _np(x), _np(y), _np(scale)
+    K = _shape(x)[-1]
+    nb = K // block_size if block_size and K % block_size == 0 else -1
+    x = _widen(_reshape(x, (-1, K)), ["bf16", "float32"])
+    y = _reshape(y, (-1, K))
+    scale = _reshape(scale, (-1, nb)) if nb > 0 else scale
+    fmt = "fp32_mul" if scale_fmt is None else scale_fmt
+    a = dict(block_size=block_size, scale_fmt=fmt, scale_apply=scale_apply, amax_eps=amax_eps, clamp=clamp)
+    a.update(attrs or {})
+    return _emit(_case("indexer.quant", name, {"x": x}, {"y": y, "scale": scale}, a), out)
+
+
+def capture_prolog(q: Any, k: Any, w: Any, ln_weight: Any, ln_bias: Any, q_fp8: Any, q_scale: Any, k_fp8: Any,
+                   k_scale: Any, weights: Any, *, cos: Any = None, sin: Any = None, positions: Any = None,
+                   rope_layout: str = "neox", rope_dim: int = 64, hadamard: bool = True,
+                   scale_fmt: Optional[str] = "ue8m0", intermediates: Optional[Dict[str, Any]] = None,
+                   name: Optional[str] = None, out: Out = None, attrs: Optional[Dict[str, Any]] = None) -> Case:
+    """indexer.prolog: the q/k path of the indexer (sglang ``Indexer._get_q_k_bf16`` + act_quant +
+    ``_get_logits_head_gate``; the demo's ``Indexer.forward`` up to fp8_index). q [.., H, Dh] bf16 after wq_b,
+    k [.., Dh] bf16 after wk, w [.., H] fp32 = weights_proj(x)*H^-0.5, k LayerNorm weight/bias, outputs
+    q_fp8/q_scale/k_fp8/k_scale and the head gates ``weights`` [.., H]. RoPE: per-token cos/sin tables
+    [T, rope_dim/2] (bit-exact) or positions. intermediates: optional bf16 sub-step outputs the schema lists
+    (k_norm, q_rope, k_rope, q_rot, k_rot) to locate a diverging sub-step."""
+    q, k = _np(q), _np(k)
+    H, Dh = _shape(q)[-2], _shape(q)[-1]
+    f32 = ["float32"]
+    ins = {"q": _reshape(q, (-1, H, Dh)), "k": _reshape(k, (-1, Dh)), "w": _widen(_reshape(_np(w), (-1, H)), f32),
+           "ln_weight": _widen(_reshape(_np(ln_weight), (-1,)), f32), "ln_bias": _widen(_reshape(_np(ln_bias), (-1,)), f32),
+           "cos": _widen(_reshape(_np(cos), (-1, rope_dim // 2)), f32) if cos is not None else None,
+           "sin": _widen(_reshape(_np(sin), (-1, rope_dim // 2)), f32) if sin is not None else None,
+           "positions": _reshape(_np(positions), (-1,)) if positions is not None else None}
+    outs = {"q_fp8": _reshape(_np(q_fp8), (-1, H, Dh)), "q_scale": _reshape(_np(q_scale), (-1, H)),
+            "k_fp8": _reshape(_np(k_fp8), (-1, Dh)), "k_scale": _reshape(_np(k_scale), (-1,)),
+            "weights": _reshape(_np(weights), (-1, H))}
+    for iname, t in (intermediates or {}).items():
+        t = _np(t)
+        outs[iname] = _reshape(t, (-1, H, Dh) if iname.startswith("q") else (-1, Dh)) if t is not None else None
+    a = dict(rope_layout=rope_layout, rope_dim=rope_dim, hadamard=hadamard,
+             scale_fmt="fp32_mul" if scale_fmt is None else scale_fmt)
+    a.update(attrs or {})
+    return _emit(_case("indexer.prolog", name, ins, outs, a), out)
+
+
+def _paged(cache: Any, page_size: int) -> Any:
+    """[P, page_size*(D+4)] (sglang's index_k_with_scale_buffer) or [P, page_size, 1, D+4] -> the 4-D view."""
+    return _reshape(cache, (_shape(cache)[0], page_size, 1, -1)) if cache is not None else None
+
+
+def capture_kcache_store(k_fp8: Any, k_scale: Any, slot_mapping: Any, kv_cache_in: Any, kv_cache: Any, *,
+                         page_size: int = 64, name: Optional[str] = None, out: Out = None,
+                         attrs: Optional[Dict[str, Any]] = None) -> Case:
+    """indexer.kcache_store: sglang ``token_to_kv_pool.set_index_k_scale_buffer(layer_id, loc, index_k,
+    index_k_scale)`` / vLLM ``indexer_k_quant_and_cache``. kv_cache_in is a copy of the cache bytes taken
+    before the store (the ``capture`` wrapper's ``snapshot`` does that), kv_cache the bytes after."""
+    k_fp8 = _np(k_fp8)
+    Dh = _shape(k_fp8)[-1]
+    ins = {"k_fp8": _reshape(k_fp8, (-1, Dh)), "k_scale": _widen(_reshape(_np(k_scale), (-1,)), ["float32"]),
+           "slot_mapping": _widen(_reshape(_np(slot_mapping), (-1,)), ["int32", "int64"]),
+           "kv_cache_in": _paged(_np(kv_cache_in), page_size)}
+    a = dict(page_size=page_size)
+    a.update(attrs or {})
+    return _emit(_case("indexer.kcache_store", name, ins, {"kv_cache": _paged(_np(kv_cache), page_size)}, a), out)
+
+
+def capture_fp8_mqa_logits(q: Any, kv: Any, weights: Any, ks: Any, ke: Any, logits: Any, clean_logits: bool = True,
+                           max_seqlen_k: int = 0, *, logits_dtype: Optional[str] = None,
+                           kernel: Optional[str] = None, name: Optional[str] = None, out: Out = None,
+                           attrs: Optional[Dict[str, Any]] = None) -> Case:
+    """indexer.logits_ragged: ``logits = deep_gemm.fp8_mqa_logits(q, (kv, kv_scale), weights, ks, ke,
+    clean_logits=..., max_seqlen_k=...)``. q [S, H, D] fp8, kv a (kv_fp8 [N, D], kv_scale [N]) tuple, weights
+    [S, H] fp32, ks/ke [S] int32, logits [S, N] (or [S, max_seqlen_k]) fp32 or bf16 — DeepGEMM's strided view
+    is fine. kernel (e.g. "deepgemm-sm90") selects the emulation profile in dsa-check."""
+    kv_fp8, kv_scale = kv
+    logits = _np(logits)
+    lg = _logical(logits)
+    ins = {"q": _np(q), "kv": _np(kv_fp8), "kv_scale": _widen(_reshape(_np(kv_scale), (-1,)), ["float32"]),
+           "weights": _widen(_reshape(_np(weights), (_shape(q)[0], -1)), ["float32"]),
+           "ks": _widen(_reshape(_np(ks), (-1,)), ["int32"]), "ke": _widen(_reshape(_np(ke), (-1,)), ["int32"])}
+    a = dict(clean_logits=clean_logits, max_seqlen_k=max_seqlen_k,
+             logits_dtype=logits_dtype or ("bf16" if lg == "bf16" else None), kernel=kernel)
+    a.update(attrs or {})
+    return _emit(_case("indexer.logits_ragged", name, ins, {"logits": logits}, a), out)
+
+
+def capture_fp8_paged_mqa_logits(q: Any, kv_cache: Any, weights: Any, context_lens: Any, block_table: Any,
+                                 logits: Any, max_context_len: Optional[int] = None, clean_logits: bool = False,
+                                 *, schedule_meta: Any = None, page_size: int = 64,
+                                 logits_dtype: Optional[str] = None, kernel: Optional[str] = None,
+                                 name: Optional[str] = None, out: Out = None,
+                                 attrs: Optional[Dict[str, Any]] = None) -> Case:
+    """indexer.logits_paged: ``logits = deep_gemm.fp8_paged_mqa_logits(q, kv_cache, weights, context_lens,
+    block_table, schedule_meta, max_context_len, clean_logits=...)``. q [B, next_n, H, D] fp8 (a 3-D [B, H, D]
+    q is taken as next_n = 1), kv_cache uint8 [P, 64, 1, D+4] or [P, 64*(D+4)], weights [B*next_n, H],
+    context_lens [B] or [B, next_n] int32, block_table [B, max_blocks] int32. schedule_meta is not recorded
+    (it only affects scheduling); max_context_len defaults to logits.shape[1]."""
+    del schedule_meta
+    q = _np(q)
+    if len(_shape(q)) == 3:
+        q = _reshape(q, (_shape(q)[0], 1) + _shape(q)[1:])
+    logits = _np(logits)
+    lg = _logical(logits)
+    cache = _np(kv_cache)
+    if _dt.is_torch_tensor(cache) and str(cache.dtype) != "torch.uint8":
+        import torch
+
+        cache = cache.view(torch.uint8)
+    ins = {"q": q, "kv_cache": _paged(cache, page_size),
+           "weights": _widen(_reshape(_np(weights), (-1, _shape(q)[2])), ["float32"]),
+           "context_lens": _widen(_np(context_lens), ["int32"]), "block_table": _widen(_np(block_table), ["int32"])}
+    a = dict(max_context_len=int(max_context_len if max_context_len is not None else _shape(logits)[1]),
+             clean_logits=clean_logits, page_size=page_size,
+             logits_dtype=logits_dtype or ("bf16" if lg == "bf16" else None), kernel=kernel)
+    a.update(attrs or {})
+    return _emit(_case("indexer.logits_paged", name, ins, {"logits": logits}, a), out)
+
+
+def capture_topk(logits: Any, lengths: Any, indices: Any, k: int, index_base: str = "relative", row_starts: Any = None,
+                 *, offsets: Any = None, page_table: Any = None, sorted: Optional[bool] = None,
+                 fast_path: Optional[bool] = None, page_size: Optional[int] = None,
+                 rows_per_request: Optional[int] = None, num_init_tokens: Optional[int] = None,
+                 num_local_tokens: Optional[int] = None, name: Optional[str] = None, out: Out = None,
+                 attrs: Optional[Dict[str, Any]] = None) -> Case:
+    """indexer.topk: sglang ``fast_topk_v2(score, lengths, k, row_starts)`` (relative),
+    ``fast_topk_transform_fused`` (page_slot, with page_table), ``fast_topk_transform_ragged_fused``
+    (ragged_offset, with offsets); vLLM ``top_k_per_row_prefill/decode`` (relative to row_starts = ks); the demo's
+    ``torch.topk`` (absolute = row_start + p, sorted). logits [R, C] (bf16 is widened exactly to fp32), lengths /
+    row_starts [R] int32, indices [R, k] int32/int64 with -1 padding."""
+    ins = {"logits": _widen(_np(logits), ["float32"]), "lengths": _widen(_reshape(_np(lengths), (-1,)), ["int32"]),
+           "row_starts": _widen(_reshape(_np(row_starts), (-1,)), ["int32"]) if row_starts is not None else None,
+           "offsets": _widen(_reshape(_np(offsets), (-1,)), ["int32"]) if offsets is not None else None,
+           "page_table": _widen(_np(page_table), ["int32"]) if page_table is not None else None}
+    a = dict(k=int(k), index_base=index_base, sorted=sorted, fast_path=fast_path, page_size=page_size,
+             rows_per_request=rows_per_request, num_init_tokens=num_init_tokens, num_local_tokens=num_local_tokens)
+    a.update(attrs or {})
+    return _emit(_case("indexer.topk", name, ins, {"indices": _widen(_np(indices), ["int32", "int64"])}, a), out)
+
+
+STAGE_HELPERS: Dict[str, Callable[..., Case]] = {
+    "indexer.quant": capture_act_quant,
+    "indexer.prolog": capture_prolog,
+    "indexer.kcache_store": capture_kcache_store,
+    "indexer.logits_ragged": capture_fp8_mqa_logits,
+    "indexer.logits_paged": capture_fp8_paged_mqa_logits,
+    "indexer.topk": capture_topk,
+}
+
+
+# ---- layer tracking ----
+_layer: contextvars.ContextVar[Optional[int]] = contextvars.ContextVar("dsa_dump_layer", default=None)
+
+
+@contextlib.contextmanager
+def layer_scope(layer_id: Optional[int]):
+    """Marks the kernel calls inside the block as belonging to layer `layer_id` (for capture's layer filter)."""
+    tok = _layer.set(None if layer_id is None else int(layer_id))
+    try:
+        yield
+    finally:
+        _layer.reset(tok)
+
+
+def current_layer() -> Optional[int]:
+    return _layer.get()
+
+
+def track_layer(owner: Any, method: str, layer_arg: str = "layer_id", position: Optional[int] = None) -> Callable[[], None]:
+    """Wraps ``owner.method`` (a class or an object) so that every call runs inside ``layer_scope(<its layer_arg
+    argument>)``; e.g. ``track_layer(Indexer, "forward_cuda")`` for sglang. Returns a function undoing it."""
+    orig = getattr(owner, method)
+
+    @functools.wraps(orig)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        lid = kwargs.get(layer_arg)
+        if lid is None and position is not None and len(args) > position:
+            lid = args[position]
+        with layer_scope(lid):
+            return orig(*args, **kwargs)
+
+    setattr(owner, method, wrapper)
+    return lambda: setattr(owner, method, orig)
+
+
+# ---- the wrapper ----
+def _nbytes(x: Any) -> int:
+    if x is None:
+        return 0
+    if _dt.is_torch_tensor(x):
+        return int(x.numel()) * int(x.element_size())
+    if isinstance(x, _dt.Bits):
+        return int(np.asarray(x.array).nbytes)
+    if isinstance(x, np.ndarray):
+        return int(x.nbytes)
+    if isinstance(x, (tuple, list)):
+        return sum(_nbytes(v) for v in x)
+    return 0
+
+
+def _snapshot(x: Any) -> Any:
+    """A CPU copy of a tensor argument (taken before the kernel runs, so in-place kernels do not alter it)."""
+    if _dt.is_torch_tensor(x):
+        return x.detach().to("cpu", copy=True)
+    if isinstance(x, np.ndarray):
+        return x.copy()
+    if isinstance(x, tuple):
+        return tuple(_snapshot(v) for v in x)
+    if isinstance(x, list):
+        return [_snapshot(v) for v in x]
+    return x
+
+
+class Capture:
+    """A kernel wrapped by ``capture``: calls go through unchanged; every `every`-th call (after `skip`) that
+    passes the layer filter and the size cap is dumped to ``out_dir/<prefix>_<layer>_<n>.h5`` (one atomic file
+    per call). Stops after `max_cases` files. Attributes: calls, captured, skipped_size, errors (dump errors are
+    recorded and warned about, never raised into the engine unless strict=True)."""
+
+    def __init__(self, fn: Callable[..., Any], stage: str, map_args: Callable[..., Dict[str, Any]], out_dir: str,
+                 every: int = 1, skip: int = 0, layers: Optional[Iterable[int]] = None, max_cases: Optional[int] = 16,
+                 max_bytes: Optional[int] = 256 << 20, prefix: Optional[str] = None, snapshot: bool = True,
+                 strict: bool = False, enabled: bool = True):
+        if stage not in STAGE_HELPERS:
+            raise ValueError(f"unknown stage '{stage}' (one of {', '.join(STAGE_HELPERS)})")
+        if every < 1:
+            raise ValueError("every must be >= 1")
+        self.fn, self.stage, self.map_args = fn, stage, map_args
+        self.out_dir, self.every, self.skip = os.fspath(out_dir), int(every), int(skip)
+        self.layers = None if layers is None else set(int(x) for x in layers)
+        self.max_cases, self.max_bytes = max_cases, max_bytes
+        self.prefix = prefix or stage.replace(".", "_")
+        self.snapshot, self.strict, self.enabled = snapshot, strict, enabled
+        self.calls = 0
+        self.captured = 0
+        self.skipped_size = 0
+        self.errors: list = []
+        self.files: list = []
+        self._lock = threading.Lock()
+        functools.update_wrapper(self, fn)
+
+    def _want(self) -> bool:
+        if not self.enabled or (self.max_cases is not None and self.captured >= self.max_cases):
+            return False
+        lid = _layer.get()
+        if self.layers is not None and lid not in self.layers:
+            return False
+        n = self.calls - self.skip  # calls counted before this one
+        return n >= 0 and n % self.every == 0
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            take = self._want()
+            self.calls += 1
+        if take and self.max_bytes is not None:
+            size = _nbytes(args) + sum(_nbytes(v) for v in kwargs.values())
+            if size > self.max_bytes:
+                take = False
+                self.skipped_size += 1
+        if not take:
+            return self.fn(*args, **kwargs)
+        a = tuple(_snapshot(x) for x in args) if self.snapshot else args
+        kw = {k: _snapshot(v) for k, v in kwargs.items()} if self.snapshot else kwargs
+        result = self.fn(*args, **kwargs)
+        try:
+            with self._lock:
+                n = self.captured
+                self.captured += 1
+            lid = _layer.get()
+            path = os.path.join(self.out_dir, f"{self.prefix}_L{'x' if lid is None else lid}_{n:05d}.h5")
+            helper_kwargs = self.map_args(*a, result=result, **kw)
+            helper_kwargs.setdefault("name", f"{self.prefix}_{n}")
+            attrs = dict(helper_kwargs.pop("attrs", None) or {})
+            if lid is not None:
+                attrs.setdefault("layer_id", lid)
+            os.makedirs(self.out_dir, exist_ok=True)
+            STAGE_HELPERS[self.stage](out=path, attrs=attrs, **helper_kwargs)
+            self.files.append(path)
+        except Exception as e:  # noqa: BLE001 - a dump failure must not take the engine down
+            self.errors.append(e)
+            if self.strict:
+                raise
+            import warnings
+
+            warnings.warn(f"dsa_dump: capture of {self.stage} call failed: {e}")
+        return result
+
+
+def capture(fn: Optional[Callable[..., Any]] = None, *, stage: str, map_args: Callable[..., Dict[str, Any]],
+            out_dir: str = "dsa_dumps", **kw: Any) -> Any:
+    """Wraps a kernel function (or decorates one): ``deep_gemm.fp8_mqa_logits = capture(deep_gemm.fp8_mqa_logits,
+    stage="indexer.logits_ragged", map_args=lambda q, kv, w, ks, ke, clean_logits=True, result=None, **_:
+    dict(q=q, kv=kv, weights=w, ks=ks, ke=ke, logits=result, clean_logits=clean_logits))``.
+
+    map_args receives the call's (snapshotted) arguments plus ``result=`` (the kernel's return value) and returns
+    the keyword arguments of the stage's capture_* helper (without out=). Options: every=N (sample every Nth
+    call), skip=N (ignore the first N calls, e.g. warm-up / CUDA-graph capture), layers={...} (with layer_scope /
+    track_layer), max_cases, max_bytes (skip calls whose tensor arguments exceed it), snapshot (copy inputs
+    before the call; keep True for in-place kernels), strict (raise dump errors)."""
+    if fn is None:
+        return lambda f: Capture(f, stage, map_args, out_dir, **kw)
+    return Capture(fn, stage, map_args, out_dir, **kw)
