@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 
 #include "tensor/tensor.hpp"
@@ -30,6 +31,21 @@ struct KCacheLayout {
   }
 };
 
+// One token of the cache, decoded: where it lives, its fp8 codes and its fp32 scale.
+struct KCacheToken {
+  std::int64_t page = 0;
+  std::int64_t offset = 0;               // token within the page
+  const std::uint8_t* values = nullptr;  // head_dim e4m3fn codes
+  float scale = 0.0f;
+};
+
+// Writes one token (head_dim e4m3 codes + the 4 raw bytes of its fp32 scale) into cache bytes `base`.
+inline void kcache_store_token(std::uint8_t* base, const KCacheLayout& l, std::int64_t page, std::int64_t t,
+                               const std::uint8_t* values, const void* scale_bytes) {
+  std::memcpy(base + l.value_offset(page, t), values, static_cast<std::size_t>(l.head_dim));
+  std::memcpy(base + l.scale_offset(page, t), scale_bytes, 4);  // raw bits: NaN payloads survive
+}
+
 // Read access to a cache tensor u8 [P, page_size, 1, D+4].
 struct KCacheView {
   const std::uint8_t* base = nullptr;
@@ -48,6 +64,25 @@ struct KCacheView {
     float s;
     std::memcpy(&s, base + layout.scale_offset(page, t), 4);  // little-endian host assumed (x86-64, aarch64)
     return s;
+  }
+  // Token at (page, t); throws std::out_of_range naming the page/token when outside the cache.
+  KCacheToken at(std::int64_t page, std::int64_t t) const {
+    if (page < 0 || page >= num_pages || t < 0 || t >= layout.page_size)
+      throw std::out_of_range("K cache: page " + std::to_string(page) + " token " + std::to_string(t) +
+                              " outside " + std::to_string(num_pages) + " pages of " + std::to_string(layout.page_size) + " tokens");
+    return {page, t, values(page, t), scale(page, t)};
+  }
+  // Token at a physical slot page*page_size + offset (slot_mapping, FlashMLA indices_in_kvcache).
+  KCacheToken at_slot(std::int64_t slot) const {
+    if (slot < 0) throw std::out_of_range("K cache: negative slot " + std::to_string(slot));
+    return at(slot / layout.page_size, slot % layout.page_size);
+  }
+  // Logical token j of a request whose block-table row is bt[0..nblocks): page bt[j/page_size], offset j%page_size.
+  KCacheToken at_logical(const std::int32_t* bt, std::int64_t nblocks, std::int64_t j) const {
+    if (j < 0 || j / layout.page_size >= nblocks)
+      throw std::out_of_range("K cache: logical token " + std::to_string(j) + " outside the block table (" +
+                              std::to_string(nblocks) + " blocks)");
+    return at(bt[j / layout.page_size], j % layout.page_size);
   }
 };
 
