@@ -1,0 +1,55 @@
+// `dsa-check check FILE...`: CLI wiring only (logic in src/report/run.cpp and src/compare/).
+#include <iostream>
+
+#include "apps/dsa-check/commands.hpp"
+#include "report/run.hpp"
+#include "stages/registry.hpp"
+
+namespace dsa::cli {
+
+void add_check(CLI::App& app, int& rc) {
+  auto* cmd = app.add_subcommand("check", "Compare kernel dumps (outputs/, expected/) with the CPU reference, stage by stage");
+  auto o = std::make_shared<report::RunOptions>();
+  auto rtol = std::make_shared<std::vector<std::string>>();
+  auto atol = std::make_shared<std::vector<std::string>>();
+  auto color = std::make_shared<std::string>("auto");
+  cmd->add_option("files", o->files, "HDF5 dump files")->required();
+  cmd->add_option("--profile", o->check.profile, "tolerance profile for every bounded tensor (exact, fp32-reassoc, sm90-fp8, bf16-logits)");
+  cmd->add_option("--rtol", *rtol, "relative tolerance, NAME:VALUE for one tensor or VALUE for all (repeatable)");
+  cmd->add_option("--atol", *atol, "absolute tolerance, NAME:VALUE or VALUE (repeatable)");
+  cmd->add_flag("--no-emulation", o->check.no_emulation,
+                "judge bounded tensors by the bound only, even when the case's `kernel` has a bit-exact emulation");
+  cmd->add_flag("--deterministic", o->check.deterministic,
+                "require identical top-k index tensors (order included) across all dumps of the same case name");
+  cmd->add_option("--stage", o->stage_glob, "only cases whose stage matches this glob (e.g. 'indexer.logits*')");
+  cmd->add_option("--case", o->case_glob, "only cases whose name matches this glob");
+  cmd->add_option("-j,--jobs", o->jobs, "cases checked in parallel (report order stays deterministic)")->check(CLI::PositiveNumber);
+  cmd->add_option("--threads", o->check.threads, "OpenMP threads of the reference (0 = default)")->check(CLI::NonNegativeNumber);
+  cmd->add_flag("-q,--quiet", o->quiet, "print only failing checks and the summary");
+  cmd->add_flag("-v,--verbose", o->verbose, "print metrics, first/worst locations and notes per check");
+  cmd->add_option("--color", *color, "colour the console: auto (TTY only), always, never")
+      ->check(CLI::IsMember({"auto", "always", "never"}));
+  cmd->add_option("--json", o->json_path, "write the full report as JSON to this file (atomically)");
+  cmd->add_option("--junit", o->junit_path, "write a JUnit XML report to this file (one testcase per case x tensor)");
+  cmd->callback([o, rtol, atol, color, &rc] {
+    try {
+      for (const auto& s : *rtol) o->check.rtol.push_back(cmp::parse_tol_override(s));
+      for (const auto& s : *atol) o->check.atol.push_back(cmp::parse_tol_override(s));
+    } catch (const std::exception& e) {
+      std::cerr << "error: " << e.what() << "\n";
+      rc = 2;
+      return;
+    }
+    if (!o->check.profile.empty() && !find_tolerance_profile(o->check.profile)) {
+      std::string names;
+      for (const auto& q : tolerance_profiles()) names += (names.empty() ? "" : ", ") + q.name;
+      std::cerr << "error: unknown tolerance profile '" << o->check.profile << "' (known: " << names << ")\n";
+      rc = 2;
+      return;
+    }
+    o->color = *color == "auto" ? -1 : (*color == "always" ? 1 : 0);
+    rc = report::run_check_command(*o, std::cout, std::cerr);
+  });
+}
+
+}  // namespace dsa::cli

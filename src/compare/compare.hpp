@@ -1,0 +1,123 @@
+// Comparators of `dsa-check check`: one per CompareKind (bytes, bounded, topk_set), plus reference-free sanity
+// checks, all producing a CheckResult (verdict + metrics) for one case x tensor.
+//
+// Verdicts: BITEXACT and WITHIN_BOUND pass; FAIL (values outside the bound / set rule), NONFINITE, MASK_MISMATCH,
+// STRUCTURE, SHAPE, DTYPE fail; ERROR = the check could not run (reference error): exit code 2.
+#pragma once
+#include <cstdint>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "stages/expected.hpp"
+#include "tensor/case.hpp"
+
+namespace dsa::cmp {
+
+enum class Verdict { BITEXACT, WITHIN_BOUND, FAIL, NONFINITE, MASK_MISMATCH, STRUCTURE, SHAPE, DTYPE, ERROR };
+std::string_view verdict_name(Verdict v);
+std::optional<Verdict> parse_verdict(std::string_view s);
+inline bool verdict_pass(Verdict v) { return v == Verdict::BITEXACT || v == Verdict::WITHIN_BOUND; }
+
+// |out - ref| <= rtol * M + atol.
+struct Tolerance {
+  std::string profile;  // name of the profile it came from ("" = ad hoc)
+  double rtol = 0.0;
+  double atol = 0.0;
+};
+
+// One offending element, decoded.
+struct Location {
+  std::int64_t flat = -1;
+  std::string where;  // from RefTensor::describe
+  double out = 0, ref = 0, err = 0, bound = 0;
+};
+
+struct BoundedStats {
+  std::int64_t compared = 0;                 // defined elements with a finite reference
+  double max_abs = 0, max_rel = 0, max_err_over_m = 0, max_ulp = 0;
+  double cosine = 1, calc_diff = 0;          // over defined finite pairs (double)
+  double ratio_rel_1e3 = 1, ratio_rel_5e3 = 1;  // msprobe: fraction with rel err < 0.1 % / < 0.5 %
+  double min_rtol = 0;                       // smallest rtol (with the atol in use) that passes; inf if none
+  std::int64_t ulp_bits = 24;                // precision the ULPs are counted in (24 fp32, 8 bf16)
+};
+
+struct TopkStats {
+  std::int64_t rows = 0;
+  double recall = 1, jaccard = 1;            // mean over rows with >= 1 expected entry
+  double min_recall = 1;
+  std::int64_t band = 0, max_band = 0;       // in-band candidates (neither forced in nor forced out)
+  std::int64_t swaps = 0;                    // selected in-band candidates the reference did not pick (accepted)
+  std::int64_t hard_misses = 0;              // candidates that must be selected and are not
+  std::int64_t hard_extras = 0;              // selected candidates that must not be
+  std::vector<std::string> examples;         // first few violations, decoded with scores
+};
+
+struct CheckResult {
+  std::string file, case_name, stage, group = "outputs", tensor;  // group: outputs | expected | determinism
+  CompareKind kind = CompareKind::bytes;
+  Verdict verdict = Verdict::BITEXACT;
+  std::string message;                      // one line, human
+  Tolerance tol;                            // bounded / topk
+  std::int64_t numel = 0, mismatches = 0;   // bytes: differing elements; bounded: failing elements
+  std::optional<Location> first, worst;
+  std::optional<BoundedStats> bounded;
+  std::optional<TopkStats> topk;
+  std::string emulation;                    // emulation profile compared against ("" = none)
+  std::int64_t emulation_mismatches = -1;   // elements not bit-exact vs the emulation (-1 = not compared)
+  std::vector<std::string> notes;           // extra lines (-v), sanity findings
+  bool pass() const { return verdict_pass(verdict); }
+  std::string name() const { return case_name + "/" + group + "/" + tensor; }
+};
+nlohmann::json to_json(const CheckResult& r);
+// Number to JSON: non-finite doubles become the strings "inf", "-inf", "nan".
+nlohmann::json num_json(double x);
+
+// ---- comparators (shape and dtype are checked by compare_tensor; these assume they match) ----
+CheckResult compare_bytes(const Tensor& out, const RefTensor& ref);
+// `against`: the tensor to compare with (ref.value, or an emulation); magnitude/defined/mask from `ref`.
+CheckResult compare_bounded(const Tensor& out, const RefTensor& ref, const Tolerance& tol, const Tensor* against = nullptr);
+CheckResult compare_topk(const Tensor& out, const RefTensor& ref, const Tolerance& tol);
+
+// Classification of one top-k candidate against the reference band (tie-aware rule of spec v32 §5.5).
+enum class Band { must, band, must_not };
+struct TopkRow {
+  std::int64_t len = 0, n = 0;        // candidates, expected selections = min(k, len)
+  double tau = 0, u_tau = 0;          // k-th score and its bound
+  std::vector<Band> cls;              // per candidate position
+  std::vector<double> score, bound;   // per candidate position (NaN mapped to +inf)
+};
+TopkRow topk_row(const TopkRef& t, std::int64_t row, const Tolerance& tol);
+
+// Options of one check (CLI flags).
+struct CheckOptions {
+  std::string profile;                                  // --profile (overrides stage default)
+  std::vector<std::pair<std::string, double>> rtol, atol;  // --rtol name:val / bare val ("" name = all tensors)
+  bool no_emulation = false;                            // judge by the bound only
+  bool deterministic = false;
+  int threads = 0;                                      // reference threads
+};
+// Parse "logits:1e-3" or "1e-3"; throws std::invalid_argument with a clear message.
+std::pair<std::string, double> parse_tol_override(const std::string& s);
+// Tolerance for tensor `tensor` of case `c`: --profile, else bf16-logits when logits_dtype=bf16, else the stage's
+// default; then per-tensor (or bare) overrides. Throws std::invalid_argument for an unknown profile.
+Tolerance resolve_tolerance(const Case& c, const std::string& tensor, const CheckOptions& o);
+// Emulation profile the case asks for (`kernel` attr listed by its stage), or "".
+std::string requested_emulation(const Case& c, const CheckOptions& o);
+
+// Shape/dtype check, then the comparator of ref.kind, emulation handling, sanity checks. Never throws.
+CheckResult compare_tensor(const Case& c, const std::string& group, const Tensor& out, const RefTensor& ref,
+                           const CheckOptions& o);
+
+// Reference-free sanity findings on an output tensor (B5 finite positive scales, B6 constant logit rows,
+// B22 positional top-k). When `ref` is given, findings the reference itself exhibits are dropped.
+std::vector<std::string> sanity_findings(const Case& c, const std::string& tensor, const Tensor& out,
+                                         const RefTensor* ref);
+
+// Every check of one case: reference (once), then each outputs/<name> and expected/<name>. Errors (reference
+// throws, no outputs) become one ERROR result.
+std::vector<CheckResult> check_case(const Case& c, const CheckOptions& o);
+
+}  // namespace dsa::cmp

@@ -1,0 +1,54 @@
+#include "report/console.hpp"
+
+#include <iomanip>
+#include <sstream>
+
+#include "compare/detail.hpp"
+
+namespace dsa::report {
+
+std::string console_line(const cmp::CheckResult& r) {
+  std::ostringstream o;
+  o << std::left << std::setw(14) << cmp::verdict_name(r.verdict) << ' ' << r.case_name << '/' << r.group << '/' << r.tensor
+    << "  [" << r.stage << "]  " << r.message;
+  return o.str();
+}
+
+void print_console(const RunReport& r, std::ostream& out, bool quiet, int verbose, bool color) {
+  const char* green = color ? "\033[32m" : "";
+  const char* red = color ? "\033[31m" : "";
+  const char* yellow = color ? "\033[33m" : "";
+  const char* reset = color ? "\033[0m" : "";
+  for (const auto& res : r.results) {
+    if (quiet && res.pass()) continue;
+    const char* c = res.pass() ? green : (res.verdict == cmp::Verdict::ERROR ? yellow : red);
+    const std::string line = console_line(res);
+    const auto vlen = cmp::verdict_name(res.verdict).size();
+    out << c << line.substr(0, vlen) << reset << line.substr(vlen) << "\n";
+    if (verbose > 0) {
+      if (!res.file.empty()) out << "    file " << res.file << "\n";
+      if (res.first) out << "    first: " << cmp::detail::loc_str(*res.first) << "\n";
+      if (res.worst) out << "    worst: " << cmp::detail::loc_str(*res.worst) << "\n";
+      if (res.bounded) {
+        const auto& s = *res.bounded;
+        out << "    compared " << s.compared << "  max abs " << cmp::detail::fmt(s.max_abs) << "  max rel "
+            << cmp::detail::fmt(s.max_rel) << "  max err/M " << cmp::detail::fmt(s.max_err_over_m) << "  max ulp(" << s.ulp_bits
+            << "-bit) " << cmp::detail::fmt(s.max_ulp) << "  cosine " << cmp::detail::fmt(s.cosine) << "  calc_diff "
+            << cmp::detail::fmt(s.calc_diff) << "  rel<0.1% " << cmp::detail::fmt(s.ratio_rel_1e3) << "  rel<0.5% "
+            << cmp::detail::fmt(s.ratio_rel_5e3) << "  min rtol " << cmp::detail::fmt(s.min_rtol) << "\n";
+      }
+      if (res.topk) {
+        const auto& s = *res.topk;
+        out << "    rows " << s.rows << "  recall@k " << cmp::detail::fmt(s.recall) << "  jaccard " << cmp::detail::fmt(s.jaccard)
+            << "  band " << s.band << "  swaps " << s.swaps << "  hard misses " << s.hard_misses << "  extras " << s.hard_extras << "\n";
+        for (const auto& e : s.examples) out << "    " << e << "\n";
+      }
+      if (!res.emulation.empty()) out << "    emulation " << res.emulation << ": " << res.emulation_mismatches << " element(s) differ\n";
+      for (const auto& n : res.notes) out << "    note: " << n << "\n";
+    }
+  }
+  for (const auto& d : r.divergences) out << d << "\n";
+  out << r.passed() << " passed, " << r.failed() << " failed\n";
+}
+
+}  // namespace dsa::report
