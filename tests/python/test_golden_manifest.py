@@ -1,0 +1,86 @@
+"""Committed goldens (golden/*.h5 + golden/MANIFEST), checked independently of the C++ code:
+SHA-256 of every dataset recomputed with h5py + hashlib, the act_quant goldens recomputed with numpy + ml_dtypes,
+and the reproducibility gate (regenerate with 1 and 2 threads -> identical MANIFEST; dsa-check check -> exit 0)."""
+import hashlib
+import pathlib
+
+import h5py
+import numpy as np
+import pytest
+
+GOLDEN = pathlib.Path(__file__).resolve().parents[2] / "golden"
+
+
+def manifest():
+    rows = {}
+    for line in (GOLDEN / "MANIFEST").read_text().splitlines():
+        if not line or line.startswith("#"):
+            continue
+        f, obj, dtype, shape, digest = line.split(" ")
+        rows[(f, obj)] = (dtype, shape, digest)
+    return rows
+
+
+def test_golden_manifest_matches_every_dataset():
+    rows = manifest()
+    files = sorted(p.name for p in GOLDEN.glob("*.h5"))
+    assert files, "no committed goldens"
+    assert sorted({f for f, _ in rows}) == files
+    seen = set()
+    for name in files:
+        with h5py.File(GOLDEN / name, "r") as h:
+            for case in h:
+                for group in ("inputs", "outputs", "expected"):
+                    if group not in h[case]:
+                        continue
+                    for t, ds in h[case][group].items():
+                        key = (name, f"{case}/{group}/{t}")
+                        assert key in rows, f"{key} missing from MANIFEST"
+                        dtype, shape, digest = rows[key]
+                        arr = ds[()]
+                        assert dtype == ds.attrs["dtype"]
+                        assert shape == "[" + ",".join(str(d) for d in arr.shape) + "]"
+                        raw = np.ascontiguousarray(arr).astype(arr.dtype.newbyteorder("<"), copy=False).tobytes()
+                        assert hashlib.sha256(raw).hexdigest() == digest, key
+                        seen.add(key)
+    assert seen == {k for k in rows if not k[1].endswith("/attrs")}
+    assert sum(1 for k in rows if k[1].endswith("/attrs")) == len(files)
+
+
+def test_golden_size_budget():
+    total = sum(p.stat().st_size for p in GOLDEN.rglob("*") if p.is_file())
+    assert total < 20 * 2**20, f"golden/ is {total} bytes"
+
+
+@pytest.mark.parametrize("name", ["quant_gaussian_outliers", "quant_saturation_ue8m0", "quant_subnormal"])
+def test_golden_quant_ue8m0_recomputed_with_ml_dtypes(name):
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    with h5py.File(GOLDEN / f"{name}.h5", "r") as h:
+        c = h[name]
+        assert c.attrs["scale_fmt"] == "ue8m0"
+        bs = int(c.attrs["block_size"])
+        x = c["inputs/x"][()].view(ml_dtypes.bfloat16).astype(np.float32)
+        y_exp = c["expected/y"][()]
+        s_exp = c["expected/scale"][()]
+    T, K = x.shape
+    xb = x.reshape(T, K // bs, bs)
+    amax = np.maximum(np.abs(xb).max(axis=2), np.float32(1e-4))
+    t = amax * np.float32(1.0 / 448.0)  # fl32(amax * fl32(1/448))
+    assert t.dtype == np.float32
+    bits = t.view(np.uint32)
+    e = ((bits >> 23) & 0xFF).astype(np.int64) - 127 + ((bits & 0x7FFFFF) != 0)
+    s = np.ldexp(np.float32(1.0), e).astype(np.float32)
+    np.testing.assert_array_equal(s, s_exp)
+    q = np.clip(xb / s[:, :, None], -448, 448).astype(np.float32)
+    y = q.astype(ml_dtypes.float8_e4m3fn).view(np.uint8).reshape(T, K)
+    np.testing.assert_array_equal(y, y_exp)
+
+
+def test_golden_reproducible_and_bitexact(run_cli, tmp_path):
+    committed = (GOLDEN / "MANIFEST").read_text()
+    for j in (1, 2):
+        out = tmp_path / f"j{j}"
+        out.mkdir()
+        run_cli("golden", "--committed", "-j", j, "--out", out, check_rc=0)
+        assert (out / "MANIFEST").read_text() == committed, f"-j {j}: regenerated MANIFEST differs from golden/MANIFEST"
+    run_cli("check", "-q", *sorted(GOLDEN.glob("*.h5")), check_rc=0)
