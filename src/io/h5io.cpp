@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <set>
 
 #include "stages/registry.hpp"
 
@@ -69,28 +70,35 @@ H5O_type_t object_type(hid_t loc, const std::string& name) {
 }
 
 // ---- attributes ----
+// Reads a scalar or 1-D integer / float / string attribute. On failure `err` describes what was found (the
+// caller says what was expected: kAttrExpected).
+constexpr const char* kAttrExpected = "an integer, float or string attribute (scalar or 1-D)";
 bool read_attr(hid_t obj, const std::string& name, AttrValue& out, std::string& err) {
   H a(H5Aopen(obj, name.c_str(), H5P_DEFAULT), H5Aclose);
   if (!a.ok()) {
-    err = "unreadable attribute";
+    err = "an unreadable attribute";
     return false;
   }
   H type(H5Aget_type(a), H5Tclose);
   H space(H5Aget_space(a), H5Sclose);
   const int rank = H5Sget_simple_extent_ndims(space);
   if (rank < 0 || rank > 1) {
-    err = "a scalar or 1-D attribute, found rank " + std::to_string(rank);
+    err = "an attribute of rank " + std::to_string(rank);
     return false;
   }
   hssize_t n = H5Sget_simple_extent_npoints(space);
   if (n < 0 || n > (1 << 20)) {
-    err = "an attribute of at most 2^20 elements";
+    err = "an attribute of " + std::to_string(n) + " elements (at most 2^20)";
+    return false;
+  }
+  if (n == 0) {
+    err = "an empty attribute (null dataspace or 0 elements)";
     return false;
   }
   const H5T_class_t cls = H5Tget_class(type);
   if (cls == H5T_STRING) {
     if (rank != 0 && n != 1) {
-      err = "a scalar string attribute";
+      err = "an array of " + std::to_string(n) + " strings";
       return false;
     }
     if (H5Tis_variable_str(type) > 0) {
@@ -99,7 +107,7 @@ bool read_attr(hid_t obj, const std::string& name, AttrValue& out, std::string& 
       H5Tset_cset(mt, H5Tget_cset(type));
       char* p = nullptr;
       if (H5Aread(a, mt, &p) < 0) {
-        err = "unreadable string attribute";
+        err = "an unreadable string attribute";
         return false;
       }
       out = std::string(p ? p : "");
@@ -109,7 +117,7 @@ bool read_attr(hid_t obj, const std::string& name, AttrValue& out, std::string& 
       std::string s(sz, '\0');
       H mt(H5Tcopy(type), H5Tclose);
       if (H5Aread(a, mt, s.data()) < 0) {
-        err = "unreadable string attribute";
+        err = "an unreadable string attribute";
         return false;
       }
       s.resize(std::strlen(s.c_str()));
@@ -124,7 +132,7 @@ bool read_attr(hid_t obj, const std::string& name, AttrValue& out, std::string& 
       H native(H5Tget_native_type(type, H5T_DIR_ASCEND), H5Tclose);
       std::vector<unsigned char> buf(static_cast<std::size_t>(n) * H5Tget_size(native));
       if (H5Aread(a, native, buf.data()) < 0) {
-        err = "unreadable enum attribute";
+        err = "an unreadable enum attribute";
         return false;
       }
       const std::size_t es = H5Tget_size(native);
@@ -136,7 +144,7 @@ bool read_attr(hid_t obj, const std::string& name, AttrValue& out, std::string& 
         v[i] = x;
       }
     } else if (H5Aread(a, H5T_NATIVE_INT64, v.data()) < 0) {
-      err = "unreadable integer attribute";
+      err = "an unreadable integer attribute";
       return false;
     }
     if (rank == 0) out = v[0];
@@ -146,14 +154,14 @@ bool read_attr(hid_t obj, const std::string& name, AttrValue& out, std::string& 
   if (cls == H5T_FLOAT) {
     std::vector<double> v(static_cast<std::size_t>(n));
     if (H5Aread(a, H5T_NATIVE_DOUBLE, v.data()) < 0) {
-      err = "unreadable float attribute";
+      err = "an unreadable float attribute";
       return false;
     }
     if (rank == 0) out = v[0];
     else out = v;
     return true;
   }
-  err = "an integer, float or string attribute";
+  err = "an attribute of HDF5 type class " + std::to_string(static_cast<int>(cls)) + " (compound, array, reference, ...)";
   return false;
 }
 
@@ -211,7 +219,18 @@ std::optional<DType> native_dtype(hid_t type, std::string& desc) {
     desc = "float" + std::to_string(sz * 8);
     if (sz == 4) return DType::f32;
     if (sz == 8) return DType::f64;
-    if (sz == 2) return DType::fp16;  // IEEE half as written by numpy float16
+    if (sz == 2) {  // IEEE half as written by numpy float16, or HDF5 2.0's bfloat16 type
+      std::size_t spos = 0, epos = 0, esize = 0, mpos = 0, msize = 0;
+      if (H5Tget_fields(type, &spos, &epos, &esize, &mpos, &msize) >= 0) {
+        if (esize == 5 && msize == 10) return DType::fp16;
+        if (esize == 8 && msize == 7) {
+          desc = "bfloat16 (HDF5 float)";
+          return DType::bf16;
+        }
+        desc = "a 16-bit float with " + std::to_string(esize) + " exponent and " + std::to_string(msize) +
+               " mantissa bits";
+      }
+    }
     return std::nullopt;
   }
   if (cls == H5T_ENUM && sz == 1) {
@@ -270,7 +289,8 @@ std::optional<Tensor> read_dataset(hid_t group, const std::string& gname, const 
     const bool size_ok = H5Tget_size(type) == dtype_size(*parsed);
     bool class_ok;
     if (dtype_stored_as_bits(*parsed))
-      class_ok = cls == H5T_INTEGER || cls == H5T_OPAQUE || (cls == H5T_FLOAT && *parsed == DType::fp16);
+      class_ok = (cls == H5T_INTEGER && H5Tget_sign(type) == H5T_SGN_NONE) || cls == H5T_OPAQUE ||
+                 (cls == H5T_FLOAT && nat && *nat == *parsed);
     else
       class_ok = nat && *nat == *parsed;
     if (!size_ok || !class_ok)
@@ -278,7 +298,12 @@ std::optional<Tensor> read_dataset(hid_t group, const std::string& gname, const 
                      desc);
     dt = parsed;
   }
-  if (!dt) return problem("a supported storage type (or raw bits with a dtype attr)", desc);
+  if (!dt)
+    return problem("a supported storage type (uint8/uint16 raw bits with a dtype attr, int8, uint8, uint16, int32, "
+                   "int64, float16, float32, float64)",
+                   desc + (H5Tget_class(type) == H5T_OPAQUE
+                               ? " without a dtype attr (h5py writes ml_dtypes arrays as opaque: store raw bits + dtype)"
+                               : ""));
   std::int64_t numel;
   try {
     numel = checked_numel(shape);
@@ -289,8 +314,11 @@ std::optional<Tensor> read_dataset(hid_t group, const std::string& gname, const 
     return problem("at most " + std::to_string(opt.max_bytes_per_tensor) + " bytes", shape_str(shape) + " " + std::string(dtype_name(*dt)));
   Tensor t(*dt, shape);
   if (numel > 0) {
-    // Read raw bits: memory type = the file type in native order (no value conversion).
-    H mem(H5Tget_native_type(type, H5T_DIR_ASCEND), H5Tclose);
+    // Read raw bits: memory type = the file type in native byte order (no value conversion; works for 16-bit
+    // floats, which have no native type in HDF5 1.10, and for opaque types).
+    const H5T_class_t cls = H5Tget_class(type);
+    H mem(cls == H5T_ENUM ? H5Tget_native_type(type, H5T_DIR_ASCEND) : H5Tcopy(type), H5Tclose);
+    if (mem.ok() && (cls == H5T_INTEGER || cls == H5T_FLOAT)) H5Tset_order(mem, H5Tget_order(H5T_NATIVE_INT));
     if (!mem.ok() || H5Tget_size(mem) != dtype_size(*dt)) return problem("a readable element type", desc);
     if (H5Dread(ds, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.raw()) < 0)
       return problem("readable data", "a read error (truncated or corrupt file?)");
@@ -398,56 +426,78 @@ ReadResult read_file(const std::string& path, const ReadOptions& opt) {
     Case c;
     c.file = path;
     c.name = name;
-    std::size_t before = res.problems.size();
+    bool stage_attr = false, version_attr = false;
     for (const auto& an : attr_names(g)) {
       AttrValue v;
       std::string err;
       if (!read_attr(g, an, v, err)) {
-        res.problems.push_back({path, name, "attr " + an, "a readable attribute", err});
+        res.problems.push_back({path, name, "attr " + an, kAttrExpected, err});
+        stage_attr |= an == "stage";
+        version_attr |= an == "schema_version";
         continue;
       }
       if (an == "stage") {
-        if (auto s = std::get_if<std::string>(&v)) c.stage = *s;
-        else res.problems.push_back({path, name, "attr stage", "a string", attr_to_string(v)});
+        stage_attr = true;
+        if (auto st = std::get_if<std::string>(&v)) c.stage = *st;
+        else res.problems.push_back({path, name, "attr stage", "a string naming the stage", attr_to_string(v)});
       } else if (an == "schema_version") {
+        version_attr = true;
         auto i = std::get_if<std::int64_t>(&v);
         if (!i || *i != kSchemaVersion)
-          res.problems.push_back({path, name, "attr schema_version", std::to_string(kSchemaVersion), attr_to_string(v)});
+          res.problems.push_back({path, name, "attr schema_version", std::to_string(kSchemaVersion) + " (this dsa-check reads schema v1)",
+                                  attr_to_string(v)});
       } else {
         c.attrs[an] = v;
       }
     }
-    if (c.stage.empty() && res.problems.size() == before) {
-      res.problems.push_back({path, name, "attr stage", "a string attribute naming the stage", "none"});
-      continue;
-    }
+    if (!stage_attr)
+      res.problems.push_back({path, name, "attr stage", "a string attribute naming the stage (dsa-check stages lists them)", "none"});
+    if (!version_attr) res.problems.push_back({path, name, "attr schema_version", "1", "none"});
+    std::set<std::string> unreadable;  // tensors that failed to load: not reported again as missing
     for (const char* gname : {"inputs", "outputs", "expected"}) {
       if (H5Lexists(g, gname, H5P_DEFAULT) <= 0) {
         if (std::string(gname) == "inputs") res.problems.push_back({path, name, "inputs/", "a group of input tensors", "none"});
         continue;
       }
       if (!opt.load_outputs && std::string(gname) != "inputs") continue;
+      if (object_type(g, gname) != H5O_TYPE_GROUP) {
+        res.problems.push_back({path, name, std::string(gname) + "/", "a group of tensors", "a dataset or other object"});
+        continue;
+      }
       H sub(H5Gopen2(g, gname, H5P_DEFAULT), H5Gclose);
       if (!sub.ok()) {
-        res.problems.push_back({path, name, std::string(gname) + "/", "a group", "another object"});
+        res.problems.push_back({path, name, std::string(gname) + "/", "a readable group", "an unreadable object (truncated or corrupt?)"});
         continue;
       }
       TensorMap& dst = std::string(gname) == "inputs" ? c.inputs : std::string(gname) == "outputs" ? c.outputs : c.expected;
       for (const auto& tn : child_names(sub)) {
+        const std::string tpath = std::string(gname) + "/" + tn;
         if (object_type(sub, tn) != H5O_TYPE_DATASET) {
-          res.problems.push_back({path, name, std::string(gname) + "/" + tn, "a dataset", "another object"});
+          res.problems.push_back({path, name, tpath, "a dataset", "a group or other object"});
+          unreadable.insert(tpath);
           continue;
         }
         if (auto t = read_dataset(sub, gname, tn, DsCtx{path, name, res.problems}, opt)) dst.emplace(tn, std::move(*t));
+        else unreadable.insert(tpath);
       }
     }
     for (const auto& other : child_names(g))
       if (other != "inputs" && other != "outputs" && other != "expected")
         res.problems.push_back({path, name, other, "only inputs/, outputs/, expected/ in a case", "'" + other + "'"});
-    apply_attr_defaults(c);
-    if (opt.validate && res.problems.size() == before) {
-      auto v = validate_case(c, opt.load_outputs);
-      res.problems.insert(res.problems.end(), v.begin(), v.end());
+    if (opt.apply_defaults) apply_attr_defaults(c);
+    // Validate even when something failed to load, so that every problem of the file is reported at once;
+    // tensors that failed to load are not reported again (as missing). An unknown or missing stage is already
+    // reported above.
+    if (opt.validate && !c.stage.empty()) {
+      Case with_defaults;
+      const Case* v = &c;
+      if (!opt.apply_defaults) {
+        with_defaults = c;
+        apply_attr_defaults(with_defaults);
+        v = &with_defaults;
+      }
+      for (auto& p : validate_case(*v, opt.load_outputs))
+        if (!unreadable.count(p.tensor)) res.problems.push_back(std::move(p));
     }
     res.cases.push_back(std::move(c));
   }

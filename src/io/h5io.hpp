@@ -25,11 +25,14 @@ struct ReadResult {
 struct ReadOptions {
   bool validate = true;        // validate each case against the stage registry
   bool load_outputs = true;    // read outputs/ and expected/ too
+  bool apply_defaults = true;  // add the stage's attr defaults to each case (off: attrs exactly as stored)
   std::int64_t max_bytes_per_tensor = std::int64_t{64} << 30;  // refuse absurd sizes before allocating
 };
 
-// Reads every case of a file. Never throws for bad input: problems are returned. Attr defaults of the stage
-// are applied to every case that names a known stage.
+// Reads every case of a file. Never throws for bad input: problems are returned (every problem of the file,
+// one per line: file-level, per case, per tensor, then the registry validation of each case). Attr defaults
+// of the stage are applied to every case that names a known stage (unless opt.apply_defaults is false;
+// validation always sees them).
 ReadResult read_file(const std::string& path, const ReadOptions& opt = {});
 
 // Writes cases to `path` atomically (temp file in the same directory, then rename). Throws std::runtime_error

@@ -154,6 +154,7 @@ float ue8m0_scale(float amax, float eps) {
   const float t = std::fmax(amax, eps) * inv448_f32();
   const std::uint32_t u = f32_bits(t);
   const int exp_field = static_cast<int>((u >> 23) & 0xFFu);
+  if (t == 0.0f) return 0.0f;  // ceil(log2 0) = -inf: 2^-inf = 0 (only with eps < ~3e-43)
   if (exp_field == 0) {  // subnormal t: ceil(log2 t) exactly
     int e2;
     const double m = std::frexp(static_cast<double>(t), &e2);  // t = m 2^e2, m in [0.5,1)

@@ -10,7 +10,12 @@
 //    give NaN with the input's sign kept — exactly what torch's `.to(torch.float8_e4m3fn)` and ml_dtypes do.
 //    No saturation: producers that want saturation clamp to ±448 before the cast (act_quant does);
 //  * NaN input gives the target's canonical quiet NaN with the input's sign (bf16 0x7FC0, fp16 0x7E00,
-//    e5m2 0x7E, e4m3fn 0x7F).
+//    e5m2 0x7E, e4m3fn 0x7F); the payload is dropped (ml_dtypes does the same; numpy's f32 -> f16 keeps part
+//    of the payload, which is why tests compare only NaN-ness and sign there);
+//  * decoding is exact. bf16 -> f32 is the 16-bit shift, so a bf16 NaN keeps its payload (as in ml_dtypes and
+//    torch); fp16 / e5m2 / e4m3fn NaN codes decode to the canonical quiet NaN 0x7FC00000 with the code's sign;
+//  * f64 inputs are rounded once from the exact double. ml_dtypes and numpy cast float64 through float32 (two
+//    roundings) and can differ by one code next to a tie: 1 + 2^-8 + 2^-40 -> bf16 0x3F81 here, 0x3F80 there.
 #pragma once
 #include <cstdint>
 #include <cstring>
@@ -70,7 +75,8 @@ std::uint64_t encode_bits(DType t, double x);
 inline float inv448_f32() { return f32_from_bits(0x3B124925u); }
 // ue8m0 / pow2 scale: t = fl32(max(amax, eps) * fl32(1/448)); e = ceil(log2 t) via the integer-exponent trick
 // ((bits(t) >> 23) & 0xFF) - 127 + (mantissa != 0); returns 2^e. Subnormal t (only with eps < ~1.7e-36) is
-// handled exactly with frexp. eps default is the demo's 1e-4 (fp32 0x38D1B717); vLLM's fused path uses 1e-10.
+// handled exactly with frexp; t == 0 (eps below ~3e-43, amax 0) gives scale 0 = 2^ceil(log2 0) like exp2f(-inf) in
+// vLLM. NaN amax gives NaN, amax = inf gives inf (e = 128). eps default is the demo's 1e-4 (fp32 0x38D1B717); vLLM's fused path uses 1e-10.
 float ue8m0_scale(float amax, float eps = 1e-4f);
 // Plain fp32 scales. `div`: fl32(max(amax, eps) / 448) (DeepGEMM tests, vLLM non-ue8m0);
 // `mul`: fl32(max(amax, eps) * fl32(1/448)) (the demo's scale_fmt=None).

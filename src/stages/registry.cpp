@@ -101,6 +101,19 @@ std::string dtype_list(const std::vector<DType>& ds) {
   return s;
 }
 
+// The found dtype, with a hint when it looks like raw bits whose `dtype` attribute was forgotten.
+std::string dtype_found(const TensorSpec& spec, DType found) {
+  std::string s(dtype_name(found));
+  for (DType want : spec.dtypes) {
+    if (dtype_stored_as_bits(want) && dtype_size(want) == dtype_size(found) && dtype_is_integer(found)) {
+      s += " (raw bits without a dtype attribute? add the string attribute dtype=\"" + std::string(dtype_name(want)) +
+           "\" to the dataset)";
+      break;
+    }
+  }
+  return s;
+}
+
 struct Binder {
   const Case& c;
   std::vector<Problem>& problems;
@@ -147,8 +160,10 @@ struct Binder {
       return;
     }
     if (std::find(spec.dtypes.begin(), spec.dtypes.end(), t->dtype()) == spec.dtypes.end()) {
-      problems.push_back({c.file, c.name, path, "dtype " + dtype_list(spec.dtypes), std::string(dtype_name(t->dtype()))});
+      problems.push_back({c.file, c.name, path, "dtype " + dtype_list(spec.dtypes), dtype_found(spec, t->dtype())});
     }
+    if (t->numel() == 0)
+      problems.push_back({c.file, c.name, path, "a non-empty tensor", "shape " + shape_str(t->shape()) + " (0 elements)"});
     std::string why;
     for (const auto& alt : spec.dims) {
       std::string w;

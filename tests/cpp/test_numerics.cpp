@@ -1,0 +1,227 @@
+// numerics.*: ue8m0 / fp32 scales (spec v32 §2.5, §3.4, §3.6) against the alternative formulas, computed here
+// independently; act_quant blocks checked by hand; dtype names. Conversions are checked exhaustively against
+// ml_dtypes in tests/python/test_numerics_exhaustive.py.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <ios>
+#include <limits>
+#include <vector>
+
+#include "numerics/dtype.hpp"
+#include "numerics/formats.hpp"
+#include "reference/act_quant.hpp"
+
+using namespace dsa;
+using namespace dsa::num;
+
+namespace {
+
+// ceil(log2(t)) for a positive finite float, in double (exact for every float: log2 of a float that is not a
+// power of two is at least ~1.7e-7 away from an integer, far above double's error).
+int ceil_log2(float t) { return static_cast<int>(std::ceil(std::log2(static_cast<double>(t)))); }
+
+// Exponent of a power-of-two float scale.
+int pow2_exp(float s) {
+  int e;
+  const double m = std::frexp(static_cast<double>(s), &e);
+  REQUIRE(m == 0.5);  // a power of two
+  return e - 1;
+}
+
+// TileKernels' bit formula: e = ((bits(fl32(amax/448)) - 1) >> 23) + 1 - 127 (normal, positive t).
+int tilekernels_exp(float amax) {
+  const float t = amax / 448.0f;
+  return static_cast<int>((f32_bits(t) - 1u) >> 23) + 1 - 127;
+}
+
+}  // namespace
+
+TEST_CASE("numerics.ue8m0 exhaustive over bf16 amax >= 1e-4 vs ceil(log2) and TileKernels formulas") {
+  const float eps = 1e-4f;
+  REQUIRE(f32_bits(eps) == 0x38D1B717u);
+  REQUIRE(f32_bits(inv448_f32()) == 0x3B124925u);
+  REQUIRE(static_cast<double>(inv448_f32()) == static_cast<double>(1.0f / 448.0f));  // fl32(1/448)
+  int checked = 0;
+  for (std::uint32_t b = 0; b < 0x7F80u; ++b) {  // positive finite bf16
+    const float amax = bf16_to_f32(static_cast<std::uint16_t>(b));
+    if (amax < eps) continue;
+    const float s = ue8m0_scale(amax, eps);
+    const int e = pow2_exp(s);
+    // spec §2.5 "bit trick on fl32(amax * fl32(1/448))"
+    const int e_mul = ceil_log2(amax * inv448_f32());
+    // DeepGEMM ceil_to_ue8m0 / vLLM: ceil(log2(fl32(amax / 448)))
+    const int e_div = ceil_log2(amax / 448.0f);
+    if (e != e_mul || e != e_div || e != tilekernels_exp(amax)) {
+      FAIL("amax bf16 0x" << std::hex << b << std::dec << " = " << amax << ": ue8m0 e=" << e << " mul " << e_mul
+                          << " div " << e_div << " tilekernels " << tilekernels_exp(amax));
+    }
+    // The scale covers the block: amax / s <= 448 (so the clamp of §2.5 is a no-op) and > 224 unless clamped.
+    CHECK(static_cast<double>(amax) / static_cast<double>(s) <= 448.0);
+    ++checked;
+  }
+  CHECK(checked > 16000);
+}
+
+TEST_CASE("numerics.ue8m0 clamped - eps 1e-10 - subnormal - zero - NaN and inf amax") {
+  // amax below eps is clamped: 1e-4 / 448 = 2.23e-7 lies in (2^-23, 2^-22]: e = -22 (spec §2.5).
+  for (float amax : {0.0f, -0.0f, 1e-30f, 5e-5f, 1e-4f}) CHECK(ue8m0_scale(amax) == std::ldexp(1.0f, -22));
+  CHECK(ue8m0_scale(bf16_to_f32(0x38D2)) == std::ldexp(1.0f, -22));  // smallest bf16 above 1e-4
+  // vLLM fused path eps = 1e-10: 1e-10 / 448 = 2.23e-13 in (2^-43, 2^-42]: e = -42.
+  CHECK(ue8m0_scale(0.0f, 1e-10f) == std::ldexp(1.0f, -42));
+  CHECK(pow2_exp(ue8m0_scale(0.0f, 1e-10f)) == ceil_log2(1e-10f * inv448_f32()));
+  CHECK(ue8m0_scale(1e-6f, 1e-10f) == std::ldexp(1.0f, ceil_log2(1e-6f * inv448_f32())));
+  // Subnormal t (eps tiny): still 2^ceil(log2 t), itself subnormal.
+  const float tiny = 1e-40f;
+  const float t = tiny * inv448_f32();
+  REQUIRE(std::fpclassify(t) == FP_SUBNORMAL);
+  CHECK(ue8m0_scale(0.0f, tiny) == std::ldexp(1.0f, ceil_log2(t)));
+  CHECK(ue8m0_scale(std::ldexp(1.0f, -140) * 448.0f * 0.75f, 1e-45f) > 0.0f);
+  // t underflows to 0: 2^ceil(log2 0) = 2^-inf = 0 (vLLM exp2f(ceilf(log2f(0)))).
+  CHECK(ue8m0_scale(0.0f, std::numeric_limits<float>::denorm_min()) == 0.0f);
+  // Exact powers of two times 448: t is (nearly) a power of two; the scale must still cover amax.
+  for (int k = -20; k <= 100; ++k) {
+    const float amax = std::ldexp(448.0f, k);
+    CHECK(static_cast<double>(amax) / static_cast<double>(ue8m0_scale(amax)) <= 448.0);
+    CHECK(pow2_exp(ue8m0_scale(amax)) == ceil_log2(amax / 448.0f));
+  }
+  CHECK(std::isnan(ue8m0_scale(std::numeric_limits<float>::quiet_NaN())));
+  CHECK(std::isinf(ue8m0_scale(std::numeric_limits<float>::infinity())));
+  CHECK(ue8m0_scale(std::numeric_limits<float>::max()) == std::ldexp(1.0f, 120));  // 3.4e38/448 -> 2^120
+}
+
+TEST_CASE("numerics.fp32 scales - div rounds amax/448 once - mul is fl32(amax * fl32(1/448))") {
+  int differ = 0;
+  for (std::uint32_t b = 0; b < 0x7F80u; ++b) {
+    const float amax = bf16_to_f32(static_cast<std::uint16_t>(b));
+    const float m = std::fmax(amax, 1e-4f);
+    const float sd = fp32_scale_div(amax), sm = fp32_scale_mul(amax);
+    // mul: the product of two floats is exact in double; one rounding to float.
+    CHECK(sm == static_cast<float>(static_cast<double>(m) * static_cast<double>(inv448_f32())));
+    // div: the float nearest to m/448 (m/448 is never a float tie: 448 = 7 * 2^6 and m has 8 significant bits).
+    const double exact = static_cast<double>(m) / 448.0;
+    const double err = std::fabs(static_cast<double>(sd) - exact);
+    CHECK(err <= std::fabs(static_cast<double>(std::nextafter(sd, 0.0f)) - exact));
+    CHECK(err <= std::fabs(static_cast<double>(std::nextafter(sd, 1e30f)) - exact));
+    if (sd != sm) ++differ;
+  }
+  // The two conventions are genuinely different (so the scale_fmt attr matters); measured: a sizeable fraction.
+  CHECK(differ > 100);
+  CHECK(fp32_scale_div(0.0f) == 1e-4f / 448.0f);
+  CHECK(fp32_scale_mul(0.0f, 1e-10f) == 1e-10f * inv448_f32());
+  CHECK(std::isnan(fp32_scale_div(std::numeric_limits<float>::quiet_NaN())));
+  CHECK(std::isnan(fp32_scale_mul(std::numeric_limits<float>::quiet_NaN())));
+}
+
+TEST_CASE("numerics.act_quant hand-checked blocks") {
+  using ref::QuantParams;
+  std::vector<std::uint8_t> y(128);
+  SUBCASE("zero block: scale 2^-22 (eps clamp), codes +0; negative zeros keep their sign") {
+    std::vector<float> x(128, 0.0f);
+    for (int i = 64; i < 128; ++i) x[static_cast<std::size_t>(i)] = -0.0f;
+    CHECK(ref::quantize_block(x.data(), 128, QuantParams{}, y.data()) == std::ldexp(1.0f, -22));
+    for (int i = 0; i < 128; ++i) CHECK(y[static_cast<std::size_t>(i)] == (i < 64 ? 0x00 : 0x80));
+  }
+  SUBCASE("all-equal block: 1.0 -> s = 2^-8 (1/448 in (2^-9, 2^-8]), x/s = 256 = e4m3 0x78") {
+    std::vector<float> x(128, 1.0f);
+    CHECK(ref::quantize_block(x.data(), 128, QuantParams{}, y.data()) == std::ldexp(1.0f, -8));
+    for (auto c : y) CHECK(c == 0x78);
+    std::vector<float> xn(128, -3.0f);  // 3/448 in (2^-8, 2^-7]: s = 2^-7, x/s = -384 = -1.5*2^8 -> 0xFC
+    CHECK(ref::quantize_block(xn.data(), 128, QuantParams{}, y.data()) == std::ldexp(1.0f, -7));
+    for (auto c : y) CHECK(c == 0xFC);
+  }
+  SUBCASE("subnormal codes: amax 1 (s = 2^-8), x = k*2^-17 -> k*2^-9, ties to even") {
+    std::vector<float> x(128, 0.0f);
+    x[0] = 1.0f;
+    x[1] = std::ldexp(1.0f, -17);      // 2^-9: smallest subnormal 0x01
+    x[2] = std::ldexp(3.0f, -18);      // 1.5 * 2^-9: tie -> 2 * 2^-9 = 0x02
+    x[3] = std::ldexp(1.0f, -18);      // 0.5 * 2^-9: tie -> 0
+    x[4] = -std::ldexp(1.0f, -17);     // 0x81
+    x[5] = std::ldexp(7.0f, -17);      // largest subnormal 0x07
+    x[6] = std::ldexp(1.0f, -14);      // 2^-6: smallest normal 0x08
+    x[7] = std::ldexp(5.0f, -18);      // 2.5 * 2^-9: tie -> 2 (even) = 0x02
+    x[8] = std::ldexp(3.0f, -19);      // 0.75 * 2^-9 -> 0x01
+    CHECK(ref::quantize_block(x.data(), 128, QuantParams{}, y.data()) == std::ldexp(1.0f, -8));
+    const std::uint8_t want[] = {0x78, 0x01, 0x02, 0x00, 0x81, 0x07, 0x08, 0x02, 0x01};
+    for (std::size_t i = 0; i < sizeof(want); ++i) CHECK(y[i] == want[i]);
+  }
+  SUBCASE("saturation: the block maximum maps to +-448 (0x7E/0xFE), never NaN, for every scale format") {
+    for (auto fmt : {ref::ScaleFmt::ue8m0, ref::ScaleFmt::fp32_div, ref::ScaleFmt::fp32_mul}) {
+      for (auto apply : {ref::ScaleApply::div, ref::ScaleApply::mul_inv}) {
+        QuantParams p;
+        p.fmt = fmt;
+        p.apply = apply;
+        for (std::uint32_t b = 0x3F80; b < 0x4780; b += 7) {  // amax from 1 to 65536
+          const float a = bf16_to_f32(static_cast<std::uint16_t>(b));
+          std::vector<float> x(128, 0.0f);
+          x[0] = a;
+          x[1] = -a;
+          ref::quantize_block(x.data(), 128, p, y.data());
+          if (fmt == ref::ScaleFmt::ue8m0) {
+            CHECK(y[0] <= 0x7E);  // a/s in (224, 448]
+          } else {
+            CHECK(y[0] == 0x7E);  // a/s ~ 448 (rounding either side of 448 gives 448)
+            CHECK(y[1] == 0xFE);
+          }
+          CHECK(y[0] != 0x7F);
+        }
+      }
+    }
+    // Without the clamp, an unclamped fp32_mul scale that lands below amax/448 still rounds to 448 (<= 464).
+    QuantParams p;
+    p.fmt = ref::ScaleFmt::fp32_mul;
+    p.clamp = false;
+    std::vector<float> x(128, 0.0f);
+    x[0] = 1000.0f;
+    ref::quantize_block(x.data(), 128, p, y.data());
+    CHECK(y[0] == 0x7E);
+  }
+  SUBCASE("NaN in a block: NaN scale, every code NaN") {
+    std::vector<float> x(128, 1.0f);
+    x[5] = std::numeric_limits<float>::quiet_NaN();
+    CHECK(std::isnan(ref::quantize_block(x.data(), 128, QuantParams{}, y.data())));
+    for (auto c : y) CHECK((c & 0x7F) == 0x7F);
+  }
+}
+
+TEST_CASE("numerics.dtype names - aliases and sizes") {
+  for (DType t : kAllDTypes) {
+    auto p = parse_dtype(dtype_name(t));
+    REQUIRE(p.has_value());
+    CHECK(*p == t);
+  }
+  CHECK(parse_dtype("bfloat16") == DType::bf16);
+  CHECK(parse_dtype("float8_e4m3fn") == DType::fp8_e4m3fn);
+  CHECK(parse_dtype("F8_E4M3") == DType::fp8_e4m3fn);
+  CHECK(parse_dtype("float16") == DType::fp16);
+  CHECK(parse_dtype("float32") == DType::f32);
+  CHECK_FALSE(parse_dtype("bfloat17").has_value());
+  CHECK_FALSE(parse_dtype("").has_value());
+  CHECK(dtype_size(DType::bf16) == 2);
+  CHECK(dtype_size(DType::fp8_e5m2) == 1);
+  CHECK(dtype_size(DType::i64) == 8);
+  CHECK(dtype_stored_as_bits(DType::fp16));
+  CHECK_FALSE(dtype_stored_as_bits(DType::int8));
+  CHECK(dtype_is_integer(DType::u16));
+  CHECK(dtype_is_float(DType::fp8_e4m3fn));
+}
+
+TEST_CASE("numerics.decode_bits / encode_bits agree with the typed conversions") {
+  CHECK(decode_bits(DType::bf16, 0x3F80) == 1.0);
+  CHECK(decode_bits(DType::fp16, 0x3C00) == 1.0);
+  CHECK(decode_bits(DType::fp8_e4m3fn, 0x7E) == 448.0);
+  CHECK(decode_bits(DType::fp8_e5m2, 0x7B) == 57344.0);
+  CHECK(std::isinf(decode_bits(DType::fp8_e5m2, 0x7C)));
+  CHECK(decode_bits(DType::int8, 0xFF) == -1.0);
+  CHECK(decode_bits(DType::i32, 0xFFFFFFFFu) == -1.0);
+  CHECK(decode_bits(DType::u16, 0xFFFF) == 65535.0);
+  CHECK(encode_bits(DType::fp8_e4m3fn, 464.0) == 0x7E);
+  CHECK(encode_bits(DType::fp8_e4m3fn, -465.0) == 0xFF);
+  CHECK(encode_bits(DType::bf16, 1.0 + std::ldexp(1.0, -8)) == 0x3F80);  // tie to even
+  CHECK(encode_bits(DType::f32, 0.1) == f32_bits(0.1f));
+  for (unsigned c = 0; c < 256; ++c) {
+    const double v = e4m3_to_f64(static_cast<std::uint8_t>(c));
+    if (!std::isnan(v)) CHECK(f64_to_e4m3(v) == c);
+  }
+}
