@@ -1,7 +1,620 @@
-// Under construction in this session (helper-owned file).
-#include <stdexcept>
+// indexer.logits_ragged / indexer.logits_paged — DeepGEMM fp8_mqa_logits / fp8_paged_mqa_logits
+// (spec v32 §3.2-§3.6), exact reference plus the bit-exact `deepgemm-sm90` emulation (sm90_fp8_wgmma.md).
+//
+// EXACT REFERENCE
+//   logit(i, j) = kv_scale[j] * sum_h relu(s_h) * W[i, h],   s_h = sum_d q[i, h, d] * k[j, d]
+// rounded ONCE (RNE) from the exact real value to fp32 (or directly to bf16 for logits_dtype=bf16).
+//
+// (1) s_h is computed EXACTLY in fp64, in any summation order. Proof: an e4m3fn value is sig * 2^(E-3) with
+//     |sig| <= 15 (4 significant bits) and E in [-6, 8] (subnormals: sig <= 7, E = -6), i.e. an integer multiple
+//     of 2^-9 with |x| <= 448 < 2^8.81. A product is an integer multiple of 2^-18 with <= 8 significant bits and
+//     |p| <= 448^2 = 200704 < 2^17.62. A partial sum of at most D <= 128 = 2^7 products is therefore an integer
+//     multiple of 2^-18 with magnitude < 2^7 * 2^17.62 = 2^24.62, i.e. an integer n * 2^-18 with |n| < 2^42.62 <
+//     2^53. Every such value is representable in fp64, so every product, every fma and every addition performed
+//     on the way (by any blocking, SIMD width or order) is exact, and the dgemm below yields the exact s_h.
+//     (tests/cpp/test_ref_logits.cpp checks this against integer arithmetic on codes scaled by 2^18.)
+// (2) The head reduction is evaluated in fp64 (8 fixed lanes over h, lanes added pairwise) together with
+//     M = |kv_scale| * sum_h |W_h| relu(s_h) and a rigorous bound err = (H+8) 2^-52 M + 2^-50 |v| on the
+//     difference between the fp64 value v and the exact value. If v - err and v + err round to the same
+//     fp32 (bf16) value, that is the correctly rounded exact value (rounding is monotone). Otherwise
+//     (near a rounding boundary, ~2^-20 of the logits) the exact value is built in a 512-bit integer
+//     (s_h = n_h 2^-18, W_h = m_h 2^e_h, kv_scale = m_s 2^e_s), rounded to odd at 53 bits and then RNE to the
+//     target (53 >= 24 + 2, so that double step is exact rounding). Hence the result is independent of the
+//     summation order, SIMD path and thread count.
+// (3) Non-finite inputs (fp8 NaN codes, inf/NaN weights or scales): the IEEE fp64 value in the order of (2),
+//     relu keeping NaN (NaN propagates; inf*0 = NaN), rounded once.
+//
+// Magnitude M (RefTensor::magnitude, f64) = kv_scale * sum_h |W_h| relu(s_h) per logit.
+// Memory: O(output) — rows and keys are processed in tiles with per-thread buffers.
+//
+// EMULATION `deepgemm-sm90`: s_h by num::sm90::wgmma_dot, head reduction num::sm90::head_reduce, bf16 = RNE of
+// the fp32 value; columns the kernel's clean pass sets to -inf are -inf.
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include "numerics/formats.hpp"
+#include "numerics/sm90.hpp"
+#include "reference/kcache_layout.hpp"
 #include "reference/v32_indexer.hpp"
+
 namespace dsa::ref {
-Expected indexer_logits_ragged(const Case& c, const RefOptions&) { throw std::runtime_error(c.where() + ": reference for this stage is being written"); }
-Expected indexer_logits_paged(const Case& c, const RefOptions&) { throw std::runtime_error(c.where() + ": reference for this stage is being written"); }
+namespace {
+
+using i64 = std::int64_t;
+using sz = std::size_t;
+__extension__ typedef unsigned __int128 u128;  // GCC/Clang extension (pedantic-clean via __extension__)
+
+// ------------------------------------------------------------------------------------------------------------
+// Exact q.k tiles: C[j][c] = sum_d K[j][d] * Q[c][d]. K: nkp x D row-major (nkp a multiple of 6, zero padded),
+// Qp: Q packed in tiles of 32 columns, Qp[(ct * D + d) * 32 + x] = Q[ct*32 + x][d] (ncp a multiple of 32),
+// C: nkp x ncp row-major. All values are exact (see (1)), so the ISA paths give identical bits.
+constexpr int kCT = 32;
+constexpr int kKT = 6;
+
+using GemmFn = void (*)(const double*, int, const double*, int, int, double*);
+
+void gemm_generic(const double* K, int nkp, const double* Qp, int ncp, int D, double* C) {
+  for (int ct = 0; ct < ncp / kCT; ++ct) {
+    const double* Qt = Qp + static_cast<sz>(ct) * static_cast<sz>(D) * kCT;
+    for (int j = 0; j < nkp; ++j) {
+      double acc[kCT] = {};
+      const double* kr = K + static_cast<sz>(j) * static_cast<sz>(D);
+      for (int d = 0; d < D; ++d) {
+        const double kv = kr[d];
+        const double* q = Qt + static_cast<sz>(d) * kCT;
+        for (int x = 0; x < kCT; ++x) acc[x] += kv * q[x];
+      }
+      std::memcpy(C + static_cast<sz>(j) * static_cast<sz>(ncp) + static_cast<sz>(ct) * kCT, acc, sizeof acc);
+    }
+  }
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx512f,fma"))) void gemm_avx512(const double* K, int nkp, const double* Qp, int ncp, int D,
+                                                        double* C) {
+  for (int ct = 0; ct < ncp / kCT; ++ct) {
+    const double* Qt = Qp + static_cast<sz>(ct) * static_cast<sz>(D) * kCT;
+    for (int j0 = 0; j0 < nkp; j0 += kKT) {
+      __m512d acc[kKT][4];
+#pragma GCC unroll 6
+      for (int r = 0; r < kKT; ++r)
+#pragma GCC unroll 4
+        for (int x = 0; x < 4; ++x) acc[r][x] = _mm512_setzero_pd();
+      const double* k0 = K + static_cast<sz>(j0) * static_cast<sz>(D);
+      for (int d = 0; d < D; ++d) {
+        const double* q = Qt + static_cast<sz>(d) * kCT;
+        const __m512d q0 = _mm512_loadu_pd(q), q1 = _mm512_loadu_pd(q + 8), q2 = _mm512_loadu_pd(q + 16),
+                      q3 = _mm512_loadu_pd(q + 24);
+#pragma GCC unroll 6
+        for (int r = 0; r < kKT; ++r) {
+          const __m512d kb = _mm512_set1_pd(k0[static_cast<sz>(r) * static_cast<sz>(D) + static_cast<sz>(d)]);
+          acc[r][0] = _mm512_fmadd_pd(kb, q0, acc[r][0]);
+          acc[r][1] = _mm512_fmadd_pd(kb, q1, acc[r][1]);
+          acc[r][2] = _mm512_fmadd_pd(kb, q2, acc[r][2]);
+          acc[r][3] = _mm512_fmadd_pd(kb, q3, acc[r][3]);
+        }
+      }
+#pragma GCC unroll 6
+      for (int r = 0; r < kKT; ++r) {
+        double* out = C + static_cast<sz>(j0 + r) * static_cast<sz>(ncp) + static_cast<sz>(ct) * kCT;
+#pragma GCC unroll 4
+        for (int x = 0; x < 4; ++x) _mm512_storeu_pd(out + 8 * x, acc[r][x]);
+      }
+    }
+  }
+}
+
+__attribute__((target("avx2,fma"))) void gemm_avx2(const double* K, int nkp, const double* Qp, int ncp, int D,
+                                                   double* C) {
+  for (int ct = 0; ct < ncp / kCT; ++ct) {
+    const double* Qt = Qp + static_cast<sz>(ct) * static_cast<sz>(D) * kCT;
+    for (int x0 = 0; x0 < kCT; x0 += 8) {
+      for (int j0 = 0; j0 < nkp; j0 += kKT) {
+        __m256d acc[kKT][2];
+#pragma GCC unroll 6
+        for (int r = 0; r < kKT; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_pd();
+        const double* k0 = K + static_cast<sz>(j0) * static_cast<sz>(D);
+        for (int d = 0; d < D; ++d) {
+          const double* q = Qt + static_cast<sz>(d) * kCT + x0;
+          const __m256d q0 = _mm256_loadu_pd(q), q1 = _mm256_loadu_pd(q + 4);
+#pragma GCC unroll 6
+          for (int r = 0; r < kKT; ++r) {
+            const __m256d kb = _mm256_broadcast_sd(k0 + static_cast<sz>(r) * static_cast<sz>(D) + static_cast<sz>(d));
+            acc[r][0] = _mm256_fmadd_pd(kb, q0, acc[r][0]);
+            acc[r][1] = _mm256_fmadd_pd(kb, q1, acc[r][1]);
+          }
+        }
+#pragma GCC unroll 6
+        for (int r = 0; r < kKT; ++r) {
+          double* out = C + static_cast<sz>(j0 + r) * static_cast<sz>(ncp) + static_cast<sz>(ct) * kCT + x0;
+          _mm256_storeu_pd(out, acc[r][0]);
+          _mm256_storeu_pd(out + 4, acc[r][1]);
+        }
+      }
+    }
+  }
+}
+#endif
+
+// Runtime dispatch; DSA_LOGITS_ISA=generic|avx2|avx512 caps the path (tests compare the paths).
+GemmFn pick_gemm() {
+  const char* env = std::getenv("DSA_LOGITS_ISA");
+  const std::string want = env ? env : "";
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  const bool avx512 = __builtin_cpu_supports("avx512f");
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  if ((want.empty() || want == "avx512") && avx512) return gemm_avx512;
+  if ((want.empty() || want == "avx512" || want == "avx2") && avx2) return gemm_avx2;
+#endif
+  return gemm_generic;
+}
+
+// Per-thread tile buffers.
+struct Tile {
+  int D = 0, nkp = 0, ncp = 0;
+  std::vector<double> K, Qp, C;
+  void shape(int kb, int nc, int d) {
+    D = d;
+    nkp = (kb + kKT - 1) / kKT * kKT;
+    ncp = (nc + kCT - 1) / kCT * kCT;
+    K.assign(static_cast<sz>(nkp) * static_cast<sz>(D), 0.0);
+    Qp.assign(static_cast<sz>(ncp) * static_cast<sz>(D), 0.0);
+    C.assign(static_cast<sz>(nkp) * static_cast<sz>(ncp), 0.0);
+  }
+  void set_q(int c, int d, double v) { Qp[(static_cast<sz>(c / kCT) * static_cast<sz>(D) + static_cast<sz>(d)) * kCT + static_cast<sz>(c % kCT)] = v; }
+  double* k_row(int j) { return K.data() + static_cast<sz>(j) * static_cast<sz>(D); }
+  const double* c_at(int j, int c) const { return C.data() + static_cast<sz>(j) * static_cast<sz>(ncp) + static_cast<sz>(c); }
+};
+
+// ------------------------------------------------------------------------------------------------------------
+// Exactly rounded head reduction (see (2)).
+inline std::uint32_t round_to(double v, bool bf16) {
+  return bf16 ? num::f64_to_bf16(v) : num::f32_bits(static_cast<float>(v));
+}
+
+// 512-bit two's complement integer.
+struct Big {
+  static constexpr int N = 8;
+  std::uint64_t l[N] = {};
+  void add_shifted(u128 m, int sh, bool neg) {
+    std::uint64_t t[N] = {};
+    const int li = sh / 64, bi = sh % 64;
+    const std::uint64_t lo = static_cast<std::uint64_t>(m), hi = static_cast<std::uint64_t>(m >> 64);
+    std::uint64_t w3[3];
+    w3[0] = lo << bi;
+    w3[1] = bi ? (hi << bi) | (lo >> (64 - bi)) : hi;
+    w3[2] = bi ? hi >> (64 - bi) : 0;
+    for (int k = 0; k < 3 && li + k < N; ++k) t[li + k] = w3[k];
+    if (neg) {  // t = -t
+      unsigned carry = 1;
+      for (int k = 0; k < N; ++k) {
+        const u128 s = static_cast<u128>(~t[k]) + carry;
+        t[k] = static_cast<std::uint64_t>(s);
+        carry = static_cast<unsigned>(s >> 64);
+      }
+    }
+    unsigned carry = 0;
+    for (int k = 0; k < N; ++k) {
+      const u128 s = static_cast<u128>(l[k]) + t[k] + carry;
+      l[k] = static_cast<std::uint64_t>(s);
+      carry = static_cast<unsigned>(s >> 64);
+    }
+  }
+  bool negative() const { return (l[N - 1] >> 63) != 0; }
+  void negate() {
+    unsigned carry = 1;
+    for (int k = 0; k < N; ++k) {
+      const u128 s = static_cast<u128>(~l[k]) + carry;
+      l[k] = static_cast<std::uint64_t>(s);
+      carry = static_cast<unsigned>(s >> 64);
+    }
+  }
+  void mul(std::uint64_t m) {  // magnitude only
+    u128 carry = 0;
+    for (int k = 0; k < N; ++k) {
+      const u128 p = static_cast<u128>(l[k]) * m + carry;
+      l[k] = static_cast<std::uint64_t>(p);
+      carry = p >> 64;
+    }
+  }
+  // Magnitude rounded to odd at 53 bits, times 2^exp2.
+  double to_double_odd(int exp2) const {
+    int top = -1;
+    for (int k = N - 1; k >= 0 && top < 0; --k)
+      if (l[k]) top = k * 64 + 63 - __builtin_clzll(l[k]);
+    if (top < 0) return 0.0;
+    auto bit_range = [&](int from, int count) {  // bits [from, from+count), count <= 64
+      std::uint64_t r = 0;
+      for (int b = 0; b < count; ++b) {
+        const int p = from + b;
+        if (p >= 0 && ((l[p / 64] >> (p % 64)) & 1u)) r |= std::uint64_t{1} << b;
+      }
+      return r;
+    };
+    if (top < 53) return std::ldexp(static_cast<double>(bit_range(0, 53)), exp2);
+    const int low = top - 52;
+    std::uint64_t m = bit_range(low, 53);
+    bool sticky = false;
+    for (int p = 0; p < low && !sticky; ++p) sticky = ((l[p / 64] >> (p % 64)) & 1u) != 0;
+    if (sticky) m |= 1u;
+    return std::ldexp(static_cast<double>(m), exp2 + low);
+  }
+};
+
+// Exact path: all of s, w, sc finite, sc != 0.
+std::uint32_t exact_round(const double* s, const float* w, int H, float sc, bool bf16) {
+  int es;
+  const double fs = std::frexp(static_cast<double>(sc), &es);
+  const auto ms = static_cast<std::uint64_t>(std::ldexp(std::fabs(fs), 24));
+  es -= 24;
+  struct Term { u128 m; int e; bool neg; };
+  std::vector<Term> terms;
+  terms.reserve(static_cast<sz>(H));
+  int base = std::numeric_limits<int>::max();
+  for (int h = 0; h < H; ++h) {
+    if (!(s[h] > 0.0) || w[h] == 0.0f) continue;
+    const auto n = static_cast<std::uint64_t>(std::ldexp(s[h], 18));  // exact integer < 2^43
+    int ew;
+    const double fw = std::frexp(static_cast<double>(w[h]), &ew);
+    const auto mw = static_cast<std::uint64_t>(std::ldexp(std::fabs(fw), 24));
+    terms.push_back({static_cast<u128>(n) * mw, ew - 24, w[h] < 0.0f});
+    base = std::min(base, ew - 24);
+  }
+  if (terms.empty()) return round_to(0.0, bf16);
+  Big acc;
+  for (const Term& t : terms) acc.add_shifted(t.m, t.e - base, t.neg);
+  bool neg = acc.negative();
+  if (neg) acc.negate();
+  acc.mul(ms);
+  if (sc < 0.0f) neg = !neg;
+  const double d = acc.to_double_odd(base - 18 + es);
+  return round_to(neg ? -d : d, bf16);
+}
+
+// s[H] exact dot products, wd/wa = W as f64 and |W|, w the fp32 weights. Returns target bits; M = magnitude.
+inline std::uint32_t finish(const double* s, const double* wd, const double* wa, const float* w, int H, float sc,
+                            bool bf16, double& M) {
+  double a[8] = {}, m[8] = {};
+  int h = 0;
+  for (; h + 8 <= H; h += 8)
+    for (int l = 0; l < 8; ++l) {
+      const double r = s[h + l] < 0.0 ? 0.0 : s[h + l];  // relu keeping NaN
+      a[l] += r * wd[h + l];
+      m[l] += r * wa[h + l];
+    }
+  for (; h < H; ++h) {
+    const double r = s[h] < 0.0 ? 0.0 : s[h];
+    a[0] += r * wd[h];
+    m[0] += r * wa[h];
+  }
+  const double acc = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+  const double mag = ((m[0] + m[1]) + (m[2] + m[3])) + ((m[4] + m[5]) + (m[6] + m[7]));
+  const double v = acc * static_cast<double>(sc);
+  M = mag * static_cast<double>(sc);
+  const double Ma = std::fabs(M);
+  if (!std::isfinite(v) || !std::isfinite(Ma)) return round_to(v, bf16);  // (3)
+  const double err = static_cast<double>(H + 8) * 0x1p-52 * Ma + 0x1p-50 * std::fabs(v);
+  const std::uint32_t r = round_to(v, bf16);
+  if (round_to(v - err, bf16) == r && round_to(v + err, bf16) == r) return r;
+  return exact_round(s, w, H, sc, bf16);
+}
+
+// ------------------------------------------------------------------------------------------------------------
+bool wants_emulation(const RefOptions& opt) {
+  return std::find(opt.emulations.begin(), opt.emulations.end(), "deepgemm-sm90") != opt.emulations.end();
+}
+int thread_count(const RefOptions& opt) { return opt.threads > 0 ? opt.threads : omp_get_max_threads(); }
+
+constexpr std::uint16_t kBf16NegInf = 0xFF80;
+
+void fill_neg_inf(Tensor& t) {
+  if (t.dtype() == DType::bf16) {
+    std::fill_n(t.data<std::uint16_t>(), t.numel(), kBf16NegInf);
+  } else {
+    std::fill_n(t.data<float>(), t.numel(), -std::numeric_limits<float>::infinity());
+  }
+}
+inline void store_bits(Tensor& t, i64 idx, std::uint32_t bits) {
+  if (t.dtype() == DType::bf16)
+    t.data<std::uint16_t>()[idx] = static_cast<std::uint16_t>(bits);
+  else
+    t.data<float>()[idx] = num::f32_from_bits(bits);
+}
+inline std::uint32_t emu_bits(float x, bool bf16) { return bf16 ? num::f32_to_bf16(x) : num::f32_bits(x); }
+
+// Per query row: W as f64 and |W|.
+struct WeightsF64 {
+  std::vector<double> wd, wa;
+  explicit WeightsF64(const Tensor& w) : wd(static_cast<sz>(w.numel())), wa(static_cast<sz>(w.numel())) {
+    for (i64 i = 0; i < w.numel(); ++i) {
+      wd[static_cast<sz>(i)] = static_cast<double>(w.data<float>()[i]);
+      wa[static_cast<sz>(i)] = std::fabs(wd[static_cast<sz>(i)]);
+    }
+  }
+};
+
+}  // namespace
+
+// ============================================================================================================
+Expected indexer_logits_ragged(const Case& c, const RefOptions& opt) {
+  const Tensor& q = c.input("q");
+  const Tensor& kv = c.input("kv");
+  const Tensor& kvs = c.input("kv_scale");
+  const Tensor& wt = c.input("weights");
+  const std::int32_t* ks = c.input("ks").data<std::int32_t>();
+  const std::int32_t* ke = c.input("ke").data<std::int32_t>();
+  const i64 S = q.dim(0), H = q.dim(1), D = q.dim(2), N = kv.dim(0);
+  const bool clean = c.attr_bool("clean_logits", true);
+  const i64 msk = c.attr_int("max_seqlen_k", 0);
+  const bool bf16 = c.attr_str("logits_dtype", "float32") == "bf16";
+  const i64 cols = msk > 0 ? msk : N;
+  const std::uint8_t* qc = q.data<std::uint8_t>();
+  const std::uint8_t* kc = kv.data<std::uint8_t>();
+  const float* sc = kvs.data<float>();
+  const float* w = wt.data<float>();
+  const float* e4 = num::e4m3_table();
+
+  Tensor value(bf16 ? DType::bf16 : DType::f32, {S, cols});
+  Tensor mag(DType::f64, {S, cols});
+  Tensor def(DType::u8, {S, cols});
+  fill_neg_inf(value);
+  const bool all_defined = clean && msk == 0;
+  if (all_defined) std::fill_n(def.data<std::uint8_t>(), def.numel(), std::uint8_t{1});
+  double* Mp = mag.data<double>();
+  std::uint8_t* dp = def.data<std::uint8_t>();
+
+  // Key range of row i (clamped to the tensor; the schema check rejects out-of-range ks/ke).
+  auto row_lo = [&](i64 i) { return std::clamp<i64>(ks[i], 0, N); };
+  auto row_hi = [&](i64 i) {
+    i64 hi = std::clamp<i64>(ke[i], row_lo(i), N);
+    if (msk > 0) hi = std::min(hi, row_lo(i) + msk);
+    return hi;
+  };
+  auto col_of = [&](i64 i, i64 j) { return msk > 0 ? j - row_lo(i) : j; };
+
+  const WeightsF64 wf(wt);
+  const i64 rb = std::max<i64>(1, 256 / std::max<i64>(H, 1));  // q rows per tile (rb * H columns)
+  const i64 kb = 120;                                            // keys per tile
+  struct Task { i64 i0, i1, j0, j1; };
+  std::vector<Task> tasks;
+  for (i64 i0 = 0; i0 < S; i0 += rb) {
+    const i64 i1 = std::min(S, i0 + rb);
+    i64 lo = N, hi = 0;
+    for (i64 i = i0; i < i1; ++i)
+      if (row_hi(i) > row_lo(i)) lo = std::min(lo, row_lo(i)), hi = std::max(hi, row_hi(i));
+    for (i64 j0 = lo; j0 < hi; j0 += kb) tasks.push_back({i0, i1, j0, std::min(hi, j0 + kb)});
+  }
+  const GemmFn gemm = pick_gemm();
+  const int threads = thread_count(opt);
+#pragma omp parallel num_threads(threads)
+  {
+    Tile tile;
+    tile.shape(static_cast<int>(kb), static_cast<int>(rb * H), static_cast<int>(D));
+#pragma omp for schedule(dynamic, 1)
+    for (sz t = 0; t < tasks.size(); ++t) {
+      const Task& T = tasks[t];
+      std::fill(tile.Qp.begin(), tile.Qp.end(), 0.0);
+      for (i64 i = T.i0; i < T.i1; ++i)
+        for (i64 h = 0; h < H; ++h)
+          for (i64 d = 0; d < D; ++d)
+            tile.set_q(static_cast<int>((i - T.i0) * H + h), static_cast<int>(d), static_cast<double>(e4[qc[(i * H + h) * D + d]]));
+      for (i64 j = T.j0; j < T.j0 + tile.nkp; ++j) {
+        double* kr = tile.k_row(static_cast<int>(j - T.j0));
+        for (i64 d = 0; d < D; ++d) kr[d] = j < T.j1 ? static_cast<double>(e4[kc[j * D + d]]) : 0.0;
+      }
+      gemm(tile.K.data(), tile.nkp, tile.Qp.data(), tile.ncp, static_cast<int>(D), tile.C.data());
+      for (i64 i = T.i0; i < T.i1; ++i) {
+        const i64 jlo = std::max(T.j0, row_lo(i)), jhi = std::min(T.j1, row_hi(i));
+        const sz wo = static_cast<sz>(i * H);
+        for (i64 j = jlo; j < jhi; ++j) {
+          double M;
+          const std::uint32_t bits = finish(tile.c_at(static_cast<int>(j - T.j0), static_cast<int>((i - T.i0) * H)),
+                                            wf.wd.data() + wo, wf.wa.data() + wo, w + wo, static_cast<int>(H), sc[j], bf16, M);
+          const i64 o = i * cols + col_of(i, j);
+          store_bits(value, o, bits);
+          Mp[o] = M;
+          dp[o] = 1;
+        }
+      }
+    }
+  }
+
+  RefTensor rt;
+  rt.name = "logits";
+  rt.kind = CompareKind::bounded;
+  rt.mask_must_match = all_defined;
+
+  if (wants_emulation(opt)) {
+    Tensor emu(value.dtype(), {S, cols});
+    fill_neg_inf(emu);
+    std::vector<std::int32_t> ksig(static_cast<sz>(N * D)), kexp(ksig.size());
+    std::vector<std::uint8_t> knan(static_cast<sz>(N));
+    for (i64 j = 0; j < N; ++j)
+      knan[static_cast<sz>(j)] = num::sm90::decode_vec(kc + j * D, static_cast<int>(D), ksig.data() + j * D, kexp.data() + j * D);
+#pragma omp parallel num_threads(threads)
+    {
+      std::vector<float> s(static_cast<sz>(H));
+      std::vector<std::int32_t> qsig(static_cast<sz>(H * D)), qexp(qsig.size());
+      std::vector<std::uint8_t> qnan(static_cast<sz>(H));
+#pragma omp for schedule(dynamic, 1)
+      for (i64 i = 0; i < S; ++i) {
+        for (i64 h = 0; h < H; ++h)
+          qnan[static_cast<sz>(h)] = num::sm90::decode_vec(qc + (i * H + h) * D, static_cast<int>(D), qsig.data() + h * D, qexp.data() + h * D);
+        for (i64 j = row_lo(i); j < row_hi(i); ++j) {
+          for (i64 h = 0; h < H; ++h)
+            s[static_cast<sz>(h)] = num::sm90::wgmma_dot_vec(qsig.data() + h * D, qexp.data() + h * D, ksig.data() + j * D,
+                                                             kexp.data() + j * D, static_cast<int>(D),
+                                                             qnan[static_cast<sz>(h)] || knan[static_cast<sz>(j)]);
+          const float x = num::sm90::head_reduce(s.data(), w + i * H, static_cast<int>(H), sc[j]);
+          store_bits(emu, i * cols + col_of(i, j), emu_bits(x, bf16));
+        }
+      }
+    }
+    rt.emulations["deepgemm-sm90"] = emu;
+  }
+
+  std::vector<std::int32_t> ksv(ks, ks + S);
+  rt.describe = [cols, msk, ksv](i64 f) {
+    const i64 i = f / cols, t = f % cols;
+    if (msk > 0)
+      return "row " + std::to_string(i) + " col " + std::to_string(t) + " (key " + std::to_string(ksv[static_cast<sz>(i)] + t) + ")";
+    return "row " + std::to_string(i) + " key " + std::to_string(t);
+  };
+  rt.value = value;
+  rt.magnitude = mag;
+  rt.defined = def;
+  Expected e;
+  e.tensors.push_back(std::move(rt));
+  return e;
+}
+
+// ============================================================================================================
+Expected indexer_logits_paged(const Case& c, const RefOptions& opt) {
+  const Tensor& q = c.input("q");
+  const Tensor& cache = c.input("kv_cache");
+  const Tensor& wt = c.input("weights");
+  const Tensor& cl = c.input("context_lens");
+  const Tensor& bt = c.input("block_table");
+  const i64 B = q.dim(0), NN = q.dim(1), H = q.dim(2), D = q.dim(3);
+  const i64 cols = c.attr_int("max_context_len");
+  const bool clean = c.attr_bool("clean_logits", false);
+  const bool bf16 = c.attr_str("logits_dtype", "float32") == "bf16";
+  const KCacheView kvv = KCacheView::of(cache);
+  const i64 ps = kvv.layout.page_size, MB = bt.dim(1), R = B * NN;
+  const std::uint8_t* qc = q.data<std::uint8_t>();
+  const float* w = wt.data<float>();
+  const std::int32_t* btp = bt.data<std::int32_t>();
+  const float* e4 = num::e4m3_table();
+
+  // Valid columns of row r = b*next_n + t: [0, n_r).
+  std::vector<i64> nvalid(static_cast<sz>(R));
+  for (i64 b = 0; b < B; ++b)
+    for (i64 t = 0; t < NN; ++t) {
+      i64 n = cl.rank() == 2 ? cl.data<std::int32_t>()[b * NN + t] : cl.data<std::int32_t>()[b] - NN + t + 1;
+      n = std::clamp<i64>(n, 0, std::min(cols, MB * ps));
+      nvalid[static_cast<sz>(b * NN + t)] = n;
+    }
+  auto page_of = [&](i64 b, i64 j) { return static_cast<i64>(btp[b * MB + j / ps]); };
+
+  Tensor value(bf16 ? DType::bf16 : DType::f32, {R, cols});
+  Tensor mag(DType::f64, {R, cols});
+  Tensor def(DType::u8, {R, cols});
+  fill_neg_inf(value);
+  if (clean) std::fill_n(def.data<std::uint8_t>(), def.numel(), std::uint8_t{1});
+  double* Mp = mag.data<double>();
+  std::uint8_t* dp = def.data<std::uint8_t>();
+
+  const WeightsF64 wf(wt);
+  const i64 kb = 120;
+  struct Task { i64 b, j0, j1; };
+  std::vector<Task> tasks;
+  for (i64 b = 0; b < B; ++b) {
+    i64 hi = 0;
+    for (i64 t = 0; t < NN; ++t) hi = std::max(hi, nvalid[static_cast<sz>(b * NN + t)]);
+    for (i64 j0 = 0; j0 < hi; j0 += kb) tasks.push_back({b, j0, std::min(hi, j0 + kb)});
+  }
+  const GemmFn gemm = pick_gemm();
+  const int threads = thread_count(opt);
+#pragma omp parallel num_threads(threads)
+  {
+    Tile tile;
+    tile.shape(static_cast<int>(kb), static_cast<int>(NN * H), static_cast<int>(D));
+    std::vector<float> scl(static_cast<sz>(kb));
+    i64 cur_b = -1;
+#pragma omp for schedule(dynamic, 1)
+    for (sz ti = 0; ti < tasks.size(); ++ti) {
+      const Task& T = tasks[ti];
+      if (T.b != cur_b) {
+        std::fill(tile.Qp.begin(), tile.Qp.end(), 0.0);
+        for (i64 x = 0; x < NN * H; ++x)
+          for (i64 d = 0; d < D; ++d)
+            tile.set_q(static_cast<int>(x), static_cast<int>(d), static_cast<double>(e4[qc[(T.b * NN * H + x) * D + d]]));
+        cur_b = T.b;
+      }
+      for (i64 j = T.j0; j < T.j0 + tile.nkp; ++j) {
+        double* kr = tile.k_row(static_cast<int>(j - T.j0));
+        if (j < T.j1) {
+          const std::uint8_t* src = kvv.values(page_of(T.b, j), j % ps);
+          for (i64 d = 0; d < D; ++d) kr[d] = static_cast<double>(e4[src[d]]);
+          scl[static_cast<sz>(j - T.j0)] = kvv.scale(page_of(T.b, j), j % ps);
+        } else {
+          std::fill_n(kr, D, 0.0);
+        }
+      }
+      gemm(tile.K.data(), tile.nkp, tile.Qp.data(), tile.ncp, static_cast<int>(D), tile.C.data());
+      for (i64 t = 0; t < NN; ++t) {
+        const i64 r = T.b * NN + t;
+        const i64 jhi = std::min(T.j1, nvalid[static_cast<sz>(r)]);
+        const sz wo = static_cast<sz>(r * H);
+        for (i64 j = T.j0; j < jhi; ++j) {
+          double M;
+          const std::uint32_t bits = finish(tile.c_at(static_cast<int>(j - T.j0), static_cast<int>(t * H)), wf.wd.data() + wo,
+                                            wf.wa.data() + wo, w + wo, static_cast<int>(H), scl[static_cast<sz>(j - T.j0)], bf16, M);
+          const i64 o = r * cols + j;
+          store_bits(value, o, bits);
+          Mp[o] = M;
+          dp[o] = 1;
+        }
+      }
+    }
+  }
+
+  RefTensor rt;
+  rt.name = "logits";
+  rt.kind = CompareKind::bounded;
+  rt.mask_must_match = clean;
+  if (wants_emulation(opt)) {
+    Tensor emu(value.dtype(), {R, cols});
+    fill_neg_inf(emu);
+#pragma omp parallel num_threads(threads)
+    {
+      std::vector<float> s(static_cast<sz>(H));
+      std::vector<std::int32_t> qsig(static_cast<sz>(H * D)), qexp(qsig.size()), ksig(static_cast<sz>(D)), kexp(ksig.size());
+      std::vector<std::uint8_t> qnan(static_cast<sz>(H));
+#pragma omp for schedule(dynamic, 1)
+      for (i64 r = 0; r < R; ++r) {
+        const i64 b = r / NN;
+        for (i64 h = 0; h < H; ++h)
+          qnan[static_cast<sz>(h)] = num::sm90::decode_vec(qc + (r * H + h) * D, static_cast<int>(D), qsig.data() + h * D, qexp.data() + h * D);
+        for (i64 j = 0; j < nvalid[static_cast<sz>(r)]; ++j) {
+          const bool knan = num::sm90::decode_vec(kvv.values(page_of(b, j), j % ps), static_cast<int>(D), ksig.data(), kexp.data());
+          for (i64 h = 0; h < H; ++h)
+            s[static_cast<sz>(h)] = num::sm90::wgmma_dot_vec(qsig.data() + h * D, qexp.data() + h * D, ksig.data(), kexp.data(),
+                                                             static_cast<int>(D), qnan[static_cast<sz>(h)] || knan);
+          const float x = num::sm90::head_reduce(s.data(), w + r * H, static_cast<int>(H), kvv.scale(page_of(b, j), j % ps));
+          store_bits(emu, r * cols + j, emu_bits(x, bf16));
+        }
+      }
+    }
+    rt.emulations["deepgemm-sm90"] = emu;
+  }
+
+  const Tensor btc = bt;  // shares storage
+  rt.describe = [cols, NN, ps, MB, btc](i64 f) {
+    const i64 r = f / cols, j = f % cols, b = r / NN, t = r % NN;
+    std::string s = "batch " + std::to_string(b) + " next_n " + std::to_string(t) + " key " + std::to_string(j);
+    if (j / ps < MB)
+      s += " (page " + std::to_string(btc.data<std::int32_t>()[b * MB + j / ps]) + " slot " + std::to_string(j % ps) + ")";
+    return s;
+  };
+  rt.value = value;
+  rt.magnitude = mag;
+  rt.defined = def;
+  Expected e;
+  e.tensors.push_back(std::move(rt));
+  return e;
+}
+
 }  // namespace dsa::ref

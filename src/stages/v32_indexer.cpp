@@ -95,11 +95,19 @@ Stage indexer_prolog() {
                {{"q_scale", kF32, {"T,H"}, false, "q scale per head"}, CompareKind::bytes},
                {{"k_fp8", kFP8, {"T,Dh"}, false, "quantized k"}, CompareKind::bytes},
                {{"k_scale", kF32, {"T"}, false, "k scale per token"}, CompareKind::bytes},
-               {{"weights", kF32, {"T,H"}, false, "W = fl32(fl32(w*q_scale)*fl32(128^-0.5))"}, CompareKind::bytes}};
+               {{"weights", kF32, {"T,H"}, false, "W = fl32(fl32(w*q_scale)*fl32(Dh^-0.5)) (128^-0.5 for V3.2)"}, CompareKind::bytes},
+               // Optional intermediates (bf16), to locate the diverging sub-step.
+               {{"k_norm", {D::bf16}, {"T,Dh"}, true, "k after LayerNorm (bf16)"}, CompareKind::bytes},
+               {{"q_rope", {D::bf16}, {"T,H,Dh"}, true, "q after RoPE (bf16, nope dims unchanged)"}, CompareKind::bytes},
+               {{"k_rope", {D::bf16}, {"T,Dh"}, true, "k after LayerNorm and RoPE (bf16)"}, CompareKind::bytes},
+               {{"q_rot", {D::bf16}, {"T,H,Dh"}, true, "q after RoPE and Hadamard = the act_quant input (bf16)"}, CompareKind::bytes},
+               {{"k_rot", {D::bf16}, {"T,Dh"}, true, "k after LayerNorm, RoPE and Hadamard = the act_quant input (bf16)"}, CompareKind::bytes}};
   s.extra_check = [](const Case& c, std::vector<Problem>& p) {
     const bool has_cs = c.input_opt("cos") && c.input_opt("sin");
     if (!has_cs && !c.input_opt("positions"))
       p.push_back({c.file, c.name, "inputs/cos, inputs/sin or inputs/positions", "a RoPE table (cos+sin) or positions", "neither"});
+    if ((c.input_opt("cos") != nullptr) != (c.input_opt("sin") != nullptr))
+      p.push_back({c.file, c.name, c.input_opt("cos") ? "inputs/sin" : "inputs/cos", "cos and sin together", "only one of them"});
     const auto rd = c.attr_int("rope_dim", 64);
     const auto Dh = c.input("k").dim(1);
     if (rd <= 0 || rd % 2 != 0 || rd > Dh)
@@ -108,8 +116,8 @@ Stage indexer_prolog() {
       p.push_back({c.file, c.name, "inputs/cos", "dim 1 = rope_dim/2 = " + std::to_string(rd / 2), std::to_string(cs->dim(1))});
     if (c.attr_bool("hadamard", true) && Dh != 128)
       p.push_back({c.file, c.name, "inputs/k", "head_dim 128 when hadamard=1", std::to_string(Dh)});
-    if (Dh % 128 != 0 && Dh != 64 && Dh != 32)
-      p.push_back({c.file, c.name, "inputs/k", "head_dim 32, 64 or a multiple of 128", std::to_string(Dh)});
+    if (Dh != 128 && Dh != 64 && Dh != 32)  // one act_quant block per head: q_scale is [T,H]
+      p.push_back({c.file, c.name, "inputs/k", "head_dim 32, 64 or 128 (one quantization block per head)", std::to_string(Dh)});
   };
   s.reference = ref::indexer_prolog;
   return s;
@@ -132,6 +140,25 @@ Stage indexer_kcache_store() {
     const auto rec = c.input("kv_cache_in").dim(3);
     if (rec != Dh + 4)
       p.push_back({c.file, c.name, "inputs/kv_cache_in", "dim 3 = head_dim + 4 = " + std::to_string(Dh + 4), std::to_string(rec)});
+    // Slots: -1 (padded token) or in [0, P*page_size), and distinct (two tokens storing into one slot make the
+    // kernel's result depend on write order).
+    const Tensor& sm = c.input("slot_mapping");
+    const std::int64_t cap = c.input("kv_cache_in").dim(0) * c.input("kv_cache_in").dim(1);
+    std::map<std::int64_t, std::int64_t> seen;
+    for (std::int64_t t = 0; t < sm.numel(); ++t) {
+      const std::int64_t v = sm.dtype() == D::i64 ? sm.data<std::int64_t>()[t] : sm.data<std::int32_t>()[t];
+      if (v == -1) continue;
+      if (v < 0 || v >= cap) {
+        p.push_back({c.file, c.name, "inputs/slot_mapping", "-1 or a slot in [0, num_pages*page_size = " + std::to_string(cap) + ")",
+                     "token " + std::to_string(t) + ": " + std::to_string(v)});
+        return;
+      }
+      if (auto [it, fresh] = seen.emplace(v, t); !fresh) {
+        p.push_back({c.file, c.name, "inputs/slot_mapping", "distinct slots",
+                     "tokens " + std::to_string(it->second) + " and " + std::to_string(t) + " both store into slot " + std::to_string(v)});
+        return;
+      }
+    }
   };
   s.reference = ref::indexer_kcache_store;
   return s;
@@ -159,6 +186,9 @@ Stage indexer_logits_ragged() {
     const auto Dh = c.input("q").dim(2);
     if (Dh != 32 && Dh != 64 && Dh != 128)
       p.push_back({c.file, c.name, "inputs/q", "head_dim 32, 64 or 128", std::to_string(Dh)});
+    const auto H = c.input("q").dim(1);
+    if (H <= 0 || H % 8 != 0)
+      p.push_back({c.file, c.name, "inputs/q", "heads H a positive multiple of 8 (DeepGEMM head reduction)", std::to_string(H)});
     const auto N = c.input("kv").dim(0);
     const auto msk = c.attr_int("max_seqlen_k", 0);
     if (msk < 0) p.push_back({c.file, c.name, "attr max_seqlen_k", ">= 0", std::to_string(msk)});
@@ -208,6 +238,11 @@ Stage indexer_logits_paged() {
   s.extra_check = [](const Case& c, std::vector<Problem>& p) {
     const Tensor& kc = c.input("kv_cache");
     const auto Dh = c.input("q").dim(3);
+    if (Dh != 32 && Dh != 64 && Dh != 128)
+      p.push_back({c.file, c.name, "inputs/q", "head_dim 32, 64 or 128", std::to_string(Dh)});
+    const auto H = c.input("q").dim(2);
+    if (H <= 0 || H % 8 != 0)
+      p.push_back({c.file, c.name, "inputs/q", "heads H a positive multiple of 8 (DeepGEMM head reduction)", std::to_string(H)});
     if (kc.dim(3) != Dh + 4)
       p.push_back({c.file, c.name, "inputs/kv_cache", "dim 3 = head_dim + 4 = " + std::to_string(Dh + 4), std::to_string(kc.dim(3))});
     const Tensor& cl = c.input("context_lens");
@@ -250,7 +285,8 @@ Stage indexer_topk() {
   s.attrs = {int_attr("k", 2048, "top-k width"),
              str_attr("index_base", "relative", {"relative", "ragged_offset", "page_slot", "absolute"},
                       "relative: position in [0,len) (vLLM, sglang v2); ragged_offset: idx + offsets[row] (sglang ragged); "
-                      "page_slot: page_table[req][p/page_size]*page_size + p%page_size (sglang paged, FlashMLA); absolute: row_start + p (demo)"),
+                      "page_slot: page_table[r/rows_per_request][p/page_size]*page_size + p%page_size with p the relative position "
+                      "(sglang paged with page_size 1 = token table, FlashMLA slots); absolute: row_start + p (demo). -1 = no token"),
              bool_attr("sorted", false, "output in descending score order (demo torch.topk)"),
              bool_attr("fast_path", true, "rows with len <= k emit [0..len-1] then -1 regardless of scores"),
              int_attr("num_init_tokens", 0, "sglang forced init tokens (+inf), §5.4"),
@@ -280,6 +316,54 @@ Stage indexer_topk() {
         p.push_back({c.file, c.name, "inputs/lengths, inputs/row_starts", "0 <= row_start, row_start + length <= C = " + std::to_string(lg.dim(1)),
                      "row " + std::to_string(r) + ": start " + std::to_string(s0) + " length " + std::to_string(L)});
         return;
+      }
+    }
+    for (const char* a : {"num_init_tokens", "num_local_tokens"})
+      if (c.attr_int(a, 0) < 0) p.push_back({c.file, c.name, std::string("attr ") + a, ">= 0", std::to_string(c.attr_int(a, 0))});
+    // The index tensor must hold k columns (extra columns are -1 padding).
+    const auto k = c.attr_int("k", 2048);
+    for (const auto* g : {&c.outputs, &c.expected})
+      if (auto it = g->find("indices"); it != g->end() && it->second.rank() == 2 && it->second.dim(1) < k)
+        p.push_back({c.file, c.name, std::string(g == &c.outputs ? "outputs" : "expected") + "/indices",
+                     "dim 1 >= k = " + std::to_string(k), std::to_string(it->second.dim(1))});
+    if (base == "page_slot") {
+      const Tensor* pt = c.input_opt("page_table");
+      const auto ps = c.attr_int("page_size", 64), rpr = c.attr_int("rows_per_request", 1);
+      if (ps <= 0 || rpr <= 0) {
+        p.push_back({c.file, c.name, ps <= 0 ? "attr page_size" : "attr rows_per_request", "> 0", std::to_string(ps <= 0 ? ps : rpr)});
+        return;
+      }
+      if (!pt) return;
+      const auto nq = pt->dim(0), nb = pt->dim(1);
+      if ((len.numel() + rpr - 1) / rpr > nq) {
+        p.push_back({c.file, c.name, "inputs/page_table", "ceil(R / rows_per_request) = " + std::to_string((len.numel() + rpr - 1) / rpr) + " rows",
+                     std::to_string(nq)});
+        return;
+      }
+      // Every page a valid candidate maps to must exist, and a request's pages must be distinct (else an
+      // emitted slot would stand for two candidates).
+      for (std::int64_t q = 0; q < nq; ++q) {
+        std::int64_t L = 0;
+        for (std::int64_t r = q * rpr; r < std::min((q + 1) * rpr, len.numel()); ++r) L = std::max<std::int64_t>(L, len.data<std::int32_t>()[r]);
+        const auto blocks = (L + ps - 1) / ps;
+        if (blocks > nb) {
+          p.push_back({c.file, c.name, "inputs/page_table", "at least ceil(length/page_size) = " + std::to_string(blocks) + " columns for request " + std::to_string(q),
+                       std::to_string(nb)});
+          return;
+        }
+        std::map<std::int64_t, std::int64_t> seen;
+        for (std::int64_t b = 0; b < blocks; ++b) {
+          const std::int64_t pg = pt->dtype() == D::i64 ? pt->data<std::int64_t>()[q * nb + b] : pt->data<std::int32_t>()[q * nb + b];
+          if (pg < 0) {
+            p.push_back({c.file, c.name, "inputs/page_table", "page ids >= 0 in the blocks rows use", "request " + std::to_string(q) + " block " + std::to_string(b) + ": " + std::to_string(pg)});
+            return;
+          }
+          if (auto [it, fresh] = seen.emplace(pg, b); !fresh) {
+            p.push_back({c.file, c.name, "inputs/page_table", "distinct pages per request", "request " + std::to_string(q) + ": page " + std::to_string(pg) +
+                         " in blocks " + std::to_string(it->second) + " and " + std::to_string(b)});
+            return;
+          }
+        }
       }
     }
   };

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Builds Release with benchmarks and runs the logits benchmarks, the fp64 FMA peak and the numpy peer.
+# DSA_BENCH_THREADS (default 2) threads; results go to stdout (copy the table into README section:bench).
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+BUILD_DIR="${BUILD_DIR:-$ROOT/build-bench}"
+export DSA_BENCH_THREADS="${DSA_BENCH_THREADS:-2}"
+BUILD_DIR="$BUILD_DIR" bash "$ROOT/scripts/build.sh" -DCMAKE_BUILD_TYPE=Release -DDSA_BUILD_BENCH=ON -DDSA_WITH_CUDA=OFF \
+  -DDSA_WERROR=OFF  # warnings are gated by the test build; GCC -O3 has false-positive -Wrestrict in libstdc++
+echo "== machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores, $(date -u +%F)"
+"$BUILD_DIR/bench/dsa_bench_logits" --benchmark_counters_tabular=true "$@"
+echo "== numpy peer (fp64, ${DSA_BENCH_THREADS} threads)"
+OMP_NUM_THREADS="$DSA_BENCH_THREADS" OPENBLAS_NUM_THREADS="$DSA_BENCH_THREADS" MKL_NUM_THREADS="$DSA_BENCH_THREADS" \
+  python3 "$ROOT/bench/numpy_peer.py"
