@@ -11,6 +11,20 @@ echo "== build (release)"
 BUILD_DIR="$ROOT/build" bash scripts/build.sh -DCMAKE_BUILD_TYPE=RelWithDebInfo
 export DSA_CHECK_BIN="$ROOT/build/dsa-check"
 
+echo "== golden reproducibility gate"
+# Regenerate the committed goldens with 1 and 2 threads: both MANIFESTs must equal golden/MANIFEST bit for bit;
+# then every committed golden's expected/ must be BITEXACT against a fresh reference (dsa-check check exit 0).
+GOLDEN_TMP="$(mktemp -d)"
+trap 'rm -rf "$GOLDEN_TMP"' EXIT
+for j in 1 2; do
+  mkdir -p "$GOLDEN_TMP/j$j"
+  OMP_NUM_THREADS=$j "$DSA_CHECK_BIN" golden --committed -j "$j" --out "$GOLDEN_TMP/j$j" >/dev/null
+  cmp "$GOLDEN_TMP/j$j/MANIFEST" golden/MANIFEST ||
+    { diff golden/MANIFEST "$GOLDEN_TMP/j$j/MANIFEST" | head -20; echo "golden: regenerated MANIFEST ($j thread(s)) differs from golden/MANIFEST"; exit 1; }
+done
+"$DSA_CHECK_BIN" check -q golden/*.h5
+echo "golden: MANIFEST reproduced with 1 and 2 threads; every committed golden BITEXACT"
+
 echo "== python tests"
 python3 -m pytest -q tests/python
 

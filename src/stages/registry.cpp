@@ -35,7 +35,10 @@ const std::vector<TolerancePolicy>& tolerance_profiles() {
        "exact fp8 products, fp32 accumulation in any order (CUDA-core / emulated kernels)"},
       {"sm90-fp8", std::ldexp(1.0, -10), 0.0,
        "Hopper fp8 WGMMA (13-bit aligned truncating accumulation); real DeepGEMM output deviates up to ~2.4e-4 M"},
-      {"bf16-logits", std::ldexp(1.0, -8), 0.0, "logits stored as bf16 (half an ulp of 2^-8) on top of sm90-fp8"},
+      // Kernel and reference each round to bf16 once, so they may land one bf16 ulp apart (2^-7 |ref| <= 2^-7 M),
+      // on top of the sm90 accumulation error (2^-10 M). Real DeepGEMM bf16 logits need 0.0055..0.0068.
+      {"bf16-logits", std::ldexp(1.0, -7) + std::ldexp(1.0, -10), 0.0,
+       "logits stored as bf16: one bf16 ulp (2^-7 M) on top of sm90-fp8 (2^-10 M)"},
   };
   return p;
 }

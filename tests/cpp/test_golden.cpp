@@ -102,7 +102,7 @@ TEST_CASE("golden: deterministic sin/cos agree with libm to 2 ulp (absolute)") {
   }
 }
 
-TEST_CASE("golden: generation and references are identical for 1 and 2 threads; --seed changes the inputs") {
+TEST_CASE("golden: generation and references are identical for 1 and 2 threads - --seed changes the inputs") {
   for (const char* n : {"quant_gaussian_outliers", "prolog_neox_hadamard", "kcache_shuffled_padded", "ragged_cp_split",
                         "paged_mtp_n4", "topk_ties_at_kth"}) {
     const GoldenSpec* s = find_spec(n);

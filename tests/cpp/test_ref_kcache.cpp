@@ -138,7 +138,7 @@ TEST_CASE("ref.kcache thread invariance: 1, 2 and 16 threads give identical byte
   CHECK(a.find("kv_cache")->value.same_bytes(d.find("kv_cache")->value));
 }
 
-TEST_CASE("ref.kcache schema problems: slot out of range, below -1, duplicated; bad record size") {
+TEST_CASE("ref.kcache schema problems: slot out of range, below -1, duplicated - bad record size") {
   auto problems = [](Case c) {
     apply_attr_defaults(c);
     return validate_case(c);

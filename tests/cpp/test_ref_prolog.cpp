@@ -122,7 +122,7 @@ TEST_CASE("ref.prolog hadamard of a unit vector: +-128^-0.5 by popcount sign") {
   }
 }
 
-TEST_CASE("ref.prolog hadamard equals the Sylvester matrix product on exact inputs; involution") {
+TEST_CASE("ref.prolog hadamard equals the Sylvester matrix product on exact inputs - involution") {
   Lcg g{42};
   std::vector<float> x(128), y(128), xx(128);
   for (auto& v : x) v = static_cast<float>(g.sym(8));
@@ -205,7 +205,7 @@ TEST_CASE("ref.prolog layernorm of random rows is within a few fp32 ulps of the 
   }
 }
 
-TEST_CASE("ref.prolog rope of a 90 degree table: neox and interleaved pairings; identity table") {
+TEST_CASE("ref.prolog rope of a 90 degree table: neox and interleaved pairings - identity table") {
   for (const char* layout : {"neox", "interleaved"}) {
     CAPTURE(layout);
     Case c = make_case(2, 3, 128, 99);

@@ -67,7 +67,7 @@ std::vector<std::int64_t> exact_topk(const float* row, std::int64_t len, std::in
 
 }  // namespace
 
-TEST_CASE("ref.topk equals an exact sort on tie-free data; kth; edge lengths 0, 1, k-1, k, k+1, C") {
+TEST_CASE("ref.topk equals an exact sort on tie-free data - kth - edge lengths 0, 1, k-1, k, k+1, C") {
   const std::int64_t k = 8, C = 40;
   const std::vector<std::int32_t> lens{0, 1, 7, 8, 9, 40, 23};
   for (bool fast : {true, false}) {
@@ -107,7 +107,7 @@ TEST_CASE("ref.topk equals an exact sort on tie-free data; kth; edge lengths 0, 
   }
 }
 
-TEST_CASE("ref.topk index bases: relative, ragged_offset, absolute, page_slot; to/from round trip") {
+TEST_CASE("ref.topk index bases: relative, ragged_offset, absolute, page_slot - to/from round trip") {
   const std::int64_t k = 4, C = 24;
   const std::vector<std::int32_t> lens{10, 3, 20, 0};
   const std::vector<std::int32_t> starts{2, 0, 4, 5};
@@ -184,7 +184,7 @@ TEST_CASE("ref.topk row_starts: candidates are read from the offset range only")
   }
 }
 
-TEST_CASE("ref.topk NaN ranks above +inf, ties by lower position; -inf candidates still count") {
+TEST_CASE("ref.topk NaN ranks above +inf, ties by lower position - -inf candidates still count") {
   Case c = topk_case(1, 8, 4, {8}, 1);
   const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
   const std::vector<float> v{1.0f, inf, -inf, nan, 2.0f, 2.0f, -0.0f, 0.0f};
@@ -227,7 +227,7 @@ TEST_CASE("ref.topk forced init and local tokens (+inf) are always selected") {
   }
 }
 
-TEST_CASE("ref.topk width follows the dumped indices; -1 padding past k") {
+TEST_CASE("ref.topk width follows the dumped indices - -1 padding past k") {
   Case c = topk_case(2, 30, 4, {30, 2}, 5);
   c.outputs["indices"] = Tensor(DType::i64, {2, 6});
   const Expected e = run(c);
