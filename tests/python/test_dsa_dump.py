@@ -267,6 +267,8 @@ def test_dsa_dump_indexer_quant_check_passes_and_catches_a_flip(cli, tmp_path):
 def _real(shared_dir, group):
     path = shared_dir / "data" / "deepgemm_sm90_logits.h5"
     if not path.is_file():
+        if os.environ.get("DSA_REQUIRE_SHARED") == "1":
+            pytest.fail(f"{path} not found (DSA_REQUIRE_SHARED=1)")
         pytest.skip(f"{path} not found")
     with h5py.File(path) as f:
         return {k: v[()] for k, v in f[group].items()}, dict(f[group].attrs)
