@@ -3,6 +3,8 @@
 // -1 slots, describe strings, schema problems, thread invariance.
 #include <doctest/doctest.h>
 
+#include "ref_test_util.hpp"
+
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -33,15 +35,7 @@ Case store_case(std::int64_t T, std::int64_t Dh, std::int64_t P, std::int64_t ps
   return c;
 }
 
-Expected run(Case c, int threads = 1) {
-  apply_attr_defaults(c);
-  const auto probs = validate_case(c);
-  for (const auto& p : probs) MESSAGE(p.str());
-  REQUIRE(probs.empty());
-  RefOptions o;
-  o.threads = threads;
-  return find_stage(c.stage)->reference(c, o);
-}
+Expected run(Case c, int threads = 1) { return test::run_reference(std::move(c), threads); }
 
 }  // namespace
 

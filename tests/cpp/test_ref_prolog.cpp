@@ -2,6 +2,8 @@
 // numpy/ml_dtypes implementation (generator script at the end of this file), thread invariance, NaN/inf.
 #include <doctest/doctest.h>
 
+#include "ref_test_util.hpp"
+
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -70,15 +72,7 @@ void add_table(Case& c, std::int64_t T, std::int64_t half, float cv, float sv) {
   c.inputs["sin"] = sn;
 }
 
-Expected run(Case c, int threads = 1) {
-  apply_attr_defaults(c);
-  const auto probs = validate_case(c);
-  for (const auto& p : probs) MESSAGE(p.str());
-  REQUIRE(probs.empty());
-  RefOptions o;
-  o.threads = threads;
-  return find_stage(c.stage)->reference(c, o);
-}
+Expected run(Case c, int threads = 1) { return test::run_reference(std::move(c), threads); }
 
 const Tensor& out(const Expected& e, const char* name) {
   const RefTensor* r = e.find(name);

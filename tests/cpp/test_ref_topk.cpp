@@ -3,6 +3,8 @@
 // outliving the case, schema problems.
 #include <doctest/doctest.h>
 
+#include "ref_test_util.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -41,15 +43,7 @@ Case topk_case(std::int64_t R, std::int64_t C, std::int64_t k, const std::vector
   return c;
 }
 
-Expected run(Case c, int threads = 1) {
-  apply_attr_defaults(c);
-  const auto probs = validate_case(c);
-  for (const auto& p : probs) MESSAGE(p.str());
-  REQUIRE(probs.empty());
-  RefOptions o;
-  o.threads = threads;
-  return find_stage(c.stage)->reference(c, o);
-}
+Expected run(Case c, int threads = 1) { return test::run_reference(std::move(c), threads); }
 
 std::vector<std::int32_t> row_of(const Tensor& v, std::int64_t r) {
   return {v.data<std::int32_t>() + r * v.dim(1), v.data<std::int32_t>() + (r + 1) * v.dim(1)};
