@@ -29,9 +29,7 @@ Expected indexer_kcache_store(const Case& c, const RefOptions& opt) {
     throw SchemaError({c.file, c.name, "inputs/kv_cache_in", "dim 3 = head_dim + 4 = " + std::to_string(Dh + 4),
                        std::to_string(layout.head_dim + 4)});
   const std::int64_t capacity = view.num_pages * layout.page_size;
-  auto slot_of = [&slots](std::int64_t t) -> std::int64_t {
-    return slots.dtype() == DType::i64 ? slots.data<std::int64_t>()[t] : slots.data<std::int32_t>()[t];
-  };
+  auto slot_of = [&slots](std::int64_t t) { return slots.int_at(t); };
   for (std::int64_t t = 0; t < T; ++t) {  // defensive: the extra check normally rejects these first
     const std::int64_t s = slot_of(t);
     if (s < -1 || s >= capacity)

@@ -21,12 +21,6 @@
 
 namespace dsa::ref {
 
-namespace {
-std::int64_t index_at(const Tensor& t, std::int64_t i) {
-  return t.dtype() == DType::i64 ? t.data<std::int64_t>()[i] : static_cast<std::int64_t>(t.data<std::int32_t>()[i]);
-}
-}  // namespace
-
 Expected indexer_prolog(const Case& c, const RefOptions& opt) {
   const Tensor& q = c.input("q");
   const Tensor& k = c.input("k");
@@ -85,7 +79,7 @@ Expected indexer_prolog(const Case& c, const RefOptions& opt) {
         sn[static_cast<std::size_t>(i)] = sin_t->data<float>()[t * half + i];
       }
     } else {
-      yarn_cos_sin(inv_freqs, index_at(*pos_t, t), cs.data(), sn.data());
+      yarn_cos_sin(inv_freqs, pos_t->int_at(t), cs.data(), sn.data());
     }
     std::vector<float> v(static_cast<std::size_t>(Dh)), y(static_cast<std::size_t>(Dh));
     auto store_bf16 = [Dh](Tensor& dst, std::int64_t row, const std::vector<float>& src) {

@@ -31,10 +31,6 @@ IndexBase parse_index_base(const std::string& s) {
   throw std::invalid_argument("index_base must be relative, ragged_offset, page_slot or absolute, found '" + s + "'");
 }
 
-std::int64_t int_at(const Tensor& t, std::int64_t i) {
-  return t.dtype() == DType::i64 ? t.data<std::int64_t>()[i] : static_cast<std::int64_t>(t.data<std::int32_t>()[i]);
-}
-
 // Everything the index transforms need, copied out of the case (the closures outlive it).
 struct IndexMap {
   IndexBase base = IndexBase::relative;
@@ -105,9 +101,9 @@ Expected indexer_topk(const Case& c, const RefOptions& opt) {
   map->offset.assign(static_cast<std::size_t>(R), 0);
   for (std::int64_t r = 0; r < R; ++r) {
     const auto ru = static_cast<std::size_t>(r);
-    map->len[ru] = int_at(lengths, r);
-    map->start[ru] = row_starts ? int_at(*row_starts, r) : 0;
-    if (offsets) map->offset[ru] = int_at(*offsets, r);
+    map->len[ru] = lengths.int_at(r);
+    map->start[ru] = row_starts ? row_starts->int_at(r) : 0;
+    if (offsets) map->offset[ru] = offsets->int_at(r);
     if (map->start[ru] < 0 || map->len[ru] < 0 || map->start[ru] + map->len[ru] > C)
       throw SchemaError({c.file, c.name, "inputs/lengths, inputs/row_starts", "0 <= row_start, row_start + length <= C = " + std::to_string(C),
                          "row " + std::to_string(r) + ": start " + std::to_string(map->start[ru]) + " length " + std::to_string(map->len[ru])});
@@ -118,7 +114,7 @@ Expected indexer_topk(const Case& c, const RefOptions& opt) {
     map->nq = page_table->dim(0);
     map->nb = page_table->dim(1);
     map->page_table.resize(static_cast<std::size_t>(map->nq * map->nb));
-    for (std::int64_t i = 0; i < map->nq * map->nb; ++i) map->page_table[static_cast<std::size_t>(i)] = int_at(*page_table, i);
+    for (std::int64_t i = 0; i < map->nq * map->nb; ++i) map->page_table[static_cast<std::size_t>(i)] = page_table->int_at(i);
     // Blocks a request's rows can reach: [0, ceil(max row length / page_size)).
     std::vector<std::int64_t> used(static_cast<std::size_t>(map->nq), 0);
     for (std::int64_t r = 0; r < R; ++r) {

@@ -2,13 +2,13 @@
 // main.cpp or its own apps/dsa-check/cmd_<name>.cpp) listed in commands().
 #pragma once
 #include <CLI/CLI.hpp>
-#include <filesystem>
-#include <fstream>
 #include <functional>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
+
+#include "io/text_file.hpp"
 
 namespace dsa::cli {
 
@@ -27,26 +27,8 @@ inline const std::vector<AddCommand>& commands() {
 
 // Writes JSON to path via temp + rename; returns 0, or 2 with a message on stderr.
 inline int write_json_atomic(const std::string& path, const nlohmann::json& j) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp);
-    if (!f) {
-      std::cerr << "error: " << path << ": cannot write (directory missing or not writable)\n";
-      return 2;
-    }
-    f << j.dump(2) << "\n";
-    if (!f) {
-      std::error_code ec;
-      std::filesystem::remove(tmp, ec);
-      std::cerr << "error: " << path << ": write failed (disk full?)\n";
-      return 2;
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp, ec);
-    std::cerr << "error: " << path << ": cannot rename temp file: " << ec.message() << "\n";
+  if (auto e = io::write_text_atomic(path, io::json_text(j)); !e.empty()) {
+    std::cerr << "error: " << e << "\n";
     return 2;
   }
   return 0;

@@ -25,13 +25,14 @@ CheckResult compare_bytes(const Tensor& out, const RefTensor& ref) {
     if (fl && !std::isfinite(o) && std::isfinite(e)) ++nonfinite;
     double d = std::fabs(o - e);
     if (std::isnan(d)) d = std::numeric_limits<double>::infinity();
-    Location loc{i, detail::describe(ref, i), o, e, d, 0.0};
-    if (!r.first) r.first = loc;
+    if (!r.first) r.first = Location{i, {}, o, e, d, 0.0};
     if (d > worst_d) {
       worst_d = d;
-      r.worst = loc;
+      r.worst = Location{i, {}, o, e, d, 0.0};
     }
   }
+  for (auto* l : {&r.first, &r.worst})  // decoded only for the locations kept
+    if (*l) (*l)->where = detail::describe(ref, (*l)->flat);
   std::ostringstream m;
   if (r.mismatches == 0) {
     r.verdict = Verdict::BITEXACT;

@@ -207,36 +207,55 @@ CheckResult compare_tensor(const Case& c, const std::string& group, const Tensor
   return r;
 }
 
-std::vector<CheckResult> check_case(const Case& c, const CheckOptions& o) {
-  std::vector<CheckResult> res;
-  auto error = [&](const std::string& tensor, const std::string& msg) {
-    CheckResult r;
-    r.file = c.file;
-    r.case_name = c.name;
-    r.stage = c.stage;
-    r.group = "case";
-    r.tensor = tensor;
-    r.verdict = Verdict::ERROR;
-    r.message = msg;
-    res.push_back(std::move(r));
-    return res;
-  };
-  const Stage* st = find_stage(c.stage);
-  if (!st) return error("-", c.where() + ": unknown stage '" + c.stage + "'");
-  if (c.outputs.empty() && c.expected.empty())
-    return error("-", c.where() + ": nothing to check: the case has no outputs/ (kernel results) and no expected/ group");
+RefOptions reference_options(const Case& c, const CheckOptions& o) {
   RefOptions ro;
   ro.threads = o.threads;
   if (const auto emu = requested_emulation(c, o); !emu.empty()) ro.emulations.push_back(emu);
+  return ro;
+}
+
+namespace {
+
+CheckResult case_error(const Case& c, const std::string& tensor, const std::string& msg) {
+  CheckResult r;
+  r.file = c.file;
+  r.case_name = c.name;
+  r.stage = c.stage;
+  r.group = "case";
+  r.tensor = tensor;
+  r.verdict = Verdict::ERROR;
+  r.message = msg;
+  return r;
+}
+
+// Checks before any reference runs; an empty result means the case can be checked.
+std::vector<CheckResult> precheck(const Case& c) {
+  if (!find_stage(c.stage)) return {case_error(c, "-", c.where() + ": unknown stage '" + c.stage + "'")};
+  if (c.outputs.empty() && c.expected.empty())
+    return {case_error(c, "-", c.where() + ": nothing to check: the case has no outputs/ (kernel results) and no expected/ group")};
+  return {};
+}
+
+}  // namespace
+
+std::vector<CheckResult> check_case(const Case& c, const CheckOptions& o) {
+  if (auto res = precheck(c); !res.empty()) return res;
   Expected E;
   try {
-    E = st->reference(c, ro);
+    E = run_reference(c, reference_options(c, o));
   } catch (const std::exception& e) {
-    error("-", c.where() + ": reference of stage " + c.stage + " failed: " + e.what());
+    std::vector<CheckResult> res{case_error(c, "-", c.where() + ": reference of stage " + c.stage + " failed: " + e.what())};
     for (const auto& [n, t] : c.outputs)  // what can be said without a reference
       for (auto& f : sanity_findings(c, n, t, nullptr)) res.back().notes.push_back("outputs/" + n + ": " + f);
     return res;
   }
+  return check_case(c, o, E);
+}
+
+std::vector<CheckResult> check_case(const Case& c, const CheckOptions& o, const Expected& E) {
+  if (auto res = precheck(c); !res.empty()) return res;
+  const Stage* st = find_stage(c.stage);
+  std::vector<CheckResult> res;
   // Stage output order first, then anything else (alphabetical).
   std::vector<std::string> order;
   for (const auto& os : st->outputs) order.push_back(os.tensor.name);
@@ -249,7 +268,7 @@ std::vector<CheckResult> check_case(const Case& c, const CheckOptions& o) {
       if (it == g->end()) continue;
       const RefTensor* ref = E.find(n);
       if (!ref) {
-        error(gname + "/" + n, c.where() + ": " + gname + "/" + n + ": the reference of stage " + c.stage + " has no such output");
+        res.push_back(case_error(c, gname + "/" + n, c.where() + ": " + gname + "/" + n + ": the reference of stage " + c.stage + " has no such output"));
         continue;
       }
       res.push_back(compare_tensor(c, gname, it->second, *ref, o));

@@ -119,5 +119,9 @@ std::vector<std::string> sanity_findings(const Case& c, const std::string& tenso
 // Every check of one case: reference (once), then each outputs/<name> and expected/<name>. Errors (reference
 // throws, no outputs) become one ERROR result.
 std::vector<CheckResult> check_case(const Case& c, const CheckOptions& o);
+// The options the reference of case c is run with for a check: threads, and the emulation its kernel asks for.
+RefOptions reference_options(const Case& c, const CheckOptions& o);
+// As check_case, with the reference already computed as run_reference(c, reference_options(c, o)).
+std::vector<CheckResult> check_case(const Case& c, const CheckOptions& o, const Expected& reference);
 
 }  // namespace dsa::cmp

@@ -64,7 +64,7 @@ std::vector<std::string> sanity_findings(const Case& c, const std::string& tenso
     const Tensor* sm = c.input_opt("slot_mapping");
     std::int64_t bad = 0, first = -1;
     for (std::int64_t i = 0; sm && i < sm->numel(); ++i) {
-      const auto slot = static_cast<std::int64_t>(sm->value(i));
+      const auto slot = sm->int_at(i);
       if (slot < 0 || slot / v.layout.page_size >= v.num_pages) continue;
       const float s = v.scale(slot / v.layout.page_size, slot % v.layout.page_size);
       if (!(std::isfinite(s) && s > 0)) {
@@ -100,7 +100,7 @@ std::vector<std::string> sanity_findings(const Case& c, const std::string& tenso
       if (L <= t.k) continue;
       bool positional = true;
       for (std::int64_t i = 0; i < t.k && positional; ++i)
-        positional = static_cast<std::int64_t>(out.value(r * W + i)) == t.to_index(r, i);
+        positional = out.int_at(r * W + i) == t.to_index(r, i);
       if (!positional) continue;
       const double tau = t.kth[static_cast<std::size_t>(r)];
       const double* sc = t.scores.data<double>() + r * t.scores.dim(1);

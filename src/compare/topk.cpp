@@ -94,19 +94,19 @@ CheckResult compare_topk(const Tensor& out, const RefTensor& ref, const Toleranc
     std::set<std::int64_t> sel;
     std::int64_t row_struct = 0;
     for (std::int64_t i = 0; i < W; ++i) {
-      const auto idx = static_cast<std::int64_t>(out.value(row * W + i));
-      const std::string rs = "row " + std::to_string(row) + " pos " + std::to_string(i) + ": ";
+      const auto idx = out.int_at(row * W + i);
+      auto rs = [row, i] { return "row " + std::to_string(row) + " pos " + std::to_string(i) + ": "; };  // built only for a note
       if (idx == -1) {
         pos[static_cast<std::size_t>(i)] = -1;
         if (i < tr.n) {
           ++row_struct;
-          note(row * W + i, rs + "-1 before min(k, len) = " + std::to_string(tr.n) + " entries (too few indices)", true);
+          note(row * W + i, rs() + "-1 before min(k, len) = " + std::to_string(tr.n) + " entries (too few indices)", true);
         }
         continue;
       }
       if (i >= tr.n) {
         ++row_struct;
-        note(row * W + i, rs + "index " + std::to_string(idx) + " where -1 padding is required (min(k, len) = " +
+        note(row * W + i, rs() + "index " + std::to_string(idx) + " where -1 padding is required (min(k, len) = " +
                               std::to_string(tr.n) + ")", true);
         continue;
       }
@@ -117,14 +117,14 @@ CheckResult compare_topk(const Tensor& out, const RefTensor& ref, const Toleranc
         if (idx >= 0 && t.from_index(row, idx - 1) >= 0) ++plus1;
         if (t.from_index(row, idx + 1) >= 0) ++minus1;
         if (idx >= 0 && idx < tr.len && t.to_index(row, idx) != idx) ++relative;
-        note(row * W + i, rs + "index " + std::to_string(idx) + " is not a candidate of the row (len " +
+        note(row * W + i, rs() + "index " + std::to_string(idx) + " is not a candidate of the row (len " +
                               std::to_string(tr.len) + ")", true);
         continue;
       }
       pos[static_cast<std::size_t>(i)] = p;
       if (!sel.insert(p).second) {
         ++row_struct;
-        note(row * W + i, rs + "duplicate index " + std::to_string(idx), true);
+        note(row * W + i, rs() + "duplicate index " + std::to_string(idx), true);
       }
     }
     if (row_struct == 0 && t.fast_path && tr.len <= t.k) {
@@ -153,7 +153,7 @@ CheckResult compare_topk(const Tensor& out, const RefTensor& ref, const Toleranc
     // Sets.
     std::set<std::int64_t> rset;
     for (std::int64_t i = 0; i < W; ++i) {
-      const auto idx = static_cast<std::int64_t>(ref.value.value(row * W + i));
+      const auto idx = ref.value.int_at(row * W + i);
       if (idx == -1) continue;
       const std::int64_t p = t.from_index(row, idx);
       if (p >= 0) rset.insert(p);
@@ -208,7 +208,7 @@ CheckResult compare_topk(const Tensor& out, const RefTensor& ref, const Toleranc
       << "; recall@k " << detail::fmt(st.recall) << ", jaccard " << detail::fmt(st.jaccard);
   } else {
     bool same = true;
-    for (std::int64_t i = 0; i < out.numel() && same; ++i) same = out.value(i) == ref.value.value(i);
+    for (std::int64_t i = 0; i < out.numel() && same; ++i) same = out.int_at(i) == ref.value.int_at(i);
     r.verdict = same ? Verdict::BITEXACT : Verdict::WITHIN_BOUND;
     if (same) m << "identical to the reference (" << R << " rows)";
     else

@@ -8,13 +8,15 @@
 #include <vector>
 
 #include "golden/catalogue.hpp"
+#include "stages/expected.hpp"
 #include "tensor/case.hpp"
 
 namespace dsa::golden {
 
-// Inputs + expected/ of one catalogue case. `seed` overrides the spec's seed. Throws std::runtime_error (with
+// Inputs + expected/ of one catalogue case (`reference`, if given, receives the stage reference with what the
+// comparators need). `seed` overrides the spec's seed. Throws std::runtime_error (with
 // the case name) when the generator or the stage reference fails.
-Case make_case(const GoldenSpec& spec, std::optional<std::uint64_t> seed, int threads);
+Case make_case(const GoldenSpec& spec, std::optional<std::uint64_t> seed, int threads, Expected* reference = nullptr);
 
 // Lowercase hex SHA-256 of a byte range (OpenSSL).
 std::string sha256_hex(const void* data, std::size_t n);

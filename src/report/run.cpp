@@ -1,6 +1,9 @@
 #include "report/run.hpp"
 
+#include "io/text_file.hpp"
+
 #include <fnmatch.h>
+#include <omp.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -31,30 +34,6 @@ int RunReport::exit_code() const {
   for (const auto& c : results)
     if (c.verdict == cmp::Verdict::ERROR) return 2;
   return failed() ? 1 : 0;
-}
-
-std::string write_text_atomic(const std::string& path, const std::string& text) {
-  namespace fs = std::filesystem;
-  const fs::path p(path);
-  const fs::path tmp = p.parent_path() / ("." + p.filename().string() + ".tmp." + std::to_string(::getpid()));
-  {
-    std::ofstream f(tmp, std::ios::binary);
-    if (!f) return path + ": cannot write (directory missing or not writable)";
-    f << text;
-    f.flush();
-    if (!f) {
-      std::error_code ec;
-      fs::remove(tmp, ec);
-      return path + ": write failed (disk full?)";
-    }
-  }
-  std::error_code ec;
-  fs::rename(tmp, p, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    return path + ": cannot rename the temp file into place: " + ec.message();
-  }
-  return "";
 }
 
 std::vector<std::string> first_divergence(const std::vector<cmp::CheckResult>& results,
@@ -139,9 +118,14 @@ RunReport run_checks(const RunOptions& o, const std::function<void(std::size_t, 
   std::vector<std::vector<cmp::CheckResult>> per(cases.size());
   std::atomic<std::size_t> next{0}, done{0};
   std::mutex pm;
+  const int jobs = std::max(1, std::min<int>(o.jobs, static_cast<int>(std::max<std::size_t>(cases.size(), 1))));
+  // Each case's reference runs its own OpenMP team: with -j N and no --threads, share the cores between the jobs
+  // instead of starting N full teams (the results do not depend on the thread count).
+  cmp::CheckOptions copt = o.check;
+  if (jobs > 1 && copt.threads <= 0) copt.threads = std::max(1, omp_get_max_threads() / jobs);
   auto worker = [&] {
     for (std::size_t i; (i = next++) < cases.size();) {
-      per[i] = cmp::check_case(cases[i], o.check);
+      per[i] = cmp::check_case(cases[i], copt);
       const std::size_t d = ++done;
       if (progress) {
         std::lock_guard<std::mutex> lk(pm);
@@ -149,7 +133,6 @@ RunReport run_checks(const RunOptions& o, const std::function<void(std::size_t, 
       }
     }
   };
-  const int jobs = std::max(1, std::min<int>(o.jobs, static_cast<int>(std::max<std::size_t>(cases.size(), 1))));
   if (jobs == 1) {
     worker();
   } else {
@@ -227,12 +210,12 @@ int run_check_command(const RunOptions& o, std::ostream& out, std::ostream& err)
   print_console(rep, out, o.quiet, o.verbose, color);
   int rc = rep.exit_code();
   if (!o.json_path.empty())
-    if (auto e = write_text_atomic(o.json_path, report_json(rep).dump(2) + "\n"); !e.empty()) {
+    if (auto e = io::write_text_atomic(o.json_path, io::json_text(report_json(rep))); !e.empty()) {
       err << "error: " << e << "\n";
       rc = 2;
     }
   if (!o.junit_path.empty())
-    if (auto e = write_text_atomic(o.junit_path, junit_xml(rep)); !e.empty()) {
+    if (auto e = io::write_text_atomic(o.junit_path, junit_xml(rep)); !e.empty()) {
       err << "error: " << e << "\n";
       rc = 2;
     }

@@ -36,8 +36,6 @@ RunReport run_checks(const RunOptions& o, const std::function<void(std::size_t, 
 // The whole command: checks, console report on `out`, problems on `err`, JSON / JUnit files. Returns the exit code.
 int run_check_command(const RunOptions& o, std::ostream& out, std::ostream& err);
 
-// Writes `text` to `path` via a temp file in the same directory + rename. Returns "" or an error message.
-std::string write_text_atomic(const std::string& path, const std::string& text);
 
 // First-divergence analysis of results: per file, cases grouped by attr `step` (or the whole file when no case has
 // one); in each group holding >= 2 stages, the failing stage with the lowest pipeline_order.

@@ -16,13 +16,7 @@ namespace {
 
 using cmp::Verdict;
 
-Expected run_reference(const Case& c) {
-  const Stage* st = find_stage(c.stage);
-  if (!st) throw std::runtime_error(c.where() + ": unknown stage " + c.stage);
-  RefOptions ro;
-  if (auto e = cmp::requested_emulation(c, {}); !e.empty()) ro.emulations.push_back(e);
-  return st->reference(c, ro);
-}
+Expected reference_for_check(const Case& c) { return run_reference(c, cmp::reference_options(c, {})); }
 
 // ---- input builders (all values from the counter-based RNG: same bits everywhere) ----
 Tensor bf16_normal(Shape s, Rng r, double scale) {
@@ -102,7 +96,6 @@ void edit_input(Case& c, const std::string& n, F f) {
   c.inputs[n] = t;
 }
 
-std::int64_t ival(const Tensor& t, std::int64_t i) { return static_cast<std::int64_t>(t.value(i)); }
 void iset(Tensor& t, std::int64_t i, std::int64_t v) {
   if (t.dtype() == DType::i64) t.data<std::int64_t>()[i] = v;
   else t.data<std::int32_t>()[i] = static_cast<std::int32_t>(v);
@@ -177,7 +170,7 @@ void plausible_outputs(Case& c, const Expected& E, std::uint64_t seed) {
       const cmp::TopkRow tr = cmp::topk_row(t, row, tol);
       if (t.fast_path && tr.len <= t.k) continue;
       std::vector<std::int64_t> sel;
-      for (std::int64_t i = 0; i < tr.n; ++i) sel.push_back(t.from_index(row, ival(rt.value, row * W + i)));
+      for (std::int64_t i = 0; i < tr.n; ++i) sel.push_back(t.from_index(row, rt.value.int_at(row * W + i)));
       const std::set<std::int64_t> in(sel.begin(), sel.end());
       std::vector<std::int64_t> band_out;
       for (std::int64_t p = 0; p < tr.len; ++p)
@@ -307,7 +300,7 @@ std::vector<Case> base_cases(std::uint64_t seed) {
 TensorMap buggy_outputs(const Case& c, const std::function<void(Case&)>& bug, std::uint64_t seed) {
   Case b = c;
   bug(b);
-  const Expected E = run_reference(b);
+  const Expected E = reference_for_check(b);
   plausible_outputs(b, E, seed);
   return b.outputs;
 }
@@ -333,7 +326,7 @@ const std::vector<Mutant>& mutants() {
          const auto L = ref::KCacheView::of(o).layout;
          const Tensor& sm = c.input("slot_mapping");
          for (std::int64_t i = 0; i < sm.numel(); ++i) {
-           const std::int64_t slot = ival(sm, i);
+           const std::int64_t slot = sm.int_at(i);
            if (slot < 0) continue;
            const std::int64_t rec = (slot / L.page_size) * L.page_bytes() + (slot % L.page_size) * (L.head_dim + 4);
            std::memcpy(o.data<std::uint8_t>() + rec, c.input("k_fp8").data<std::uint8_t>() + i * L.head_dim,
@@ -345,7 +338,7 @@ const std::vector<Mutant>& mutants() {
        buggy([](Case& c) {
          edit_input(c, "slot_mapping", [](Tensor& t) {
            for (std::int64_t i = 0; i < t.numel(); ++i)
-             if (ival(t, i) < 0) iset(t, i, 0);
+             if (t.int_at(i) < 0) iset(t, i, 0);
          });
        })},
       {"ragged_k_scale_dropped", "B6", "ragged", V{Verdict::FAIL}, "kv_scale not applied (read as 1)",
@@ -372,7 +365,7 @@ const std::vector<Mutant>& mutants() {
          const std::int64_t N = c.input("kv").dim(0);
          edit_input(c, "ke", [N](Tensor& t) {
            for (std::int64_t i = 0; i < t.numel(); ++i)
-             if (ival(t, i) < N) iset(t, i, ival(t, i) + 1);
+             if (t.int_at(i) < N) iset(t, i, t.int_at(i) + 1);
          });
        })},
       {"ragged_nan_logit", "B14", "ragged", V{Verdict::NONFINITE}, "one defined logit is NaN (unwritten / OOB read)",
@@ -409,7 +402,7 @@ const std::vector<Mutant>& mutants() {
       {"paged_wrong_page", "B7", "paged", V{Verdict::FAIL}, "block_table entries of request 0 used in the wrong order",
        buggy([](Case& c) {
          edit_input(c, "block_table", [](Tensor& t) {
-           const std::int64_t a = ival(t, 0), b = ival(t, 1);
+           const std::int64_t a = t.int_at(0), b = t.int_at(1);
            iset(t, 0, b);
            iset(t, 1, a);
          });
@@ -421,7 +414,7 @@ const std::vector<Mutant>& mutants() {
        [](Case& c, const Expected&, std::uint64_t) {
          Tensor& o = output(c, "indices");
          for (std::int64_t i = 0; i < o.numel(); ++i)
-           if (ival(o, i) >= 0) iset(o, i, ival(o, i) + 1);
+           if (o.int_at(i) >= 0) iset(o, i, o.int_at(i) + 1);
        }},
       {"topk_relative_not_absolute", "B11", "topk_abs", V{Verdict::STRUCTURE}, "relative positions where absolute columns are expected",
        [](Case& c, const Expected&, std::uint64_t) {
@@ -429,18 +422,18 @@ const std::vector<Mutant>& mutants() {
          const Tensor& rs = c.input("row_starts");
          const std::int64_t W = o.dim(1);
          for (std::int64_t i = 0; i < o.numel(); ++i)
-           if (ival(o, i) >= 0) iset(o, i, ival(o, i) - ival(rs, i / W));
+           if (o.int_at(i) >= 0) iset(o, i, o.int_at(i) - rs.int_at(i / W));
        }},
       {"topk_padding_missing", "B12", "topk_rel", V{Verdict::STRUCTURE}, "rows shorter than k padded with 0 instead of -1",
        [](Case& c, const Expected&, std::uint64_t) {
          Tensor& o = output(c, "indices");
          for (std::int64_t i = 0; i < o.numel(); ++i)
-           if (ival(o, i) == -1) iset(o, i, 0);
+           if (o.int_at(i) == -1) iset(o, i, 0);
        }},
       {"topk_duplicate", "B9", "topk_rel", V{Verdict::STRUCTURE}, "one index emitted twice in a row",
        [](Case& c, const Expected&, std::uint64_t) {
          Tensor& o = output(c, "indices");
-         iset(o, 1, ival(o, 0));
+         iset(o, 1, o.int_at(0));
        }},
       {"topk_out_of_band_swap", "B9", "topk_rel", V{Verdict::FAIL}, "a clear winner replaced by the row's lowest score",
        [](Case& c, const Expected& E, std::uint64_t) {
@@ -455,7 +448,7 @@ const std::vector<Mutant>& mutants() {
          }
          if (worst < 0 || best < 0) throw std::runtime_error("topk_out_of_band_swap: row 0 has no clear winner/loser");
          for (std::int64_t i = 0; i < o.dim(1); ++i)
-           if (rt.topk.from_index(0, ival(o, i)) == best) iset(o, i, rt.topk.to_index(0, worst));
+           if (rt.topk.from_index(0, o.int_at(i)) == best) iset(o, i, rt.topk.to_index(0, worst));
        }},
       {"topk_positional", "B22", "topk_rel", V{Verdict::FAIL}, "sparsity not engaged: first k positions selected",
        [](Case& c, const Expected& E, std::uint64_t) {
@@ -471,7 +464,7 @@ const std::vector<Mutant>& mutants() {
          const std::int64_t C = c.input("logits").dim(1);
          edit_input(c, "lengths", [C](Tensor& t) {
            for (std::int64_t i = 0; i < t.numel(); ++i)
-             if (ival(t, i) < C) iset(t, i, ival(t, i) + 1);
+             if (t.int_at(i) < C) iset(t, i, t.int_at(i) + 1);
          });
        })},
       {"topk_page_wrong_request", "B11", "topk_page", V{Verdict::STRUCTURE}, "slots mapped through another request's page table row",
@@ -479,7 +472,7 @@ const std::vector<Mutant>& mutants() {
          edit_input(c, "page_table", [](Tensor& t) {
            const std::int64_t nb = t.dim(1);
            for (std::int64_t j = 0; j < nb; ++j) {
-             const std::int64_t a = ival(t, j), b = ival(t, nb + j);
+             const std::int64_t a = t.int_at(j), b = t.int_at(nb + j);
              iset(t, j, b);
              iset(t, nb + j, a);
            }

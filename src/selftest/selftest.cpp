@@ -34,9 +34,7 @@ SelftestSummary run_selftest(const SelftestOptions& o, std::ostream& out) {
     Expected E;
     try {
       for (const auto& p : validate_case(c, false)) throw std::runtime_error("invalid base case: " + p.str());
-      RefOptions ro;
-      if (auto e = cmp::requested_emulation(c, {}); !e.empty()) ro.emulations.push_back(e);
-      E = find_stage(c.stage)->reference(c, ro);
+      E = run_reference(c, cmp::reference_options(c, {}));
       plausible_outputs(c, E, o.seed);
     } catch (const std::exception& e) {
       int n = 0;
@@ -46,7 +44,7 @@ SelftestSummary run_selftest(const SelftestOptions& o, std::ostream& out) {
       continue;
     }
     ++s.base_total;
-    const auto res = cmp::check_case(c, {});
+    const auto res = cmp::check_case(c, {}, E);
     bool ok = !res.empty();
     for (const auto& r : res) ok = ok && r.pass();
     s.base_pass += ok ? 1 : 0;

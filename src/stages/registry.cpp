@@ -199,6 +199,12 @@ std::string choice_value(const AttrValue& v) {
 
 }  // namespace
 
+Expected run_reference(const Case& c, const RefOptions& opt) {
+  const Stage* st = find_stage(c.stage);
+  if (!st) throw std::runtime_error(c.where() + ": unknown stage '" + c.stage + "'");
+  return st->reference(c, opt);
+}
+
 void apply_attr_defaults(Case& c) {
   const Stage* st = find_stage(c.stage);
   if (!st) return;

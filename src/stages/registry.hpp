@@ -80,6 +80,9 @@ const Stage* find_stage(const std::string& name);
 // the outputs/ and expected/ groups when present.
 std::vector<Problem> validate_case(const Case& c, bool check_outputs = true);
 
+// Runs the CPU reference of the case's stage (std::runtime_error naming the case for an unknown stage).
+Expected run_reference(const Case& c, const RefOptions& opt = {});
+
 // Apply attr defaults declared by the stage (for attrs the case does not carry).
 void apply_attr_defaults(Case& c);
 

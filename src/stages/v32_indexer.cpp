@@ -1,5 +1,7 @@
 // Registry entries of the DeepSeek-V3.2 lightning-indexer stages. Tensor names follow the engines'
 // own (DeepGEMM / sglang / vLLM) so users recognise them. Spec: ../shared/specs/v32_indexer_deepgemm_flashmla.md.
+#include <limits>
+
 #include "reference/v32_indexer.hpp"
 #include "stages/registry.hpp"
 
@@ -146,7 +148,7 @@ Stage indexer_kcache_store() {
     const std::int64_t cap = c.input("kv_cache_in").dim(0) * c.input("kv_cache_in").dim(1);
     std::map<std::int64_t, std::int64_t> seen;
     for (std::int64_t t = 0; t < sm.numel(); ++t) {
-      const std::int64_t v = sm.dtype() == D::i64 ? sm.data<std::int64_t>()[t] : sm.data<std::int32_t>()[t];
+      const std::int64_t v = sm.int_at(t);
       if (v == -1) continue;
       if (v < 0 || v >= cap) {
         p.push_back({c.file, c.name, "inputs/slot_mapping", "-1 or a slot in [0, num_pages*page_size = " + std::to_string(cap) + ")",
@@ -318,6 +320,25 @@ Stage indexer_topk() {
         return;
       }
     }
+    // Emitted indices are int32 (the engines' dtype): every mapped index must be in [0, 2^31).
+    if (const Tensor* off = c.input_opt("offsets"); off && base == "ragged_offset")
+      for (std::int64_t r = 0; r < len.numel(); ++r) {
+        const std::int64_t o = off->int_at(r);
+        if (o < 0 || o + len.int_at(r) > std::numeric_limits<std::int32_t>::max()) {
+          p.push_back({c.file, c.name, "inputs/offsets", "offsets[r] >= 0 and offsets[r] + lengths[r] < 2^31",
+                       "row " + std::to_string(r) + ": offset " + std::to_string(o) + " length " + std::to_string(len.int_at(r))});
+          return;
+        }
+      }
+    if (const Tensor* pt = c.input_opt("page_table"); pt && base == "page_slot") {
+      const std::int64_t ps = c.attr_int("page_size", 64);
+      for (std::int64_t i = 0; i < pt->numel(); ++i)
+        if (ps <= 0 || (pt->int_at(i) + 1) * ps > std::numeric_limits<std::int32_t>::max()) {
+          p.push_back({c.file, c.name, "inputs/page_table", "page ids with (page + 1) * page_size < 2^31 (page_size > 0)",
+                       "page id " + std::to_string(pt->int_at(i)) + ", page_size " + std::to_string(ps)});
+          return;
+        }
+    }
     for (const char* a : {"num_init_tokens", "num_local_tokens"})
       if (c.attr_int(a, 0) < 0) p.push_back({c.file, c.name, std::string("attr ") + a, ">= 0", std::to_string(c.attr_int(a, 0))});
     // The index tensor must hold k columns (extra columns are -1 padding).
@@ -353,7 +374,7 @@ Stage indexer_topk() {
         }
         std::map<std::int64_t, std::int64_t> seen;
         for (std::int64_t b = 0; b < blocks; ++b) {
-          const std::int64_t pg = pt->dtype() == D::i64 ? pt->data<std::int64_t>()[q * nb + b] : pt->data<std::int32_t>()[q * nb + b];
+          const std::int64_t pg = pt->int_at(q * nb + b);
           if (pg < 0) {
             p.push_back({c.file, c.name, "inputs/page_table", "page ids >= 0 in the blocks rows use", "request " + std::to_string(q) + " block " + std::to_string(b) + ": " + std::to_string(pg)});
             return;

@@ -69,6 +69,18 @@ std::uint64_t Tensor::bits(std::int64_t i) const {
   }
 }
 
+std::int64_t Tensor::int_at(std::int64_t i) const {
+  const std::uint64_t b = bits(i);
+  switch (dtype_) {
+    case DType::int8: return static_cast<std::int8_t>(b);
+    case DType::u8:
+    case DType::u16: return static_cast<std::int64_t>(b);
+    case DType::i32: return static_cast<std::int32_t>(b);
+    case DType::i64: return static_cast<std::int64_t>(b);
+    default: throw std::logic_error("Tensor::int_at on a " + std::string(dtype_name(dtype_)) + " tensor");
+  }
+}
+
 void Tensor::set_value(std::int64_t i, double v) {
 #ifndef NDEBUG
   if (i < 0 || i >= numel_) throw std::out_of_range("Tensor::set_value: index out of range");

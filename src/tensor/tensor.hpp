@@ -113,6 +113,9 @@ class Tensor {
   // Raw bits of element i (zero-extended), and its decoded value.
   std::uint64_t bits(std::int64_t i) const;
   double value(std::int64_t i) const { return num::decode_bits(dtype_, bits(i)); }
+  // Exact integer value of element i of an integer tensor (int8, uint8, uint16, int32, int64): no trip through
+  // double, so every int64 index survives. Throws std::logic_error for float dtypes.
+  std::int64_t int_at(std::int64_t i) const;
   void set_value(std::int64_t i, double v);  // float dtypes: one RNE rounding; integer dtypes: exact cast
 
   // Views (share storage).

@@ -13,7 +13,7 @@ inline Expected run_reference(Case c, int threads = 1) {
   REQUIRE(probs.empty());
   RefOptions o;
   o.threads = threads;
-  return find_stage(c.stage)->reference(c, o);
+  return dsa::run_reference(c, o);
 }
 
 }  // namespace dsa::test

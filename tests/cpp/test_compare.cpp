@@ -2,6 +2,8 @@
 // are computed by hand in the comments from the literal inputs.
 #include <doctest/doctest.h>
 
+#include "io/text_file.hpp"
+
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -269,12 +271,12 @@ TEST_CASE("compare: JSON and JUnit reports, atomic write") {
   const auto dir = std::filesystem::temp_directory_path() / ("dsa_cmp_test_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   const std::string p = (dir / "r.json").string();
-  CHECK(report::write_text_atomic(p, "{}\n").empty());
+  CHECK(io::write_text_atomic(p, "{}\n").empty());
   std::ifstream in(p);
   std::string s;
   std::getline(in, s);
   CHECK(s == "{}");
   CHECK(std::distance(std::filesystem::directory_iterator(dir), std::filesystem::directory_iterator{}) == 1);  // no temp left
-  CHECK(!report::write_text_atomic((dir / "missing" / "r.json").string(), "{}").empty());
+  CHECK(!io::write_text_atomic((dir / "missing" / "r.json").string(), "{}").empty());
   std::filesystem::remove_all(dir);
 }

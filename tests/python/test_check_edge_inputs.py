@@ -1,0 +1,56 @@
+"""`dsa-check check` on awkward but legal (or cleanly rejected) inputs: a case name that is not UTF-8 still gives a
+JSON report; int64 top-k indices are reported exactly (no trip through double); ragged offsets that cannot be
+emitted as int32 indices are a schema error (exit 2) naming the tensor."""
+import json
+import subprocess
+
+import h5py
+import numpy as np
+
+
+def topk_case(f, name, indices, offsets=None, index_base="relative"):
+    g = f.create_group(name)
+    g.attrs["schema_version"] = 1
+    g.attrs["stage"] = "indexer.topk"
+    g.attrs["k"] = 4
+    g.attrs["index_base"] = index_base
+    g.create_dataset("inputs/logits", data=np.array([[5, 4, 3, 2, 1, 0]], dtype=np.float32))
+    g.create_dataset("inputs/lengths", data=np.array([6], dtype=np.int32))
+    if offsets is not None:
+        g.create_dataset("inputs/offsets", data=np.array(offsets, dtype=np.int32))
+    g.create_dataset("outputs/indices", data=np.array([indices]))
+    return g
+
+
+def test_json_report_with_non_utf8_case_name(tmp_path, dsa_check_bin):
+    p = tmp_path / "latin1.h5"
+    with h5py.File(p, "w") as f:
+        topk_case(f, "ok", np.array([0, 1, 2, 3], dtype=np.int32))
+        f.move("ok", b"case\xe9")  # an HDF5 link name in Latin-1 (not UTF-8), as a C or Fortran writer may produce
+    out = tmp_path / "r.json"
+    r = subprocess.run([str(dsa_check_bin), "check", str(p), "--json", str(out)], capture_output=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert b"case\xe9/outputs/indices" in r.stdout
+    rep = json.loads(out.read_text(encoding="utf-8"))
+    assert "case\ufffd" in json.dumps(rep, ensure_ascii=False)  # the invalid byte became U+FFFD
+    assert not list(tmp_path.glob(".r.json.tmp*"))
+
+
+def test_int64_indices_are_reported_exactly(tmp_path, run_cli):
+    p = tmp_path / "i64.h5"
+    big = 2**62 + 5  # not representable in double: a trip through double would print 4611686018427387904
+    with h5py.File(p, "w") as f:
+        topk_case(f, "t", np.array([0, 1, 2, big], dtype=np.int64))
+    r = run_cli("check", str(p))
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert str(big) in r.stdout, r.stdout
+
+
+def test_ragged_offsets_must_fit_int32_indices(tmp_path, run_cli):
+    for offs in ([-3], [2**31 - 3]):
+        p = tmp_path / f"off{offs[0]}.h5"
+        with h5py.File(p, "w") as f:
+            topk_case(f, "t", np.array([0, 1, 2, 3], dtype=np.int32), offsets=offs, index_base="ragged_offset")
+        r = run_cli("inspect", str(p))
+        assert r.returncode == 2
+        assert "inputs/offsets" in r.stderr and "< 2^31" in r.stderr, r.stderr
