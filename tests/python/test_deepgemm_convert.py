@@ -41,6 +41,13 @@ def test_convert_then_inspect(tmp_path, dsa_check_bin):
     r = subprocess.run([str(dsa_check_bin), "inspect", str(out)], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "paged_n2" in r.stdout
+    # The real DeepGEMM output is BITEXACT against the deepgemm-sm90 emulation in every converted case (this also
+    # keeps the Python converter and the C++ acceptance importer (src/io/deepgemm_import.cpp) in agreement).
+    r = subprocess.run([str(dsa_check_bin), "check", str(out)], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = [ln for ln in r.stdout.splitlines() if "/outputs/logits" in ln]
+    assert len(lines) == 8 and all(ln.startswith("BITEXACT") and "deepgemm-sm90" in ln for ln in lines), r.stdout
+    assert r.stdout.strip().splitlines()[-1] == "8 passed, 0 failed"
 
 
 def test_convert_bad_input_exit_2(tmp_path):
