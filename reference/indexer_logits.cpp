@@ -306,6 +306,15 @@ struct Tile {
     C.assign(static_cast<sz>(nkp) * static_cast<sz>(ncp), 0.0);
   }
   double* k_row(int j) { return K.data() + static_cast<sz>(j) * static_cast<sz>(D); }
+  // Packs n consecutive q rows of D e4m3 codes (decoded through the exact f64 table e4d) in 32-column tiles.
+  void pack_q(const std::uint8_t* q, std::int64_t n, const double* e4d) {
+    std::fill(Qp.begin(), Qp.end(), 0.0);
+    for (std::int64_t x = 0; x < n; ++x) {
+      const std::uint8_t* src = q + x * D;
+      double* dst = Qp.data() + static_cast<sz>(x / kCT) * static_cast<sz>(D * kCT) + static_cast<sz>(x % kCT);
+      for (int d = 0; d < D; ++d) dst[static_cast<sz>(d) * kCT] = e4d[src[d]];
+    }
+  }
   const double* c_at(int j, int c) const { return C.data() + static_cast<sz>(j) * static_cast<sz>(ncp) + static_cast<sz>(c); }
 };
 
@@ -465,6 +474,50 @@ struct WeightsF64 {
   }
 };
 
+// Where the logits of a stage go: value bits, magnitude M and the defined flag, by flat output index.
+struct LogitsOut {
+  Tensor& value;
+  double* M;
+  std::uint8_t* defined;
+  bool bf16;
+};
+
+// One query row (weights at offset wo) against n consecutive keys of a tile, whose exact dot products start at
+// c0 (row stride ldc, one column per head): head sums by the ISA path, then the exactly rounded logit (see (2)),
+// stored with M at flat outputs o0 .. o0+n-1. scales[k] is key k's kv_scale.
+void reduce_keys(const Isa& isa, const double* c0, sz ldc, int n, const WeightsF64& wf, const float* w, sz wo, int H,
+                 const float* scales, std::vector<double>& acc, std::vector<double>& mg, LogitsOut out, i64 o0) {
+  isa.heads(c0, ldc, n, wf.wd.data() + wo, wf.wa.data() + wo, H, acc.data(), mg.data());
+  for (int k = 0; k < n; ++k) {
+    const sz ku = static_cast<sz>(k);
+    double M;
+    const std::uint32_t bits = finish(acc[ku], mg[ku], c0 + ku * ldc, w + wo, H, scales[k], out.bf16, M);
+    store_bits(out.value, o0 + k, bits);
+    out.M[o0 + k] = M;
+    out.defined[o0 + k] = 1;
+  }
+}
+
+// One query row decoded for the sm90 model, and its emulated logit against one decoded key.
+struct EmuRow {
+  int H = 0, D = 0;
+  std::vector<std::int32_t> sig, exp;
+  std::vector<std::uint8_t> nan;
+  std::vector<float> s;
+  EmuRow(i64 h, i64 d)
+      : H(static_cast<int>(h)), D(static_cast<int>(d)), sig(static_cast<sz>(h * d)), exp(sig.size()), nan(static_cast<sz>(h)), s(static_cast<sz>(h)) {}
+  void decode(const std::uint8_t* q) {  // H heads of D codes
+    for (int h = 0; h < H; ++h)
+      nan[static_cast<sz>(h)] = num::sm90::decode_vec(q + h * D, D, sig.data() + h * D, exp.data() + h * D);
+  }
+  float logit(const std::int32_t* ksig, const std::int32_t* kexp, bool knan, const float* w, float scale) {
+    for (int h = 0; h < H; ++h)
+      s[static_cast<sz>(h)] = num::sm90::wgmma_dot_vec(sig.data() + h * D, exp.data() + h * D, ksig, kexp, D,
+                                                       nan[static_cast<sz>(h)] || knan);
+    return num::sm90::head_reduce(s.data(), w, H, scale);
+  }
+};
+
 }  // namespace
 
 // ============================================================================================================
@@ -493,6 +546,7 @@ Expected indexer_logits_ragged(const Case& c, const RefOptions& opt) {
   if (all_defined) std::fill_n(def.data<std::uint8_t>(), def.numel(), std::uint8_t{1});
   double* Mp = mag.data<double>();
   std::uint8_t* dp = def.data<std::uint8_t>();
+  const LogitsOut out{value, Mp, dp, bf16};
 
   // Key range of row i (clamped to the tensor; the schema check rejects out-of-range ks/ke).
   auto row_lo = [&](i64 i) { return std::clamp<i64>(ks[i], 0, N); };
@@ -528,12 +582,7 @@ Expected indexer_logits_ragged(const Case& c, const RefOptions& opt) {
     for (sz t = 0; t < tasks.size(); ++t) {
       const Task& T = tasks[t];
       if (T.i0 != cur_i0) {  // tasks of one row block are consecutive: pack Q once per block and thread
-        std::fill(tile.Qp.begin(), tile.Qp.end(), 0.0);
-        for (i64 x = 0; x < (T.i1 - T.i0) * H; ++x) {
-          const std::uint8_t* src = qc + (T.i0 * H + x) * D;
-          double* dst = tile.Qp.data() + static_cast<sz>(x / kCT) * static_cast<sz>(D * kCT) + static_cast<sz>(x % kCT);
-          for (i64 d = 0; d < D; ++d) dst[d * kCT] = e4d[src[d]];
-        }
+        tile.pack_q(qc + T.i0 * H * D, (T.i1 - T.i0) * H, e4d);
         cur_i0 = T.i0;
       }
       isa.decode(kc + T.j0 * D, static_cast<int>((T.j1 - T.j0) * D), tile.K.data());
@@ -542,21 +591,9 @@ Expected indexer_logits_ragged(const Case& c, const RefOptions& opt) {
       for (i64 i = T.i0; i < T.i1; ++i) {
         const i64 jlo = std::max(T.j0, row_lo(i)), jhi = std::min(T.j1, row_hi(i));
         if (jhi <= jlo) continue;
-        const sz wo = static_cast<sz>(i * H);
-        const double* c0 = tile.c_at(static_cast<int>(jlo - T.j0), static_cast<int>((i - T.i0) * H));
-        isa.heads(c0, static_cast<sz>(tile.ncp), static_cast<int>(jhi - jlo), wf.wd.data() + wo, wf.wa.data() + wo,
-                  static_cast<int>(H), acc.data(), mg.data());
-        const i64 ob = i * cols + col_of(i, jlo);
-        for (i64 j = jlo; j < jhi; ++j) {
-          double M;
-          const sz k = static_cast<sz>(j - jlo);
-          const std::uint32_t bits = finish(acc[k], mg[k], c0 + k * static_cast<sz>(tile.ncp), w + wo,
-                                            static_cast<int>(H), sc[j], bf16, M);
-          const i64 o = ob + (j - jlo);
-          store_bits(value, o, bits);
-          Mp[o] = M;
-          dp[o] = 1;
-        }
+        reduce_keys(isa, tile.c_at(static_cast<int>(jlo - T.j0), static_cast<int>((i - T.i0) * H)),
+                    static_cast<sz>(tile.ncp), static_cast<int>(jhi - jlo), wf, w, static_cast<sz>(i * H),
+                    static_cast<int>(H), sc + jlo, acc, mg, out, i * cols + col_of(i, jlo));
       }
     }
   }
@@ -575,19 +612,12 @@ Expected indexer_logits_ragged(const Case& c, const RefOptions& opt) {
       knan[static_cast<sz>(j)] = num::sm90::decode_vec(kc + j * D, static_cast<int>(D), ksig.data() + j * D, kexp.data() + j * D);
 #pragma omp parallel num_threads(threads)
     {
-      std::vector<float> s(static_cast<sz>(H));
-      std::vector<std::int32_t> qsig(static_cast<sz>(H * D)), qexp(qsig.size());
-      std::vector<std::uint8_t> qnan(static_cast<sz>(H));
+      EmuRow er(H, D);
 #pragma omp for schedule(dynamic, 1)
       for (i64 i = 0; i < S; ++i) {
-        for (i64 h = 0; h < H; ++h)
-          qnan[static_cast<sz>(h)] = num::sm90::decode_vec(qc + (i * H + h) * D, static_cast<int>(D), qsig.data() + h * D, qexp.data() + h * D);
+        er.decode(qc + i * H * D);
         for (i64 j = row_lo(i); j < row_hi(i); ++j) {
-          for (i64 h = 0; h < H; ++h)
-            s[static_cast<sz>(h)] = num::sm90::wgmma_dot_vec(qsig.data() + h * D, qexp.data() + h * D, ksig.data() + j * D,
-                                                             kexp.data() + j * D, static_cast<int>(D),
-                                                             qnan[static_cast<sz>(h)] || knan[static_cast<sz>(j)]);
-          const float x = num::sm90::head_reduce(s.data(), w + i * H, static_cast<int>(H), sc[j]);
+          const float x = er.logit(ksig.data() + j * D, kexp.data() + j * D, knan[static_cast<sz>(j)] != 0, w + i * H, sc[j]);
           store_bits(emu, i * cols + col_of(i, j), emu_bits(x, bf16));
         }
       }
@@ -644,6 +674,7 @@ Expected indexer_logits_paged(const Case& c, const RefOptions& opt) {
   if (clean) std::fill_n(def.data<std::uint8_t>(), def.numel(), std::uint8_t{1});
   double* Mp = mag.data<double>();
   std::uint8_t* dp = def.data<std::uint8_t>();
+  const LogitsOut out{value, Mp, dp, bf16};
 
   const WeightsF64 wf(wt);
   const i64 kb = 120;
@@ -668,12 +699,7 @@ Expected indexer_logits_paged(const Case& c, const RefOptions& opt) {
     for (sz ti = 0; ti < tasks.size(); ++ti) {
       const Task& T = tasks[ti];
       if (T.b != cur_b) {
-        std::fill(tile.Qp.begin(), tile.Qp.end(), 0.0);
-        for (i64 x = 0; x < NN * H; ++x) {
-          const std::uint8_t* src = qc + (T.b * NN * H + x) * D;
-          double* dst = tile.Qp.data() + static_cast<sz>(x / kCT) * static_cast<sz>(D * kCT) + static_cast<sz>(x % kCT);
-          for (i64 d = 0; d < D; ++d) dst[d * kCT] = e4d[src[d]];
-        }
+        tile.pack_q(qc + T.b * NN * H * D, NN * H, e4d);
         cur_b = T.b;
       }
       for (i64 j = T.j0; j < T.j0 + tile.nkp; ++j) {
@@ -690,20 +716,8 @@ Expected indexer_logits_paged(const Case& c, const RefOptions& opt) {
         const i64 r = T.b * NN + t;
         const i64 jhi = std::min(T.j1, nvalid[static_cast<sz>(r)]);
         if (jhi <= T.j0) continue;
-        const sz wo = static_cast<sz>(r * H);
-        const double* c0 = tile.c_at(0, static_cast<int>(t * H));
-        isa.heads(c0, static_cast<sz>(tile.ncp), static_cast<int>(jhi - T.j0), wf.wd.data() + wo, wf.wa.data() + wo,
-                  static_cast<int>(H), acc.data(), mg.data());
-        for (i64 j = T.j0; j < jhi; ++j) {
-          double M;
-          const sz k = static_cast<sz>(j - T.j0);
-          const std::uint32_t bits = finish(acc[k], mg[k], c0 + k * static_cast<sz>(tile.ncp), w + wo,
-                                            static_cast<int>(H), scl[k], bf16, M);
-          const i64 o = r * cols + j;
-          store_bits(value, o, bits);
-          Mp[o] = M;
-          dp[o] = 1;
-        }
+        reduce_keys(isa, tile.c_at(0, static_cast<int>(t * H)), static_cast<sz>(tile.ncp), static_cast<int>(jhi - T.j0),
+                    wf, w, static_cast<sz>(r * H), static_cast<int>(H), scl.data(), acc, mg, out, r * cols + T.j0);
       }
     }
   }
@@ -717,20 +731,15 @@ Expected indexer_logits_paged(const Case& c, const RefOptions& opt) {
     fill_neg_inf(emu);
 #pragma omp parallel num_threads(threads)
     {
-      std::vector<float> s(static_cast<sz>(H));
-      std::vector<std::int32_t> qsig(static_cast<sz>(H * D)), qexp(qsig.size()), ksig(static_cast<sz>(D)), kexp(ksig.size());
-      std::vector<std::uint8_t> qnan(static_cast<sz>(H));
+      EmuRow er(H, D);
+      std::vector<std::int32_t> ksig(static_cast<sz>(D)), kexp(ksig.size());
 #pragma omp for schedule(dynamic, 1)
       for (i64 r = 0; r < R; ++r) {
         const i64 b = r / NN;
-        for (i64 h = 0; h < H; ++h)
-          qnan[static_cast<sz>(h)] = num::sm90::decode_vec(qc + (r * H + h) * D, static_cast<int>(D), qsig.data() + h * D, qexp.data() + h * D);
+        er.decode(qc + r * H * D);
         for (i64 j = 0; j < nvalid[static_cast<sz>(r)]; ++j) {
           const bool knan = num::sm90::decode_vec(kvv.values(page_of(b, j), j % ps), static_cast<int>(D), ksig.data(), kexp.data());
-          for (i64 h = 0; h < H; ++h)
-            s[static_cast<sz>(h)] = num::sm90::wgmma_dot_vec(qsig.data() + h * D, qexp.data() + h * D, ksig.data(), kexp.data(),
-                                                             static_cast<int>(D), qnan[static_cast<sz>(h)] || knan);
-          const float x = num::sm90::head_reduce(s.data(), w + r * H, static_cast<int>(H), kvv.scale(page_of(b, j), j % ps));
+          const float x = er.logit(ksig.data(), kexp.data(), knan, w + r * H, kvv.scale(page_of(b, j), j % ps));
           store_bits(emu, r * cols + j, emu_bits(x, bf16));
         }
       }
