@@ -42,7 +42,7 @@ Expected indexer_kcache_store(const Case& c, const RefOptions& opt) {
   std::uint8_t* out = cache.data<std::uint8_t>();
   const std::uint8_t* codes = k_fp8.data<std::uint8_t>();
   const float* scales = k_scale.data<float>();
-  const int threads = opt.threads > 0 ? opt.threads : omp_get_max_threads();
+  const int threads = opt.thread_count();
 #pragma omp parallel for schedule(static) num_threads(threads)
   for (std::int64_t t = 0; t < T; ++t) {
     const std::int64_t s = slot_of(t);

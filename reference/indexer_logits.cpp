@@ -444,7 +444,6 @@ inline std::uint32_t finish(double acc, double mag, const double* s, const float
 bool wants_emulation(const RefOptions& opt) {
   return std::find(opt.emulations.begin(), opt.emulations.end(), "deepgemm-sm90") != opt.emulations.end();
 }
-int thread_count(const RefOptions& opt) { return opt.threads > 0 ? opt.threads : omp_get_max_threads(); }
 
 constexpr std::uint16_t kBf16NegInf = 0xFF80;
 
@@ -571,7 +570,7 @@ Expected indexer_logits_ragged(const Case& c, const RefOptions& opt) {
   }
   const Isa isa = pick_isa();
   const double* e4d = e4m3_f64_table();
-  const int threads = thread_count(opt);
+  const int threads = opt.thread_count();
 #pragma omp parallel num_threads(threads)
   {
     Tile tile;
@@ -687,7 +686,7 @@ Expected indexer_logits_paged(const Case& c, const RefOptions& opt) {
   }
   const Isa isa = pick_isa();
   const double* e4d = e4m3_f64_table();
-  const int threads = thread_count(opt);
+  const int threads = opt.thread_count();
 #pragma omp parallel num_threads(threads)
   {
     Tile tile;

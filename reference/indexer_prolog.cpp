@@ -69,7 +69,7 @@ Expected indexer_prolog(const Case& c, const RefOptions& opt) {
   const float* wv = w.data<float>();
   const float* lw = lnw.data<float>();
   const float* lb = lnb.data<float>();
-  const int threads = opt.threads > 0 ? opt.threads : omp_get_max_threads();
+  const int threads = opt.thread_count();
 #pragma omp parallel for schedule(static) num_threads(threads)
   for (std::int64_t t = 0; t < T; ++t) {
     std::vector<float> cs(static_cast<std::size_t>(half)), sn(static_cast<std::size_t>(half));

@@ -21,7 +21,7 @@ Expected indexer_quant(const Case& c, const RefOptions& opt) {
   Tensor y(DType::fp8_e4m3fn, {T, K});
   Tensor scale(DType::f32, {T, nb});
   const bool is_bf16 = x.dtype() == DType::bf16;
-  const int threads = opt.threads > 0 ? opt.threads : omp_get_max_threads();
+  const int threads = opt.thread_count();
 #pragma omp parallel for schedule(static) num_threads(threads)
   for (std::int64_t t = 0; t < T; ++t) {
     std::vector<float> row(static_cast<std::size_t>(K));

@@ -149,7 +149,7 @@ Expected indexer_topk(const Case& c, const RefOptions& opt) {
   std::int32_t* out = value.data<std::int32_t>();
   const IndexMap& mp = *map;
   const double inf = std::numeric_limits<double>::infinity();
-  const int threads = opt.threads > 0 ? opt.threads : omp_get_max_threads();
+  const int threads = opt.thread_count();
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
   for (std::int64_t r = 0; r < R; ++r) {
     const auto ru = static_cast<std::size_t>(r);

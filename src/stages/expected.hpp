@@ -2,6 +2,8 @@
 // its comparator needs (error bounds, defined-column masks, top-k candidate scores, emulations,
 // a decoder from flat index to meaning).
 #pragma once
+#include <omp.h>
+
 #include <functional>
 #include <map>
 #include <string>
@@ -61,6 +63,7 @@ struct Expected {
 // Options every reference function receives.
 struct RefOptions {
   int threads = 0;                          // 0 = OpenMP default
+  int thread_count() const { return threads > 0 ? threads : omp_get_max_threads(); }
   std::vector<std::string> emulations;      // emulation profiles to compute in addition to the exact value
 };
 
