@@ -13,7 +13,7 @@
 #include <immintrin.h>
 #endif
 
-#include "stages/registry.hpp"
+#include "stage/stage.hpp"
 
 using namespace dsa;
 using i64 = std::int64_t;
@@ -93,9 +93,10 @@ Case paged_case(i64 B, i64 NN, i64 ctx, i64 H, i64 D) {
 void run_stage(benchmark::State& state, const Case& c, double macs) {
   RefOptions o;
   o.threads = bench_threads();
-  const Stage* st = find_stage(c.stage);
+  BoundCase b;  // validated and parsed once, outside the timed loop
+  if (auto p = validate_case(c, false, &b); !p.empty()) throw SchemaError(p.front());
   for (auto _ : state) {
-    Expected e = st->reference(c, o);
+    Expected e = run_reference(b, o);
     benchmark::DoNotOptimize(e.tensors[0].value.raw());
   }
   state.counters["MAC/s"] = benchmark::Counter(macs, benchmark::Counter::kIsIterationInvariantRate);

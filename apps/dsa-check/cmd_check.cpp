@@ -1,20 +1,19 @@
-// `dsa-check check FILE...`: CLI wiring only (logic in src/report/run.cpp and src/compare/).
+// `dsa-check check FILE...`: CLI wiring only (logic in src/pipeline/check.cpp and src/compare/).
 #include <iostream>
 
 #include "apps/dsa-check/commands.hpp"
-#include "report/run.hpp"
-#include "stages/registry.hpp"
+#include "pipeline/check.hpp"
 
 namespace dsa::cli {
 
 void add_check(CLI::App& app, int& rc) {
   auto* cmd = app.add_subcommand("check", "Compare kernel dumps (outputs/, expected/) with the CPU reference, stage by stage");
-  auto o = std::make_shared<report::RunOptions>();
+  auto o = std::make_shared<pipeline::RunOptions>();
   auto rtol = std::make_shared<std::vector<std::string>>();
   auto atol = std::make_shared<std::vector<std::string>>();
   auto color = std::make_shared<std::string>("auto");
   cmd->add_option("files", o->files, "HDF5 dump files")->required();
-  cmd->add_option("--profile", o->check.profile, "tolerance profile for every bounded tensor (exact, fp32-reassoc, sm90-fp8, bf16-logits)");
+  cmd->add_option("--profile", o->check.tol.policy, "tolerance profile for every bounded tensor (exact, fp32-reassoc, sm90-fp8, bf16-logits)");
   cmd->add_option("--rtol", *rtol, "relative tolerance, NAME:VALUE for one tensor or VALUE for all (repeatable)");
   cmd->add_option("--atol", *atol, "absolute tolerance, NAME:VALUE or VALUE (repeatable)");
   cmd->add_flag("--no-emulation", o->check.no_emulation,
@@ -33,22 +32,20 @@ void add_check(CLI::App& app, int& rc) {
   cmd->add_option("--junit", o->junit_path, "write a JUnit XML report to this file (one testcase per case x tensor)");
   cmd->callback([o, rtol, atol, color, &rc] {
     try {
-      for (const auto& s : *rtol) o->check.rtol.push_back(cmp::parse_tol_override(s));
-      for (const auto& s : *atol) o->check.atol.push_back(cmp::parse_tol_override(s));
+      for (const auto& s : *rtol) o->check.tol.rtol.push_back(pipeline::parse_tol_override(s));
+      for (const auto& s : *atol) o->check.tol.atol.push_back(pipeline::parse_tol_override(s));
     } catch (const std::exception& e) {
       std::cerr << "error: " << e.what() << "\n";
       rc = 2;
       return;
     }
-    if (!o->check.profile.empty() && !find_tolerance_profile(o->check.profile)) {
-      std::string names;
-      for (const auto& q : tolerance_profiles()) names += (names.empty() ? "" : ", ") + q.name;
-      std::cerr << "error: unknown tolerance profile '" << o->check.profile << "' (known: " << names << ")\n";
+    if (!o->check.tol.policy.empty() && !find_tolerance_policy(o->check.tol.policy)) {
+      std::cerr << "error: unknown tolerance profile '" << o->check.tol.policy << "' (known: " << tolerance_policy_names() << ")\n";
       rc = 2;
       return;
     }
     o->color = *color == "auto" ? -1 : (*color == "always" ? 1 : 0);
-    rc = report::run_check_command(*o, std::cout, std::cerr);
+    rc = pipeline::run_check_command(*o, std::cout, std::cerr);
   });
 }
 

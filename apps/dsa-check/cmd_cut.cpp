@@ -9,7 +9,7 @@
 #include <set>
 
 #include "apps/dsa-check/commands.hpp"
-#include "io/h5io.hpp"
+#include "pipeline/load.hpp"
 
 namespace dsa::cli {
 
@@ -27,7 +27,7 @@ int run_cut(const std::string& file, const std::vector<std::string>& patterns, c
   else if (std::filesystem::is_directory(op, ec))
     problems.push_back({out, "", "--out", "a file path", "a directory"});
 
-  io::ReadOptions opt;
+  io::ReadOptions opt = pipeline::read_options();
   opt.apply_defaults = false;  // copy attrs exactly as stored; validation still applies the defaults
   io::ReadResult r = io::read_file(file, opt);
   std::set<std::string> selected;

@@ -6,8 +6,8 @@
 #include <iostream>
 
 #include "apps/dsa-check/commands.hpp"
-#include "golden/generators.hpp"
-#include "golden/golden.hpp"
+#include "pipeline/catalogue.hpp"
+#include "pipeline/golden.hpp"
 
 namespace dsa::cli {
 
@@ -24,7 +24,8 @@ void print_catalogue(std::ostream& os) {
        << "      " << s.doc << "\n";
   }
   os << "\ngenerators:\n";
-  for (const auto& g : golden::generators()) os << "  " << std::left << std::setw(28) << g.name << std::setw(23) << g.stage << g.doc << "\n";
+  for (const Stage& st : stages())
+    for (const auto& g : st.generators) os << "  " << std::left << std::setw(28) << g.name << std::setw(23) << g.stage << g.doc << "\n";
 }
 
 }  // namespace

@@ -1,8 +1,8 @@
-// `dsa-check selftest`: CLI wiring only (logic in src/selftest/).
+// `dsa-check selftest`: CLI wiring only (logic in src/pipeline/selftest.cpp).
 #include <iostream>
 
 #include "apps/dsa-check/commands.hpp"
-#include "selftest/selftest.hpp"
+#include "pipeline/selftest.hpp"
 
 namespace dsa::cli {
 

@@ -5,8 +5,8 @@
 #include <iostream>
 
 #include "apps/dsa-check/commands.hpp"
-#include "report/inspect.hpp"
-#include "stages/describe.hpp"
+#include "pipeline/inspect.hpp"
+#include "stage/describe.hpp"
 
 namespace dsa::cli {
 

@@ -1,5 +1,6 @@
 // Comparators of `dsa-check check`: one per CompareKind (bytes, bounded, topk_set), plus reference-free sanity
-// checks, all producing a CheckResult (verdict + metrics) for one case x tensor.
+// findings, all producing a CheckResult (verdict + metrics) for one case x tensor. Nothing here knows a stage: the
+// reference (RefTensor) and the schema carry everything a comparator needs.
 //
 // Verdicts: BITEXACT and WITHIN_BOUND pass; FAIL (values outside the bound / set rule), NONFINITE, MASK_MISMATCH,
 // STRUCTURE, SHAPE, DTYPE fail; ERROR = the check could not run (reference error): exit code 2.
@@ -11,14 +12,13 @@
 #include <string>
 #include <vector>
 
-#include "stages/expected.hpp"
+#include "stage/expected.hpp"
 #include "tensor/case.hpp"
 
 namespace dsa::cmp {
 
 enum class Verdict { BITEXACT, WITHIN_BOUND, FAIL, NONFINITE, MASK_MISMATCH, STRUCTURE, SHAPE, DTYPE, ERROR };
 std::string_view verdict_name(Verdict v);
-std::optional<Verdict> parse_verdict(std::string_view s);
 inline bool verdict_pass(Verdict v) { return v == Verdict::BITEXACT || v == Verdict::WITHIN_BOUND; }
 
 // |out - ref| <= rtol * M + atol.
@@ -91,37 +91,10 @@ struct TopkRow {
 };
 TopkRow topk_row(const TopkRef& t, std::int64_t row, const Tolerance& tol);
 
-// Options of one check (CLI flags).
-struct CheckOptions {
-  std::string profile;                                  // --profile (overrides stage default)
-  std::vector<std::pair<std::string, double>> rtol, atol;  // --rtol name:val / bare val ("" name = all tensors)
-  bool no_emulation = false;                            // judge by the bound only
-  bool deterministic = false;
-  int threads = 0;                                      // reference threads
-};
-// Parse "logits:1e-3" or "1e-3"; throws std::invalid_argument with a clear message.
-std::pair<std::string, double> parse_tol_override(const std::string& s);
-// Tolerance for tensor `tensor` of case `c`: --profile, else bf16-logits when logits_dtype=bf16, else the stage's
-// default; then per-tensor (or bare) overrides. Throws std::invalid_argument for an unknown profile.
-Tolerance resolve_tolerance(const Case& c, const std::string& tensor, const CheckOptions& o);
-// Emulation profile the case asks for (`kernel` attr listed by its stage), or "".
-std::string requested_emulation(const Case& c, const CheckOptions& o);
-
-// Shape/dtype check, then the comparator of ref.kind, emulation handling, sanity checks. Never throws.
-CheckResult compare_tensor(const Case& c, const std::string& group, const Tensor& out, const RefTensor& ref,
-                           const CheckOptions& o);
-
-// Reference-free sanity findings on an output tensor (B5 finite positive scales, B6 constant logit rows,
-// B22 positional top-k). When `ref` is given, findings the reference itself exhibits are dropped.
-std::vector<std::string> sanity_findings(const Case& c, const std::string& tensor, const Tensor& out,
-                                         const RefTensor* ref);
-
-// Every check of one case: reference (once), then each outputs/<name> and expected/<name>. Errors (reference
-// throws, no outputs) become one ERROR result.
-std::vector<CheckResult> check_case(const Case& c, const CheckOptions& o);
-// The options the reference of case c is run with for a check: threads, and the emulation its kernel asks for.
-RefOptions reference_options(const Case& c, const CheckOptions& o);
-// As check_case, with the reference already computed as run_reference(c, reference_options(c, o)).
-std::vector<CheckResult> check_case(const Case& c, const CheckOptions& o, const Expected& reference);
+// Reference-free findings (validation_anchors B5, B6, B22) on a kernel output; with a reference, findings the
+// reference itself exhibits are dropped. nullopt = nothing to say.
+std::optional<std::string> finding_not_positive(const Tensor& out, const RefTensor* ref);   // B5 (scales)
+std::optional<std::string> finding_constant_rows(const Tensor& out, const RefTensor* ref);  // B6 (logit rows)
+std::optional<std::string> finding_positional_topk(const Tensor& out, const RefTensor& ref);  // B22
 
 }  // namespace dsa::cmp

@@ -1,11 +1,12 @@
-// Reference-free sanity checks (validation_anchors B5, B6, B22): finite positive scales, no constant logit rows,
-// top-k not equal to the positional order when len > k. With a reference, findings it exhibits too are dropped.
+// Reference-free sanity checks (validation_anchors B5, B6, B22): finite positive values, no constant rows, top-k
+// not equal to the positional order when len > k. With a reference, findings it exhibits too are dropped. Which
+// check applies to which tensor is declared by the stage's schema (OutputSpec), never decided here.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "compare/compare.hpp"
 #include "compare/detail.hpp"
-#include "reference/kcache_layout.hpp"
 
 namespace dsa::cmp {
 namespace {
@@ -48,73 +49,51 @@ std::vector<std::int64_t> constant_rows(const Tensor& t, const std::uint8_t* def
 
 }  // namespace
 
-std::vector<std::string> sanity_findings(const Case& c, const std::string& tensor, const Tensor& out, const RefTensor* ref) {
-  std::vector<std::string> f;
-  // B5: scales must be finite and positive.
-  if (dtype_is_float(out.dtype()) && tensor.find("scale") != std::string::npos) {
-    std::int64_t n = 0, nr = 0;
-    const std::int64_t first = bad_scales(out, n);
-    if (first >= 0 && !(ref && ref->value.numel() == out.numel() && bad_scales(ref->value, nr) >= 0))
-      f.push_back("B5: " + std::to_string(n) + " scale(s) not finite and positive; first at " +
-                  (ref ? detail::describe(*ref, first) : "element " + std::to_string(first)) + " = " +
-                  detail::fmt(out.value(first)));
+std::optional<std::string> finding_not_positive(const Tensor& out, const RefTensor* ref) {
+  if (!dtype_is_float(out.dtype())) return std::nullopt;
+  std::int64_t n = 0, nr = 0;
+  const std::int64_t first = bad_scales(out, n);
+  if (first < 0 || (ref && ref->value.numel() == out.numel() && bad_scales(ref->value, nr) >= 0)) return std::nullopt;
+  return "B5: " + std::to_string(n) + " scale(s) not finite and positive; first at " +
+         (ref ? detail::describe(*ref, first) : "element " + std::to_string(first)) + " = " + detail::fmt(out.value(first));
+}
+
+std::optional<std::string> finding_constant_rows(const Tensor& out, const RefTensor* ref) {
+  if (!dtype_is_float(out.dtype())) return std::nullopt;
+  const std::uint8_t* def = (ref && ref->defined.defined()) ? ref->defined.data<std::uint8_t>() : nullptr;
+  auto rows = constant_rows(out, def);
+  if (!rows.empty() && ref && ref->value.numel() == out.numel()) {
+    const auto rr = constant_rows(ref->value, def);
+    std::erase_if(rows, [&](std::int64_t r) { return std::find(rr.begin(), rr.end(), r) != rr.end(); });
   }
-  if (c.stage == "indexer.kcache_store" && tensor == "kv_cache" && out.rank() == 4 && out.dtype() == DType::u8) {
-    const auto v = ref::KCacheView::of(out);
-    const Tensor* sm = c.input_opt("slot_mapping");
-    std::int64_t bad = 0, first = -1;
-    for (std::int64_t i = 0; sm && i < sm->numel(); ++i) {
-      const auto slot = sm->int_at(i);
-      if (slot < 0 || slot / v.layout.page_size >= v.num_pages) continue;
-      const float s = v.scale(slot / v.layout.page_size, slot % v.layout.page_size);
-      if (!(std::isfinite(s) && s > 0)) {
-        if (first < 0) first = slot;
-        ++bad;
-      }
-    }
-    if (bad)
-      f.push_back("B5: " + std::to_string(bad) + " written cache slot(s) hold a non-finite or non-positive scale; first slot " +
-                  std::to_string(first) + " (page " + std::to_string(first / v.layout.page_size) + " token " +
-                  std::to_string(first % v.layout.page_size) + ")");
+  if (rows.empty()) return std::nullopt;
+  return "B6: " + std::to_string(rows.size()) + " logit row(s) constant although the reference is not; first row " +
+         std::to_string(rows.front());
+}
+
+std::optional<std::string> finding_positional_topk(const Tensor& out, const RefTensor& ref) {
+  if (ref.kind != CompareKind::topk_set || !ref.topk.from_index || out.numel() == 0) return std::nullopt;
+  const TopkRef& t = ref.topk;
+  const auto R = static_cast<std::int64_t>(t.len.size());
+  const std::int64_t W = R ? out.numel() / R : 0;
+  std::int64_t rows = 0, first = -1;
+  for (std::int64_t r = 0; r < R && W >= t.k; ++r) {
+    const std::int64_t L = t.len[static_cast<std::size_t>(r)];
+    if (L <= t.k) continue;
+    bool positional = true;
+    for (std::int64_t i = 0; i < t.k && positional; ++i) positional = out.int_at(r * W + i) == t.to_index(r, i);
+    if (!positional) continue;
+    const double tau = t.kth[static_cast<std::size_t>(r)];
+    const double* sc = t.scores.data<double>() + r * t.scores.dim(1);
+    bool allowed = true;  // exact scores admit the positional prefix (all-tie rows)
+    for (std::int64_t p = 0; p < L && allowed; ++p) allowed = p < t.k ? !(sc[p] < tau) : !(sc[p] > tau);
+    if (allowed) continue;
+    if (first < 0) first = r;
+    ++rows;
   }
-  // B6: constant logit rows.
-  if (tensor == "logits" && dtype_is_float(out.dtype())) {
-    const std::uint8_t* def = (ref && ref->defined.defined()) ? ref->defined.data<std::uint8_t>() : nullptr;
-    auto rows = constant_rows(out, def);
-    if (!rows.empty() && ref && ref->value.numel() == out.numel()) {
-      const auto rr = constant_rows(ref->value, def);
-      std::erase_if(rows, [&](std::int64_t r) { return std::find(rr.begin(), rr.end(), r) != rr.end(); });
-    }
-    if (!rows.empty())
-      f.push_back("B6: " + std::to_string(rows.size()) + " logit row(s) constant although the reference is not; first row " +
-                  std::to_string(rows.front()));
-  }
-  // B22: sparsity engaged — a row with len > k must not be the positional prefix unless the scores allow it.
-  if (ref && ref->kind == CompareKind::topk_set && ref->topk.from_index && out.numel() > 0) {
-    const TopkRef& t = ref->topk;
-    const auto R = static_cast<std::int64_t>(t.len.size());
-    const std::int64_t W = R ? out.numel() / R : 0;
-    std::int64_t rows = 0, first = -1;
-    for (std::int64_t r = 0; r < R && W >= t.k; ++r) {
-      const std::int64_t L = t.len[static_cast<std::size_t>(r)];
-      if (L <= t.k) continue;
-      bool positional = true;
-      for (std::int64_t i = 0; i < t.k && positional; ++i)
-        positional = out.int_at(r * W + i) == t.to_index(r, i);
-      if (!positional) continue;
-      const double tau = t.kth[static_cast<std::size_t>(r)];
-      const double* sc = t.scores.data<double>() + r * t.scores.dim(1);
-      bool allowed = true;  // exact scores admit the positional prefix (all-tie rows)
-      for (std::int64_t p = 0; p < L && allowed; ++p) allowed = p < t.k ? !(sc[p] < tau) : !(sc[p] > tau);
-      if (allowed) continue;
-      if (first < 0) first = r;
-      ++rows;
-    }
-    if (rows)
-      f.push_back("B22: " + std::to_string(rows) + " row(s) with len > k select exactly the first k positions (sparsity not "
-                  "engaged); first row " + std::to_string(first));
-  }
-  return f;
+  if (!rows) return std::nullopt;
+  return "B22: " + std::to_string(rows) + " row(s) with len > k select exactly the first k positions (sparsity not "
+         "engaged); first row " + std::to_string(first);
 }
 
 }  // namespace dsa::cmp

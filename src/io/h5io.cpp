@@ -1,4 +1,5 @@
 #include "io/h5io.hpp"
+#include "io/h5handle.hpp"
 
 #include <hdf5.h>
 #include <unistd.h>
@@ -10,7 +11,6 @@
 #include <limits>
 #include <set>
 
-#include "stages/registry.hpp"
 
 namespace dsa::io {
 
@@ -20,26 +20,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// RAII for hid_t.
-struct H {
-  hid_t id = H5I_INVALID_HID;
-  herr_t (*close)(hid_t) = nullptr;
-  H() = default;
-  H(hid_t i, herr_t (*c)(hid_t)) : id(i), close(c) {}
-  H(const H&) = delete;
-  H& operator=(const H&) = delete;
-  H(H&& o) noexcept : id(o.id), close(o.close) { o.id = H5I_INVALID_HID; }
-  H& operator=(H&& o) noexcept {
-    std::swap(id, o.id);
-    std::swap(close, o.close);
-    return *this;
-  }
-  ~H() {
-    if (id >= 0 && close) close(id);
-  }
-  bool ok() const { return id >= 0; }
-  operator hid_t() const { return id; }
-};
+using H = H5Handle;
 
 struct QuietErrors {
   H5E_auto2_t func = nullptr;
@@ -484,19 +465,19 @@ ReadResult read_file(const std::string& path, const ReadOptions& opt) {
     for (const auto& other : child_names(g))
       if (other != "inputs" && other != "outputs" && other != "expected")
         res.problems.push_back({path, name, other, "only inputs/, outputs/, expected/ in a case", "'" + other + "'"});
-    if (opt.apply_defaults) apply_attr_defaults(c);
+    if (opt.apply_defaults && opt.defaults) opt.defaults(c);
     // Validate even when something failed to load, so that every problem of the file is reported at once;
     // tensors that failed to load are not reported again (as missing). An unknown or missing stage is already
     // reported above.
     if (opt.validate && !c.stage.empty()) {
       Case with_defaults;
       const Case* v = &c;
-      if (!opt.apply_defaults) {
+      if (!opt.apply_defaults && opt.defaults) {
         with_defaults = c;
-        apply_attr_defaults(with_defaults);
+        opt.defaults(with_defaults);
         v = &with_defaults;
       }
-      for (auto& p : validate_case(*v, opt.load_outputs))
+      for (auto& p : opt.validate(*v, opt.load_outputs))
         if (!unreadable.count(p.tensor)) res.problems.push_back(std::move(p));
     }
     res.cases.push_back(std::move(c));

@@ -23,16 +23,19 @@ struct ReadResult {
 };
 
 struct ReadOptions {
-  bool validate = true;        // validate each case against the stage registry
+  // Validation of each loaded case (the stage table's, injected by src/pipeline/load.hpp: io knows no stage), and
+  // the attr defaults to add. Empty = none.
+  std::function<std::vector<Problem>(const Case&, bool check_outputs)> validate;
+  std::function<void(Case&)> defaults;
   bool load_outputs = true;    // read outputs/ and expected/ too
-  bool apply_defaults = true;  // add the stage's attr defaults to each case (off: attrs exactly as stored)
+  bool apply_defaults = true;  // add the defaults to each case (off: attrs exactly as stored; validation sees them)
   std::int64_t max_bytes_per_tensor = std::int64_t{64} << 30;  // refuse absurd sizes before allocating
 };
 
 // Reads every case of a file. Never throws for bad input: problems are returned (every problem of the file,
-// one per line: file-level, per case, per tensor, then the registry validation of each case). Attr defaults
-// of the stage are applied to every case that names a known stage (unless opt.apply_defaults is false;
-// validation always sees them).
+// one per line: file-level, per case, per tensor, then opt.validate of each case). opt.defaults is applied to every
+// case (unless opt.apply_defaults is false; validation always sees them). Use pipeline::load_file for a file
+// validated against the stage table.
 ReadResult read_file(const std::string& path, const ReadOptions& opt = {});
 
 // Writes cases to `path` atomically (temp file in the same directory, then rename). Throws std::runtime_error

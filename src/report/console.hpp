@@ -2,7 +2,7 @@
 #pragma once
 #include <ostream>
 
-#include "report/run.hpp"
+#include "report/run_report.hpp"
 
 namespace dsa::report {
 

@@ -2,7 +2,7 @@
 #pragma once
 #include <nlohmann/json.hpp>
 
-#include "report/run.hpp"
+#include "report/run_report.hpp"
 
 namespace dsa::report {
 

@@ -4,7 +4,7 @@
 #pragma once
 #include <string>
 
-#include "report/run.hpp"
+#include "report/run_report.hpp"
 
 namespace dsa::report {
 

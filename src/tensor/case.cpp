@@ -44,51 +44,59 @@ namespace {
 }
 }  // namespace
 
+std::int64_t attr_as_int(const Case& c, const std::string& k, const AttrValue& v) {
+  if (auto p = std::get_if<std::int64_t>(&v)) return *p;
+  if (auto d = std::get_if<double>(&v); d && *d == static_cast<double>(static_cast<std::int64_t>(*d)))
+    return static_cast<std::int64_t>(*d);
+  bad_attr(c, k, "an integer", attr_to_string(v));
+}
+
+double attr_as_float(const Case& c, const std::string& k, const AttrValue& v) {
+  if (auto p = std::get_if<double>(&v)) return *p;
+  if (auto p = std::get_if<std::int64_t>(&v)) return static_cast<double>(*p);
+  bad_attr(c, k, "a number", attr_to_string(v));
+}
+
+std::string attr_as_str(const Case& c, const std::string& k, const AttrValue& v) {
+  if (auto p = std::get_if<std::string>(&v)) return *p;
+  bad_attr(c, k, "a string", attr_to_string(v));
+}
+
+bool attr_as_bool(const Case& c, const std::string& k, const AttrValue& v) {
+  if (auto p = std::get_if<std::int64_t>(&v); p && (*p == 0 || *p == 1)) return *p == 1;
+  if (auto s = std::get_if<std::string>(&v)) {
+    if (*s == "true" || *s == "True") return true;
+    if (*s == "false" || *s == "False") return false;
+  }
+  bad_attr(c, k, "a boolean (0/1)", attr_to_string(v));
+}
+
 std::int64_t Case::attr_int(const std::string& k, std::optional<std::int64_t> def) const {
   auto it = attrs.find(k);
-  if (it == attrs.end()) {
-    if (def) return *def;
-    bad_attr(*this, k, "an integer attribute", "none");
-  }
-  if (auto p = std::get_if<std::int64_t>(&it->second)) return *p;
-  if (auto d = std::get_if<double>(&it->second); d && *d == static_cast<double>(static_cast<std::int64_t>(*d)))
-    return static_cast<std::int64_t>(*d);
-  bad_attr(*this, k, "an integer", attr_to_string(it->second));
+  if (it != attrs.end()) return attr_as_int(*this, k, it->second);
+  if (def) return *def;
+  bad_attr(*this, k, "an integer attribute", "none");
 }
 
 double Case::attr_float(const std::string& k, std::optional<double> def) const {
   auto it = attrs.find(k);
-  if (it == attrs.end()) {
-    if (def) return *def;
-    bad_attr(*this, k, "a numeric attribute", "none");
-  }
-  if (auto p = std::get_if<double>(&it->second)) return *p;
-  if (auto p = std::get_if<std::int64_t>(&it->second)) return static_cast<double>(*p);
-  bad_attr(*this, k, "a number", attr_to_string(it->second));
+  if (it != attrs.end()) return attr_as_float(*this, k, it->second);
+  if (def) return *def;
+  bad_attr(*this, k, "a numeric attribute", "none");
 }
 
 std::string Case::attr_str(const std::string& k, std::optional<std::string> def) const {
   auto it = attrs.find(k);
-  if (it == attrs.end()) {
-    if (def) return *def;
-    bad_attr(*this, k, "a string attribute", "none");
-  }
-  if (auto p = std::get_if<std::string>(&it->second)) return *p;
-  bad_attr(*this, k, "a string", attr_to_string(it->second));
+  if (it != attrs.end()) return attr_as_str(*this, k, it->second);
+  if (def) return *def;
+  bad_attr(*this, k, "a string attribute", "none");
 }
 
 bool Case::attr_bool(const std::string& k, std::optional<bool> def) const {
   auto it = attrs.find(k);
-  if (it == attrs.end()) {
-    if (def) return *def;
-    bad_attr(*this, k, "a boolean attribute (0/1)", "none");
-  }
-  if (auto p = std::get_if<std::int64_t>(&it->second); p && (*p == 0 || *p == 1)) return *p == 1;
-  if (auto s = std::get_if<std::string>(&it->second)) {
-    if (*s == "true" || *s == "True") return true;
-    if (*s == "false" || *s == "False") return false;
-  }
-  bad_attr(*this, k, "a boolean (0/1)", attr_to_string(it->second));
+  if (it != attrs.end()) return attr_as_bool(*this, k, it->second);
+  if (def) return *def;
+  bad_attr(*this, k, "a boolean attribute (0/1)", "none");
 }
 
 const Tensor& Case::input(const std::string& k) const {

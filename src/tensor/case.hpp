@@ -48,6 +48,12 @@ struct Problem {
   std::string str() const;  // one line
 };
 
+// Typed reading of one attr value (SchemaError naming the case and attr when the type is wrong).
+std::int64_t attr_as_int(const Case& c, const std::string& k, const AttrValue& v);
+double attr_as_float(const Case& c, const std::string& k, const AttrValue& v);
+std::string attr_as_str(const Case& c, const std::string& k, const AttrValue& v);
+bool attr_as_bool(const Case& c, const std::string& k, const AttrValue& v);
+
 class SchemaError : public std::runtime_error {
  public:
   explicit SchemaError(Problem p) : std::runtime_error(p.str()), problem_(std::move(p)) {}

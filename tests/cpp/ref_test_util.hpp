@@ -2,7 +2,7 @@
 #pragma once
 #include <doctest/doctest.h>
 
-#include "stages/registry.hpp"
+#include "stage/stage.hpp"
 
 namespace dsa::test {
 

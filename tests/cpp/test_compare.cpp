@@ -14,10 +14,16 @@
 #include "compare/compare.hpp"
 #include "report/json.hpp"
 #include "report/junit.hpp"
-#include "report/run.hpp"
+#include "pipeline/check.hpp"
+#include "stages/indexer/logits_ragged/core.hpp"
 
 using namespace dsa;
 using namespace dsa::cmp;
+using pipeline::CheckOptions;
+using pipeline::compare_tensor;
+using pipeline::parse_tol_override;
+using pipeline::requested_emulation;
+using pipeline::sanity_findings;
 
 namespace {
 const double kInf = std::numeric_limits<double>::infinity();
@@ -38,6 +44,13 @@ Case logits_case(const std::string& dtype = "") {
   if (!dtype.empty()) c.attrs["logits_dtype"] = dtype;
   return c;
 }
+// The case bound to its stage as validate_case would (Params as parse gives them for its logits_dtype attr).
+BoundCase bind(const Case& c) {
+  auto p = std::make_shared<indexer::logits_ragged::Params>();
+  p->bf16 = c.has_attr("logits_dtype") && c.attr_str("logits_dtype") == "bf16";
+  return {&c, find_stage(c.stage), p};
+}
+Tolerance resolve(const Case& c, const std::string& tensor, const CheckOptions& o) { return resolve_tolerance(bind(c), tensor, o.tol); }
 }  // namespace
 
 TEST_CASE("compare_bounded: hand-computed metrics") {
@@ -144,73 +157,77 @@ TEST_CASE("compare: tolerance overrides, profiles and emulation request") {
   CHECK_THROWS_AS(parse_tol_override("logits:"), std::invalid_argument);
 
   CheckOptions o;
-  CHECK(resolve_tolerance(logits_case(), "logits", o).profile == "sm90-fp8");
-  CHECK(resolve_tolerance(logits_case(), "logits", o).rtol == std::ldexp(1.0, -10));
-  CHECK(resolve_tolerance(logits_case("bf16"), "logits", o).profile == "bf16-logits");
-  o.profile = "exact";
-  CHECK(resolve_tolerance(logits_case("bf16"), "logits", o).rtol == std::ldexp(1.0, -22));
-  o.rtol = {{"", 1e-2}, {"logits", 1e-3}, {"other", 5.0}};
-  o.atol = {{"", 1e-4}};
-  const Tolerance t = resolve_tolerance(logits_case(), "logits", o);
+  CHECK(resolve(logits_case(), "logits", o).profile == "sm90-fp8");
+  CHECK(resolve(logits_case(), "logits", o).rtol == std::ldexp(1.0, -10));
+  CHECK(resolve(logits_case("bf16"), "logits", o).profile == "bf16-logits");
+  o.tol.policy = "exact";
+  CHECK(resolve(logits_case("bf16"), "logits", o).rtol == std::ldexp(1.0, -22));
+  o.tol.rtol = {{"", 1e-2}, {"logits", 1e-3}, {"other", 5.0}};
+  o.tol.atol = {{"", 1e-4}};
+  const Tolerance t = resolve(logits_case(), "logits", o);
   CHECK(t.rtol == 1e-3);  // the tensor's own override beats the bare one
   CHECK(t.atol == 1e-4);
   CHECK(t.profile == "exact+override");
-  o.profile = "nope";
-  CHECK_THROWS_AS(resolve_tolerance(logits_case(), "logits", o), std::invalid_argument);
+  o.tol.policy = "nope";
+  CHECK_THROWS_AS(resolve(logits_case(), "logits", o), std::invalid_argument);
 
   Case k = logits_case();
-  CHECK(requested_emulation(k, {}).empty());
+  CHECK(requested_emulation(bind(k), {}) == nullptr);
   k.attrs["kernel"] = std::string("deepgemm-sm90");
-  CHECK(requested_emulation(k, {}) == "deepgemm-sm90");
+  REQUIRE(requested_emulation(bind(k), {}) != nullptr);
+  CHECK(requested_emulation(bind(k), {})->name == "deepgemm-sm90");
+  // The kernel profile's tolerance applies (deepgemm-sm90 declares sm90-fp8).
+  CHECK(resolve(k, "logits", {}).profile == find_profile("deepgemm-sm90")->tolerance);
   CheckOptions ne;
   ne.no_emulation = true;
-  CHECK(requested_emulation(k, ne).empty());
-  k.attrs["kernel"] = std::string("some-other-kernel");
-  CHECK(requested_emulation(k, {}).empty());
+  CHECK(requested_emulation(bind(k), ne) == nullptr);
+  k.attrs["kernel"] = std::string("some-other-kernel");  // (the schema rejects it before a check runs)
+  CHECK(requested_emulation(bind(k), {}) == nullptr);
 }
 
 TEST_CASE("compare_tensor: shape and dtype gates, emulation policy") {
   Case c = logits_case();
   RefTensor r = bounded_ref({1.0f, 2.0f});
-  CHECK(compare_tensor(c, "outputs", f32({1.0f, 2.0f, 3.0f}), r, {}).verdict == Verdict::SHAPE);
-  CHECK(compare_tensor(c, "outputs", Tensor::zeros(DType::bf16, {2}), r, {}).verdict == Verdict::DTYPE);
+  CHECK(compare_tensor(bind(c), "outputs", f32({1.0f, 2.0f, 3.0f}), r, {}).verdict == Verdict::SHAPE);
+  CHECK(compare_tensor(bind(c), "outputs", Tensor::zeros(DType::bf16, {2}), r, {}).verdict == Verdict::DTYPE);
 
   c.attrs["kernel"] = std::string("deepgemm-sm90");
   r.emulations["deepgemm-sm90"] = f32({1.0f, 2.0009765625f});  // what the kernel really computes
-  CheckResult e = compare_tensor(c, "outputs", f32({1.0f, 2.0009765625f}), r, {});
+  CheckResult e = compare_tensor(bind(c), "outputs", f32({1.0f, 2.0009765625f}), r, {});
   CHECK(e.verdict == Verdict::BITEXACT);
   CHECK(e.emulation_mismatches == 0);
   // Exact value: inside the sm90 bound (2^-10 * 2) but not what the emulation says -> FAIL by default.
-  e = compare_tensor(c, "outputs", f32({1.0f, 2.0f}), r, {});
+  e = compare_tensor(bind(c), "outputs", f32({1.0f, 2.0f}), r, {});
   CHECK(e.verdict == Verdict::FAIL);
   CHECK(e.emulation_mismatches == 1);
   CHECK(e.message.find("not bit-exact vs deepgemm-sm90 emulation (1 elements") != std::string::npos);
   CHECK(e.message.find("within sm90-fp8 bound") != std::string::npos);
   CheckOptions ne;
   ne.no_emulation = true;
-  CHECK(compare_tensor(c, "outputs", f32({1.0f, 2.0f}), r, ne).verdict == Verdict::BITEXACT);
+  CHECK(compare_tensor(bind(c), "outputs", f32({1.0f, 2.0f}), r, ne).verdict == Verdict::BITEXACT);
   // A golden (expected/) holding the exact value is not a kernel claiming sm90: judged by the bound, with a note.
-  e = compare_tensor(c, "expected", f32({1.0f, 2.0f}), r, {});
+  e = compare_tensor(bind(c), "expected", f32({1.0f, 2.0f}), r, {});
   CHECK(e.verdict == Verdict::BITEXACT);
   CHECK(e.notes.size() == 1);
-  CHECK(compare_tensor(c, "expected", f32({1.0f, 2.5f}), r, {}).verdict == Verdict::FAIL);
+  CHECK(compare_tensor(bind(c), "expected", f32({1.0f, 2.5f}), r, {}).verdict == Verdict::FAIL);
 }
 
 TEST_CASE("compare: sanity findings B5 and B6") {
   Case c;
   c.stage = "indexer.quant";
-  const auto f = sanity_findings(c, "scale", f32({1.0f, 0.0f, -2.0f}), nullptr);
+  const BoundCase qb{&c, find_stage(c.stage), nullptr};
+  const auto f = sanity_findings(qb, "scale", f32({1.0f, 0.0f, -2.0f}), nullptr);
   REQUIRE(f.size() == 1);
   CHECK(f[0].find("B5: 2 scale(s)") != std::string::npos);
   RefTensor same;
   same.value = f32({1.0f, 0.0f, -2.0f});
-  CHECK(sanity_findings(c, "scale", f32({1.0f, 0.0f, -2.0f}), &same).empty());  // the reference has them too
+  CHECK(sanity_findings(qb, "scale", f32({1.0f, 0.0f, -2.0f}), &same).empty());  // the reference has them too
 
   Case l = logits_case();
   RefTensor ref;
   ref.value = Tensor::from_vector(DType::f32, {2, 3}, std::vector<float>{1, 2, 3, 4, 4, 4});
   const Tensor out = Tensor::from_vector(DType::f32, {2, 3}, std::vector<float>{0, 0, 0, 4, 4, 4});
-  const auto g = sanity_findings(l, "logits", out, &ref);
+  const auto g = sanity_findings(bind(l), "logits", out, &ref);
   REQUIRE(g.size() == 1);  // row 1 is constant in the reference as well
   CHECK(g[0].find("B6: 1 logit row(s)") != std::string::npos);
 }
@@ -227,15 +244,15 @@ TEST_CASE("compare: first divergence follows pipeline_order") {
   // Listed out of pipeline order on purpose: topk (50) fails, logits (40) fails, quant (10) passes.
   std::vector<CheckResult> v{res("indexer.topk", "t", false), res("indexer.logits_ragged", "l", false),
                              res("indexer.quant", "q", true)};
-  auto d = report::first_divergence(v, {});
+  auto d = pipeline::first_divergence(v, {});
   REQUIRE(d.size() == 1);
   CHECK(d[0] == "first divergence in f.h5: stage indexer.logits_ragged (case 'l'), 1 later failing case(s)");
   // Grouped by step: step 1 has only one stage -> no line; step 2 holds two stages.
-  d = report::first_divergence(v, {{"f.h5\x1ft", "2"}, {"f.h5\x1fl", "1"}, {"f.h5\x1fq", "2"}});
+  d = pipeline::first_divergence(v, {{"f.h5\x1ft", "2"}, {"f.h5\x1fl", "1"}, {"f.h5\x1fq", "2"}});
   REQUIRE(d.size() == 1);
   CHECK(d[0] == "first divergence in f.h5 (step 2): stage indexer.topk (case 't')");
   v[0].verdict = v[1].verdict = Verdict::WITHIN_BOUND;
-  d = report::first_divergence(v, {});
+  d = pipeline::first_divergence(v, {});
   REQUIRE(d.size() == 1);
   CHECK(d[0] == "no divergence in f.h5: all 3 stages pass");
 }

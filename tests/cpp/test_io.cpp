@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "io/h5io.hpp"
+#include "pipeline/load.hpp"
 #include "numerics/formats.hpp"
 
 using namespace dsa;
@@ -78,8 +79,7 @@ TEST_CASE("io.roundtrip every dtype bit-exact - rank 0 - empty tensors - attrs o
   c.attrs["fv"] = std::vector<double>{0.5, -1e300};
   const std::string path = d / "rt.h5";
   io::write_file(path, {c});
-  io::ReadOptions opt;
-  opt.validate = false;
+  io::ReadOptions opt;  // no validator: the stage is not in the table
   const auto r = io::read_file(path, opt);
   REQUIRE_MESSAGE(r.ok(), (r.problems.empty() ? "" : r.problems[0].str()));
   REQUIRE(r.cases.size() == 1);
@@ -143,14 +143,14 @@ TEST_CASE("io.valid case validates - defaults applied unless apply_defaults=fals
   IoTmpDir d;
   const std::string path = d / "q.h5";
   io::write_file(path, {quant_case("q0"), quant_case("q1")});
-  auto r = io::read_file(path);
+  auto r = pipeline::load_file(path);
   REQUIRE_MESSAGE(r.ok(), (r.problems.empty() ? "" : r.problems[0].str()));
   REQUIRE(r.cases.size() == 2);
   CHECK(r.cases[0].attr_int("block_size") == 128);  // default added
   CHECK(r.cases[0].attr_str("scale_fmt") == "ue8m0");
-  io::ReadOptions opt;
+  io::ReadOptions opt = pipeline::read_options();
   opt.apply_defaults = false;
-  r = io::read_file(path, opt);
+  r = pipeline::load_file(path, opt);
   REQUIRE(r.ok());
   CHECK(r.cases[0].attrs.empty());
 }
@@ -205,7 +205,7 @@ TEST_CASE("io.every problem of a file is reported at once") {
   c.outputs["scale"] = Tensor(DType::f32, {3, 2});  // T mismatch with inputs/x
   const std::string path = d / "bad.h5";
   io::write_file(path, {a, b, c});
-  const auto r = io::read_file(path);
+  const auto r = pipeline::load_file(path);
   CHECK(r.cases.size() == 3);
   std::string all;
   for (const auto& p : r.problems) all += p.str() + "\n";

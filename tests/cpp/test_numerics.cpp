@@ -11,7 +11,7 @@
 
 #include "numerics/dtype.hpp"
 #include "numerics/formats.hpp"
-#include "reference/act_quant.hpp"
+#include "stages/indexer/common/act_quant.hpp"
 
 using namespace dsa;
 using namespace dsa::num;
@@ -115,20 +115,20 @@ TEST_CASE("numerics.fp32 scales - div rounds amax/448 once - mul is fl32(amax * 
 }
 
 TEST_CASE("numerics.act_quant hand-checked blocks") {
-  using ref::QuantParams;
+  using indexer::QuantParams;
   std::vector<std::uint8_t> y(128);
   SUBCASE("zero block: scale 2^-22 (eps clamp), codes +0; negative zeros keep their sign") {
     std::vector<float> x(128, 0.0f);
     for (int i = 64; i < 128; ++i) x[static_cast<std::size_t>(i)] = -0.0f;
-    CHECK(ref::quantize_block(x.data(), 128, QuantParams{}, y.data()) == std::ldexp(1.0f, -22));
+    CHECK(indexer::quantize_block(x.data(), 128, QuantParams{}, y.data()) == std::ldexp(1.0f, -22));
     for (int i = 0; i < 128; ++i) CHECK(y[static_cast<std::size_t>(i)] == (i < 64 ? 0x00 : 0x80));
   }
   SUBCASE("all-equal block: 1.0 -> s = 2^-8 (1/448 in (2^-9, 2^-8]), x/s = 256 = e4m3 0x78") {
     std::vector<float> x(128, 1.0f);
-    CHECK(ref::quantize_block(x.data(), 128, QuantParams{}, y.data()) == std::ldexp(1.0f, -8));
+    CHECK(indexer::quantize_block(x.data(), 128, QuantParams{}, y.data()) == std::ldexp(1.0f, -8));
     for (auto c : y) CHECK(c == 0x78);
     std::vector<float> xn(128, -3.0f);  // 3/448 in (2^-8, 2^-7]: s = 2^-7, x/s = -384 = -1.5*2^8 -> 0xFC
-    CHECK(ref::quantize_block(xn.data(), 128, QuantParams{}, y.data()) == std::ldexp(1.0f, -7));
+    CHECK(indexer::quantize_block(xn.data(), 128, QuantParams{}, y.data()) == std::ldexp(1.0f, -7));
     for (auto c : y) CHECK(c == 0xFC);
   }
   SUBCASE("subnormal codes: amax 1 (s = 2^-8), x = k*2^-17 -> k*2^-9, ties to even") {
@@ -142,13 +142,13 @@ TEST_CASE("numerics.act_quant hand-checked blocks") {
     x[6] = std::ldexp(1.0f, -14);      // 2^-6: smallest normal 0x08
     x[7] = std::ldexp(5.0f, -18);      // 2.5 * 2^-9: tie -> 2 (even) = 0x02
     x[8] = std::ldexp(3.0f, -19);      // 0.75 * 2^-9 -> 0x01
-    CHECK(ref::quantize_block(x.data(), 128, QuantParams{}, y.data()) == std::ldexp(1.0f, -8));
+    CHECK(indexer::quantize_block(x.data(), 128, QuantParams{}, y.data()) == std::ldexp(1.0f, -8));
     const std::uint8_t want[] = {0x78, 0x01, 0x02, 0x00, 0x81, 0x07, 0x08, 0x02, 0x01};
     for (std::size_t i = 0; i < sizeof(want); ++i) CHECK(y[i] == want[i]);
   }
   SUBCASE("saturation: the block maximum maps to +-448 (0x7E/0xFE), never NaN, for every scale format") {
-    for (auto fmt : {ref::ScaleFmt::ue8m0, ref::ScaleFmt::fp32_div, ref::ScaleFmt::fp32_mul}) {
-      for (auto apply : {ref::ScaleApply::div, ref::ScaleApply::mul_inv}) {
+    for (auto fmt : {indexer::ScaleFmt::ue8m0, indexer::ScaleFmt::fp32_div, indexer::ScaleFmt::fp32_mul}) {
+      for (auto apply : {indexer::ScaleApply::div, indexer::ScaleApply::mul_inv}) {
         QuantParams p;
         p.fmt = fmt;
         p.apply = apply;
@@ -157,8 +157,8 @@ TEST_CASE("numerics.act_quant hand-checked blocks") {
           std::vector<float> x(128, 0.0f);
           x[0] = a;
           x[1] = -a;
-          ref::quantize_block(x.data(), 128, p, y.data());
-          if (fmt == ref::ScaleFmt::ue8m0) {
+          indexer::quantize_block(x.data(), 128, p, y.data());
+          if (fmt == indexer::ScaleFmt::ue8m0) {
             CHECK(y[0] <= 0x7E);  // a/s in (224, 448]
           } else {
             CHECK(y[0] == 0x7E);  // a/s ~ 448 (rounding either side of 448 gives 448)
@@ -170,17 +170,17 @@ TEST_CASE("numerics.act_quant hand-checked blocks") {
     }
     // Without the clamp, an unclamped fp32_mul scale that lands below amax/448 still rounds to 448 (<= 464).
     QuantParams p;
-    p.fmt = ref::ScaleFmt::fp32_mul;
+    p.fmt = indexer::ScaleFmt::fp32_mul;
     p.clamp = false;
     std::vector<float> x(128, 0.0f);
     x[0] = 1000.0f;
-    ref::quantize_block(x.data(), 128, p, y.data());
+    indexer::quantize_block(x.data(), 128, p, y.data());
     CHECK(y[0] == 0x7E);
   }
   SUBCASE("NaN in a block: NaN scale, every code NaN") {
     std::vector<float> x(128, 1.0f);
     x[5] = std::numeric_limits<float>::quiet_NaN();
-    CHECK(std::isnan(ref::quantize_block(x.data(), 128, QuantParams{}, y.data())));
+    CHECK(std::isnan(indexer::quantize_block(x.data(), 128, QuantParams{}, y.data())));
     for (auto c : y) CHECK((c & 0x7F) == 0x7F);
   }
 }

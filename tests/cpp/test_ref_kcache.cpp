@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "numerics/formats.hpp"
-#include "reference/kcache_layout.hpp"
-#include "stages/registry.hpp"
+#include "layouts/indexer_kcache.hpp"
+#include "stage/stage.hpp"
 
 using namespace dsa;
 
@@ -33,6 +33,26 @@ Case store_case(std::int64_t T, std::int64_t Dh, std::int64_t P, std::int64_t ps
   for (auto& v : cache.span<std::uint8_t>()) v = 0xEE;
   c.inputs = {{"k_fp8", k}, {"k_scale", s}, {"slot_mapping", Tensor::from_vector(DType::i64, {T}, slots)}, {"kv_cache_in", cache}};
   return c;
+}
+
+// Token access through the layout, as a reader of the cache would do it (test-side decoding of
+// layouts::IndexerKCacheView: by (page, token), by physical slot, by logical position through a block table).
+struct Tok {
+  std::int64_t page = 0, offset = 0;
+  const std::uint8_t* values = nullptr;
+  float scale = 0.0f;
+};
+Tok at(const layouts::IndexerKCacheView& v, std::int64_t page, std::int64_t t) {
+  if (page < 0 || page >= v.num_pages || t < 0 || t >= v.layout.page_size) throw std::out_of_range("K cache: outside");
+  return {page, t, v.values(page, t), v.scale(page, t)};
+}
+Tok at_slot(const layouts::IndexerKCacheView& v, std::int64_t slot) {
+  if (slot < 0) throw std::out_of_range("K cache: negative slot");
+  return at(v, slot / v.layout.page_size, slot % v.layout.page_size);
+}
+Tok at_logical(const layouts::IndexerKCacheView& v, const std::int32_t* bt, std::int64_t nblocks, std::int64_t j) {
+  if (j < 0 || j / v.layout.page_size >= nblocks) throw std::out_of_range("K cache: outside the block table");
+  return at(v, bt[j / v.layout.page_size], j % v.layout.page_size);
 }
 
 Expected run(Case c, int threads = 1) { return test::run_reference(std::move(c), threads); }
@@ -88,13 +108,13 @@ TEST_CASE("ref.kcache round trip through a shuffled block table with -1 slots, a
   Case c = store_case(T, Dh, P, ps, slots, 99);
   const Expected e = run(c, 2);
   const Tensor& cache = e.find("kv_cache")->value;
-  const auto view = ref::KCacheView::of(cache);
+  const auto view = layouts::IndexerKCacheView::of(cache);
   CHECK(view.num_pages == P);
   CHECK(view.layout.page_size == ps);
   CHECK(view.layout.head_dim == Dh);
   for (std::int64_t t = 0; t < T; ++t) {
     const auto& row = bt[static_cast<std::size_t>(req[static_cast<std::size_t>(t)])];
-    const auto tok = view.at_logical(row.data(), 2, pos[static_cast<std::size_t>(t)]);
+    const auto tok = at_logical(view, row.data(), 2, pos[static_cast<std::size_t>(t)]);
     CHECK(tok.page == row[static_cast<std::size_t>(pos[static_cast<std::size_t>(t)] / ps)]);
     CHECK(tok.offset == pos[static_cast<std::size_t>(t)] % ps);
     if (slots[static_cast<std::size_t>(t)] < 0) {
@@ -103,14 +123,14 @@ TEST_CASE("ref.kcache round trip through a shuffled block table with -1 slots, a
     }
     CHECK(std::memcmp(tok.values, c.inputs["k_fp8"].data<std::uint8_t>() + t * Dh, static_cast<std::size_t>(Dh)) == 0);
     CHECK(tok.scale == c.inputs["k_scale"].data<float>()[t]);
-    const auto by_slot = view.at_slot(slots[static_cast<std::size_t>(t)]);
+    const auto by_slot = at_slot(view, slots[static_cast<std::size_t>(t)]);
     CHECK(by_slot.values == tok.values);
     CHECK(by_slot.scale == tok.scale);
   }
   // Pages 2 and 3 are used by nobody: unchanged.
   for (std::int64_t b = 2 * view.layout.page_bytes(); b < 4 * view.layout.page_bytes(); ++b) CHECK(cache.data<std::uint8_t>()[b] == 0xEE);
-  CHECK_THROWS_AS(view.at_slot(P * ps), std::out_of_range);
-  CHECK_THROWS_AS(view.at_logical(bt[0].data(), 2, 128), std::out_of_range);
+  CHECK_THROWS_AS(at_slot(view, P * ps), std::out_of_range);
+  CHECK_THROWS_AS(at_logical(view, bt[0].data(), 2, 128), std::out_of_range);
 }
 
 TEST_CASE("ref.kcache scale bytes are copied raw (NaN payload) and NaN codes pass through") {
@@ -118,9 +138,9 @@ TEST_CASE("ref.kcache scale bytes are copied raw (NaN payload) and NaN codes pas
   c.inputs["k_scale"].data<float>()[1] = num::f32_from_bits(0x7FC00123u);
   c.inputs["k_fp8"].data<std::uint8_t>()[5] = 0x7F;
   const Expected e = run(c);
-  const auto view = ref::KCacheView::of(e.find("kv_cache")->value);
-  CHECK(num::f32_bits(view.at(0, 63).scale) == 0x7FC00123u);
-  CHECK(view.at(0, 0).values[5] == 0x7F);
+  const auto view = layouts::IndexerKCacheView::of(e.find("kv_cache")->value);
+  CHECK(num::f32_bits(at(view, 0, 63).scale) == 0x7FC00123u);
+  CHECK(at(view, 0, 0).values[5] == 0x7F);
 }
 
 TEST_CASE("ref.kcache thread invariance: 1, 2 and 16 threads give identical bytes") {

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "numerics/formats.hpp"
-#include "stages/registry.hpp"
+#include "stage/stage.hpp"
 
 using namespace dsa;
 using i64 = std::int64_t;
@@ -101,8 +101,8 @@ Expected run(Case& c, int threads = 0, bool emu = false) {
   REQUIRE(probs.empty());
   RefOptions o;
   o.threads = threads;
-  if (emu) o.emulations = {"deepgemm-sm90"};
-  return find_stage(c.stage)->reference(c, o);
+  if (emu) o.emulation = find_profile("deepgemm-sm90");
+  return run_reference(c, o);
 }
 
 // Checks every defined element of a ragged result against first principles.

@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "stages/registry.hpp"
+#include "stage/stage.hpp"
 
 using namespace dsa;
 

@@ -10,9 +10,10 @@
 #include <sstream>
 
 #include "compare/compare.hpp"
-#include "selftest/mutants.hpp"
-#include "selftest/selftest.hpp"
-#include "stages/registry.hpp"
+#include "pipeline/golden.hpp"
+#include "pipeline/selftest.hpp"
+#include "stage/mutant_kit.hpp"
+#include "stage/stage.hpp"
 
 using namespace dsa;
 
@@ -36,31 +37,40 @@ TEST_CASE("selftest: plausible outputs pass and every mutant is caught (mutation
 
 TEST_CASE("selftest: mutant library covers the bug list and is well formed") {
   std::set<std::string> names, bugs, bases;
-  for (const auto& c : selftest::base_cases(1)) bases.insert(c.name);
-  for (const auto& m : selftest::mutants()) {
-    CHECK(names.insert(m.name).second);
-    CHECK(bases.count(m.base) == 1);
-    CHECK(!m.expect.empty());
-    bugs.insert(m.bug);
+  std::size_t n = 0;
+  for (const Stage& st : stages()) {
+    std::set<std::string> own;  // a mutant starts from a selftest case of its own stage
+    for (const auto& c : st.selftest) {
+      CHECK(bases.insert(c.name).second);
+      CHECK(c.stage == st.name);
+      own.insert(c.name);
+    }
+    for (const auto& m : st.mutants) {
+      CHECK(names.insert(m.name).second);
+      CHECK(own.count(m.base) == 1);
+      CHECK(!m.expect.empty());
+      bugs.insert(m.bug);
+      ++n;
+    }
   }
-  CHECK(selftest::mutants().size() >= 12);
+  CHECK(n >= 22);
   for (const char* b : {"B1", "B2", "B3", "B4", "B5", "B6", "B7", "B9", "B11", "B12", "B14", "B15", "B22"}) CHECK(bugs.count(b) == 1);
 }
 
 TEST_CASE("selftest: plausible_outputs is deterministic in the seed and differs across seeds") {
-  auto cases = selftest::base_cases(3);
-  for (auto& c : cases) {
-    if (c.stage != "indexer.logits_ragged" && c.stage != "indexer.topk") continue;
-    RefOptions ro;
-    if (auto e = cmp::requested_emulation(c, {}); !e.empty()) ro.emulations.push_back(e);
-    const Expected E = find_stage(c.stage)->reference(c, ro);
+  for (const char* stage : {"indexer.logits_ragged", "indexer.topk"}) {
+    for (const auto& spec : find_stage(stage)->selftest) {
+    Case c = golden::make_case(spec, 3, 0);
+    c.expected.clear();
+    const Expected E = mutant::reference_for_check(c);
     Case a = c, b = c, d = c;
-    selftest::plausible_outputs(a, E, 11);
-    selftest::plausible_outputs(b, E, 11);
-    selftest::plausible_outputs(d, E, 12);
+    mutant::plausible_outputs(a, E, 11);
+    mutant::plausible_outputs(b, E, 11);
+    mutant::plausible_outputs(d, E, 12);
     for (const auto& [n, t] : a.outputs) {
       CHECK(t.same_bytes(b.outputs.at(n)));
       if (c.name == "ragged" || c.name == "topk_rel") CHECK(!t.same_bytes(d.outputs.at(n)));
+    }
     }
   }
 }

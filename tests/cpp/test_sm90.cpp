@@ -9,10 +9,10 @@
 #include <filesystem>
 #include <string>
 
-#include "io/deepgemm_import.hpp"
+#include "tests/support/deepgemm_import.hpp"
 #include "numerics/formats.hpp"
-#include "numerics/sm90.hpp"
-#include "stages/registry.hpp"
+#include "profiles/deepgemm_sm90/sm90.hpp"
+#include "stage/stage.hpp"
 
 using namespace dsa;
 
@@ -69,10 +69,10 @@ TEST_CASE("sm90.dot_hand_checked_truncations") {
   CHECK(num::e4m3_to_f32(0x31) == 0.5625f);
   CHECK(num::e4m3_to_f32(0x09) == 1.125f / 64);
   CHECK(num::e4m3_to_f32(0x01) == std::ldexp(1.0f, -9));
-  CHECK(num::sm90::wgmma_dot_codes(a, b, 32) == 3.525390625f);
+  CHECK(profiles::sm90::wgmma_dot_codes(a, b, 32) == 3.525390625f);
   // symmetric truncation toward zero
   for (int i = 0; i < 3; ++i) a[i] = neg(a[i]);
-  CHECK(num::sm90::wgmma_dot_codes(a, b, 32) == -3.525390625f);
+  CHECK(profiles::sm90::wgmma_dot_codes(a, b, 32) == -3.525390625f);
 
   // Accumulator alignment across chunks: chunk 0 gives 448*448 = 200704 (E = 17), chunk 1 adds 1*1.125:
   // e = 17, unit 2^4 -> 1.125 truncates to 0. A 64-element dot.
@@ -80,16 +80,16 @@ TEST_CASE("sm90.dot_hand_checked_truncations") {
   x[0] = y[0] = 0x7E;  // 448
   x[40] = 0x38;        // 1.0
   y[40] = 0x39;        // 1.125
-  CHECK(num::sm90::wgmma_dot_codes(x, y, 64) == 200704.0f);
+  CHECK(profiles::sm90::wgmma_dot_codes(x, y, 64) == 200704.0f);
   // The same two products in one chunk: e = 16 (448 = 1.75*2^8), unit 2^3 -> the 1.125 still vanishes.
   x[1] = 0x38, y[1] = 0x39, x[40] = y[40] = 0;
-  CHECK(num::sm90::wgmma_dot_codes(x, y, 64) == 200704.0f);
+  CHECK(profiles::sm90::wgmma_dot_codes(x, y, 64) == 200704.0f);
   // all zero / zero factors: 0
   std::uint8_t z[32] = {};
-  CHECK(num::sm90::wgmma_dot_codes(z, a, 32) == 0.0f);
+  CHECK(profiles::sm90::wgmma_dot_codes(z, a, 32) == 0.0f);
   // NaN code propagates
   z[5] = 0x7F;
-  CHECK(std::isnan(num::sm90::wgmma_dot_codes(z, a, 32)));
+  CHECK(std::isnan(profiles::sm90::wgmma_dot_codes(z, a, 32)));
 }
 
 TEST_CASE("sm90.head_reduce_fma_contraction_and_order") {
@@ -100,17 +100,17 @@ TEST_CASE("sm90.head_reduce_fma_contraction_and_order") {
   s[0] = w[0] = 1.0f + std::ldexp(1.0f, -12);
   s[8] = 1.0f;
   w[8] = -1.0f;
-  CHECK(num::sm90::head_reduce(s, w, 16, 1.0f) == std::ldexp(1.0f, -11) + std::ldexp(1.0f, -24));
+  CHECK(profiles::sm90::head_reduce(s, w, 16, 1.0f) == std::ldexp(1.0f, -11) + std::ldexp(1.0f, -24));
   // relu: negative s contributes nothing; CUDA fmaxf(NaN, 0) = 0
   s[3] = -5.0f;
   w[3] = 1.0f;
   s[5] = std::nanf("");
   w[5] = 1.0f;
-  CHECK(num::sm90::head_reduce(s, w, 16, 1.0f) == std::ldexp(1.0f, -11) + std::ldexp(1.0f, -24));
+  CHECK(profiles::sm90::head_reduce(s, w, 16, 1.0f) == std::ldexp(1.0f, -11) + std::ldexp(1.0f, -24));
   // kv scale applied per lane before the cross-lane sum: P_c = fl32(fl32(A+B)*sc), logit = (P0+P1)+(P2+P3).
   float s2[8] = {1, 1, 1, 1, 1, 1, 1, 1}, w2[8] = {1.0f, std::ldexp(1.0f, -24), 0, 0, 0, 0, 0, 0};
   // lane 0: A = 1, B = 2^-24 -> fl32(1 + 2^-24) = 1 (tie to even); * 3 = 3.
-  CHECK(num::sm90::head_reduce(s2, w2, 8, 3.0f) == 3.0f);
+  CHECK(profiles::sm90::head_reduce(s2, w2, 8, 3.0f) == 3.0f);
 }
 
 TEST_CASE("sm90.probe_dot_products_bit_exact") {
@@ -118,8 +118,8 @@ TEST_CASE("sm90.probe_dot_products_bit_exact") {
   if (path.empty()) return;
   const io::Sm90Probe p = io::read_sm90_probe(path);
   const std::int64_t Q = p.q_rows.dim(0), K = p.k.dim(0), D = p.k.dim(1);
-  const num::sm90::Fp8Op* tab = num::sm90::fp8_table();
-  std::vector<num::sm90::Fp8Op> qo(static_cast<std::size_t>(Q * D)), qn(qo.size()), ko(static_cast<std::size_t>(K * D));
+  const profiles::sm90::Fp8Op* tab = profiles::sm90::fp8_table();
+  std::vector<profiles::sm90::Fp8Op> qo(static_cast<std::size_t>(Q * D)), qn(qo.size()), ko(static_cast<std::size_t>(K * D));
   for (std::int64_t i = 0; i < Q * D; ++i) {
     qo[static_cast<std::size_t>(i)] = tab[p.q_rows.data<std::uint8_t>()[i]];
     qn[static_cast<std::size_t>(i)] = tab[neg(p.q_rows.data<std::uint8_t>()[i])];
@@ -130,7 +130,7 @@ TEST_CASE("sm90.probe_dot_products_bit_exact") {
   for (std::int64_t i = 0; i < Q; ++i)
     for (std::int64_t j = 0; j < K; ++j)
       for (int sgn = 0; sgn < 2; ++sgn) {
-        const float s = num::sm90::wgmma_dot((sgn ? qn : qo).data() + i * D, ko.data() + j * D, static_cast<int>(D));
+        const float s = profiles::sm90::wgmma_dot((sgn ? qn : qo).data() + i * D, ko.data() + j * D, static_cast<int>(D));
         const float want = L[(2 * i + sgn) * K + j];
         const float got = std::fmax(s, 0.0f);
         ++total;
@@ -152,7 +152,7 @@ TEST_CASE("sm90.deepgemm_logits_bit_exact_all_groups") {
   std::vector<Case> cases = io::import_deepgemm_sm90_logits(path);
   CHECK(cases.size() == 8);  // 3 ragged x {fp32, bf16} + 2 paged
   RefOptions opt;
-  opt.emulations = {"deepgemm-sm90"};
+  opt.emulation = find_profile("deepgemm-sm90");
   std::int64_t compared_total = 0;
   if (kRowStep > 1) MESSAGE("unoptimised build: ragged cases compared on every " << kRowStep << "th row only (release: all)");
   for (Case& c : cases) {
@@ -163,7 +163,7 @@ TEST_CASE("sm90.deepgemm_logits_bit_exact_all_groups") {
     REQUIRE(probs.empty());
     const Stage* st = find_stage(c.stage);
     REQUIRE(st != nullptr);
-    const Expected e = st->reference(c, opt);
+    const Expected e = run_reference(c, opt);
     const RefTensor* rt = e.find("logits");
     REQUIRE(rt != nullptr);
     REQUIRE(rt->emulations.count("deepgemm-sm90") == 1);

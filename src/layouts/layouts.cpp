@@ -1,0 +1,21 @@
+#include "layouts/layouts.hpp"
+
+#include "layouts/index_base.hpp"
+#include "layouts/indexer_kcache.hpp"
+
+namespace dsa::layouts {
+
+const std::vector<LayoutInfo>& all() {
+  static const std::vector<LayoutInfo> v = [] {
+    std::vector<LayoutInfo> l{
+        {IndexerKCache::kName, "cache",
+         "V3.2 indexer K cache: pages of page_size tokens, planar: page_size*D fp8 e4m3fn codes then page_size fp32 "
+         "scales; tensor u8 [P, page_size, 1, D+4] (spec v32 §3.4)"}};
+    for (const auto& n : index_base_names()) l.push_back({n, "index_base", index_base_doc(n)});
+    return l;
+  }();
+  return v;
+}
+
+}  // namespace dsa::layouts
+

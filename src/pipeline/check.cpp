@@ -1,0 +1,215 @@
+#include "pipeline/check.hpp"
+
+#include "io/text_file.hpp"
+
+#include <fnmatch.h>
+#include <omp.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "pipeline/load.hpp"
+#include "report/console.hpp"
+#include "report/json.hpp"
+#include "report/junit.hpp"
+#include "stage/stage.hpp"
+
+
+namespace dsa::pipeline {
+
+std::vector<std::string> first_divergence(const std::vector<cmp::CheckResult>& results,
+                                          const std::vector<std::pair<std::string, std::string>>& case_step) {
+  // key (file, step) -> stage order -> (stage, case, any failing)
+  struct StageInfo {
+    std::string stage, case_name;
+    bool fail = false;
+  };
+  std::map<std::pair<std::string, std::string>, std::map<int, std::vector<StageInfo>>> groups;
+  std::map<std::pair<std::string, std::string>, std::string> step_of;  // (file, case) -> step
+  for (const auto& [k, s] : case_step) {
+    const auto bar = k.find('\x1f');
+    step_of[{k.substr(0, bar), k.substr(bar + 1)}] = s;
+  }
+  std::vector<std::pair<std::string, std::string>> order;
+  std::set<std::pair<std::string, std::string>> seen_case;
+  for (const auto& r : results) {
+    if (r.group == "determinism") continue;
+    const Stage* st = find_stage(r.stage);
+    const int po = st ? st->pipeline_order : 1 << 20;
+    const std::string step = step_of.count({r.file, r.case_name}) ? step_of[{r.file, r.case_name}] : "";
+    const auto key = std::make_pair(r.file, step);
+    if (!groups.count(key)) order.push_back(key);
+    auto& v = groups[key][po];
+    auto it = std::find_if(v.begin(), v.end(), [&](const StageInfo& s) { return s.case_name == r.case_name; });
+    if (it == v.end()) {
+      v.push_back({r.stage, r.case_name, false});
+      it = std::prev(v.end());
+    }
+    it->fail = it->fail || !r.pass();
+  }
+  std::vector<std::string> out;
+  for (const auto& key : order) {
+    const auto& g = groups[key];
+    std::set<std::string> stages;
+    for (const auto& [po, v] : g)
+      for (const auto& s : v) stages.insert(s.stage);
+    if (stages.size() < 2) continue;
+    std::int64_t later = 0;
+    const StageInfo* first = nullptr;
+    for (const auto& [po, v] : g)
+      for (const auto& s : v)
+        if (s.fail) {
+          if (!first) first = &s;
+          else if (s.stage != first->stage) ++later;
+        }
+    const std::string where = key.first + (key.second.empty() ? "" : " (step " + key.second + ")");
+    if (first)
+      out.push_back("first divergence in " + where + ": stage " + first->stage + " (case '" + first->case_name + "')" +
+                    (later ? ", " + std::to_string(later) + " later failing case(s)" : std::string("")));
+    else
+      out.push_back("no divergence in " + where + ": all " + std::to_string(stages.size()) + " stages pass");
+  }
+  return out;
+}
+
+RunReport run_checks(const RunOptions& o, const std::function<void(std::size_t, std::size_t)>& progress) {
+  RunReport rep;
+  std::vector<Case> cases;
+  for (const auto& f : o.files) {
+    if (!std::filesystem::exists(f)) {
+      rep.problems.push_back(f + ": no such file");
+      continue;
+    }
+    io::ReadResult rr = load_file(f);
+    std::set<std::string> bad;
+    for (const auto& p : rr.problems) {
+      rep.problems.push_back(p.str());
+      bad.insert(p.case_name);
+    }
+    for (auto& c : rr.cases) {
+      if (bad.count(c.name)) continue;  // reported above; not checked
+      if (!o.stage_glob.empty() && ::fnmatch(o.stage_glob.c_str(), c.stage.c_str(), 0) != 0) continue;
+      if (!o.case_glob.empty() && ::fnmatch(o.case_glob.c_str(), c.name.c_str(), 0) != 0) continue;
+      cases.push_back(std::move(c));
+    }
+  }
+  if (cases.empty() && rep.problems.empty())
+    rep.problems.push_back("no case to check" + std::string(o.stage_glob.empty() && o.case_glob.empty() ? "" : " (after --stage/--case filters)"));
+  // Check cases, in parallel if asked; results land in per-case slots so the report order is deterministic.
+  std::vector<std::vector<cmp::CheckResult>> per(cases.size());
+  std::atomic<std::size_t> next{0}, done{0};
+  std::mutex pm;
+  const int jobs = std::max(1, std::min<int>(o.jobs, static_cast<int>(std::max<std::size_t>(cases.size(), 1))));
+  // Each case's reference runs its own OpenMP team: with -j N and no --threads, share the cores between the jobs
+  // instead of starting N full teams (the results do not depend on the thread count).
+  CheckOptions copt = o.check;
+  if (jobs > 1 && copt.threads <= 0) copt.threads = std::max(1, omp_get_max_threads() / jobs);
+  auto worker = [&] {
+    for (std::size_t i; (i = next++) < cases.size();) {
+      per[i] = check_case(cases[i], copt);
+      const std::size_t d = ++done;
+      if (progress) {
+        std::lock_guard<std::mutex> lk(pm);
+        progress(d, cases.size());
+      }
+    }
+  };
+  if (jobs == 1) {
+    worker();
+  } else {
+    std::vector<std::thread> ts;
+    for (int t = 0; t < jobs; ++t) ts.emplace_back(worker);
+    for (auto& t : ts) t.join();
+  }
+  for (auto& v : per)
+    for (auto& r : v) rep.results.push_back(std::move(r));
+  // --deterministic: identical index tensors across dumps of the same case name.
+  if (o.check.deterministic) {
+    std::map<std::pair<std::string, std::string>, std::vector<const Case*>> by;
+    std::vector<std::pair<std::string, std::string>> order;
+    for (const auto& c : cases) {
+      const Stage* st = find_stage(c.stage);
+      if (!st) continue;
+      for (const auto& os : st->schema.outputs) {
+        if (os.compare != CompareKind::topk_set || !c.outputs.count(os.tensor.name)) continue;
+        const auto key = std::make_pair(c.name, os.tensor.name);
+        if (!by.count(key)) order.push_back(key);
+        by[key].push_back(&c);
+      }
+    }
+    for (const auto& key : order) {
+      const auto& v = by[key];
+      cmp::CheckResult r;
+      r.case_name = key.first;
+      r.tensor = key.second;
+      r.group = "determinism";
+      r.stage = v.front()->stage;
+      r.file = v.front()->file;
+      r.kind = CompareKind::topk_set;
+      if (v.size() < 2) {
+        r.verdict = cmp::Verdict::ERROR;
+        r.message = "--deterministic needs >= 2 dumps of case '" + key.first + "' across the given files; found 1";
+      } else {
+        const Tensor& a = v.front()->outputs.at(key.second);
+        std::vector<std::string> diff;
+        for (std::size_t i = 1; i < v.size(); ++i) {
+          const Tensor& b = v[i]->outputs.at(key.second);
+          if (!a.same_bytes(b)) diff.push_back(v[i]->file);
+        }
+        r.numel = a.numel();
+        r.mismatches = static_cast<std::int64_t>(diff.size());
+        r.verdict = diff.empty() ? cmp::Verdict::BITEXACT : cmp::Verdict::FAIL;
+        r.message = diff.empty() ? "identical index tensors (order included) in " + std::to_string(v.size()) + " dumps"
+                                 : std::to_string(diff.size()) + " of " + std::to_string(v.size() - 1) +
+                                       " dump(s) differ from " + v.front()->file + " (order included); first: " + diff.front();
+      }
+      rep.results.push_back(std::move(r));
+    }
+  }
+  std::vector<std::pair<std::string, std::string>> steps;
+  for (const auto& c : cases)
+    if (c.has_attr("step")) steps.push_back({c.file + '\x1f' + c.name, attr_to_string(c.attrs.at("step"))});
+  rep.divergences = first_divergence(rep.results, steps);
+  return rep;
+}
+
+int run_check_command(const RunOptions& o, std::ostream& out, std::ostream& err) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const bool tty_err = ::isatty(2) != 0;
+  bool progressed = false;
+  auto progress = [&](std::size_t d, std::size_t n) {
+    if (!tty_err) return;
+    if (std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2)) return;
+    std::fprintf(stderr, "\rchecked %zu/%zu case(s)", d, n);
+    std::fflush(stderr);
+    progressed = true;
+  };
+  RunReport rep = run_checks(o, progress);
+  if (progressed) std::fprintf(stderr, "\n");
+  for (const auto& p : rep.problems) err << "error: " << p << "\n";
+  const bool color = o.color < 0 ? ::isatty(1) != 0 : o.color == 1;
+  report::print_console(rep, out, o.quiet, o.verbose, color);
+  int rc = rep.exit_code();
+  if (!o.json_path.empty())
+    if (auto e = io::write_text_atomic(o.json_path, io::json_text(report::report_json(rep))); !e.empty()) {
+      err << "error: " << e << "\n";
+      rc = 2;
+    }
+  if (!o.junit_path.empty())
+    if (auto e = io::write_text_atomic(o.junit_path, report::junit_xml(rep)); !e.empty()) {
+      err << "error: " << e << "\n";
+      rc = 2;
+    }
+  return rc;
+}
+
+}  // namespace dsa::pipeline

@@ -1,0 +1,39 @@
+// `dsa-check check`: read files -> for each case the stage reference -> comparators -> verdicts -> reports.
+// Exit code: 2 when any I/O / schema / usage problem or check ERROR, else 1 when any check failed, else 0.
+#pragma once
+#include <functional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "pipeline/check_case.hpp"
+#include "report/run_report.hpp"
+
+namespace dsa::pipeline {
+
+using report::RunReport;
+
+struct RunOptions {
+  std::vector<std::string> files;
+  CheckOptions check;
+  std::string stage_glob, case_glob;  // fnmatch patterns ("" = all)
+  int jobs = 1;                       // cases checked in parallel (report order is the file/case order)
+  bool quiet = false;                 // console: failing lines and the summary only
+  int verbose = 0;                    // console: notes, first/worst locations, all metrics
+  int color = -1;                     // -1 auto (stdout is a TTY), 0 never, 1 always
+  std::string json_path, junit_path;
+};
+
+// Runs every check; never throws for bad input. `progress(done, total)` is called after each case.
+RunReport run_checks(const RunOptions& o, const std::function<void(std::size_t, std::size_t)>& progress = {});
+
+// The whole command: checks, console report on `out`, problems on `err`, JSON / JUnit files. Returns the exit code.
+int run_check_command(const RunOptions& o, std::ostream& out, std::ostream& err);
+
+
+// First-divergence analysis of results: per file, cases grouped by attr `step` (or the whole file when no case has
+// one); in each group holding >= 2 stages, the failing stage with the lowest pipeline_order.
+std::vector<std::string> first_divergence(const std::vector<cmp::CheckResult>& results,
+                                          const std::vector<std::pair<std::string, std::string>>& case_step);
+
+}  // namespace dsa::pipeline

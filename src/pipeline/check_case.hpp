@@ -1,0 +1,51 @@
+// The checks of one case: bind it to its stage once, run the stage reference once (with the emulation of the kernel
+// profile the case names), then each outputs/<name> and expected/<name> through the comparator of its CompareKind.
+//
+// Emulation policy: when a case declares `kernel` (e.g. deepgemm-sm90, a profile that emulates the stage), the
+// output must be BIT-EXACT against the emulation. A mismatch is a FAIL even when the output is within the bound
+// ("not bit-exact vs deepgemm-sm90 emulation (N elements); within sm90-fp8 bound"): the kernel did something
+// other than what it claims. `--no-emulation` judges by the bound only. Goldens (expected/) are judged by the
+// bound when they are not the emulation.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "compare/compare.hpp"
+#include "stage/stage.hpp"
+
+namespace dsa::pipeline {
+
+// Options of one check (CLI flags).
+struct CheckOptions {
+  ToleranceOverrides tol;      // --profile, --rtol, --atol
+  bool no_emulation = false;   // judge by the bound only
+  bool deterministic = false;  // identical index tensors across dumps of one case
+  int threads = 0;             // reference threads
+  Backend backend = Backend::cpu;
+};
+// Parse "logits:1e-3" or "1e-3"; throws std::invalid_argument with a clear message.
+std::pair<std::string, double> parse_tol_override(const std::string& s);
+
+// The kernel profile whose emulation a case's outputs must match: its `kernel` attr (when the profile emulates the
+// stage), unless --no-emulation. Null otherwise.
+const Profile* requested_emulation(const BoundCase& b, const CheckOptions& o);
+
+// The options the reference of a case is run with for a check: threads, and the emulation its kernel asks for.
+RefOptions reference_options(const BoundCase& b, const CheckOptions& o);
+
+// Shape/dtype check, then the comparator of ref.kind, emulation handling, sanity checks. Never throws.
+cmp::CheckResult compare_tensor(const BoundCase& b, const std::string& group, const Tensor& out, const RefTensor& ref,
+                                const CheckOptions& o);
+
+// Every check of one case: validation and binding, the reference (once), then each outputs/<name> and
+// expected/<name>. Errors (invalid case, reference throws, no outputs) become one ERROR result.
+std::vector<cmp::CheckResult> check_case(const Case& c, const CheckOptions& o);
+// As check_case, with the reference already computed as run_reference(b, reference_options(b, o)).
+std::vector<cmp::CheckResult> check_case(const BoundCase& b, const CheckOptions& o, const Expected& reference);
+
+// Reference-free sanity findings on an output tensor: the RefTensor's expectations (B5 finite positive scales, B6
+// constant logit rows), the stage's own (Stage::sanity), B22 positional top-k. Findings the reference itself
+// exhibits are dropped.
+std::vector<std::string> sanity_findings(const BoundCase& b, const std::string& tensor, const Tensor& out, const RefTensor* ref);
+
+}  // namespace dsa::pipeline

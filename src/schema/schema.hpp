@@ -1,0 +1,86 @@
+// The dump schema of a stage: its attrs, input and output tensors (dtypes, ranks, symbolic dims), and the one
+// validator every reader uses (the CLI, `golden`, `selftest`; the Python kit reads the same declarations through
+// `dsa-check stages --json`). Stage-specific value rules (cross-tensor ranges, page tables) live in each stage's
+// parse(), which runs after this generic check; see src/stage/stage.hpp.
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "stage/expected.hpp"
+#include "tensor/case.hpp"
+
+namespace dsa {
+
+enum class AttrType { integer, number, string, boolean };
+std::string_view attr_type_name(AttrType t);
+
+struct AttrSpec {
+  std::string name;
+  AttrType type = AttrType::integer;
+  bool required = false;
+  std::optional<AttrValue> default_value;
+  std::vector<std::string> choices;  // allowed values (strings, or integers written as strings); empty = any
+  std::string doc;
+};
+
+// Builders for the common kinds of attr (no literal defaults anywhere else: readers take them from here).
+AttrSpec int_attr(std::string name, std::int64_t def, std::string doc);
+AttrSpec required_int_attr(std::string name, std::string doc);
+AttrSpec num_attr(std::string name, double def, std::string doc);
+AttrSpec bool_attr(std::string name, bool def, std::string doc);
+AttrSpec str_attr(std::string name, std::string def, std::vector<std::string> choices, std::string doc);
+AttrSpec opt_str_attr(std::string name, std::vector<std::string> choices, std::string doc);
+
+// A tensor in the schema. `dims` holds one or more alternative shapes, each a comma-separated list of dims;
+// a dim is an integer literal, a symbol (bound consistently across all tensors of the case, and by an integer
+// attr of the same name if present), a product of symbols/literals ("B*next_n"), or "?" (any).
+struct TensorSpec {
+  std::string name;
+  std::vector<DType> dtypes;        // allowed logical dtypes
+  std::vector<std::string> dims;    // alternatives, e.g. {"B", "B,next_n"}
+  bool optional = false;
+  std::string doc;
+};
+
+struct OutputSpec {
+  TensorSpec tensor;
+  CompareKind compare = CompareKind::bytes;
+  // Reference-free expectations checked on every kernel output (validation_anchors B5, B6; hints on failures).
+  bool positive = false;          // every element finite and > 0 (scales)
+  bool nonconstant_rows = false;  // no row (dim 0) whose >= 2 defined finite elements are all equal (logits)
+};
+
+struct Schema {
+  std::vector<AttrSpec> attrs;
+  std::vector<TensorSpec> inputs;
+  std::vector<OutputSpec> outputs;
+  const AttrSpec* attr(const std::string& name) const;
+};
+
+// Generic validation of a case against a schema: attr types and choices, missing / unknown tensors, dtypes, ranks,
+// dims. `check_outputs` also validates outputs/ and expected/ (each output optional there). Returns every problem.
+std::vector<Problem> validate_schema(const Case& c, const Schema& s, bool check_outputs);
+
+// Adds the schema's declared defaults for attrs the case does not carry (goldens are written with every option).
+void apply_attr_defaults(Case& c, const Schema& s);
+
+// Typed attr access for a stage's parse(): the case's value, else the schema's declared default. Asking for an attr
+// the schema does not declare is a programming error (std::logic_error); a wrong type is a SchemaError naming the
+// case and the attr. This is the only place attr values are read.
+class AttrReader {
+ public:
+  AttrReader(const Case& c, const Schema& s) : c_(c), s_(s) {}
+  std::int64_t i(const std::string& name) const;
+  double f(const std::string& name) const;
+  std::string s(const std::string& name) const;
+  bool b(const std::string& name) const;
+  bool has(const std::string& name) const;  // set on the case (not only defaulted)
+
+ private:
+  const AttrValue* value(const std::string& name) const;
+  const Case& c_;
+  const Schema& s_;
+};
+
+}  // namespace dsa

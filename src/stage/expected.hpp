@@ -1,0 +1,62 @@
+// What a stage's reference function returns: for every output tensor the reference value plus everything
+// its comparator needs (error bounds, defined-column masks, top-k candidate scores, emulations,
+// a decoder from flat index to meaning).
+#pragma once
+#include <functional>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tensor/tensor.hpp"
+
+namespace dsa {
+
+enum class CompareKind {
+  bytes,     // exact bit equality (quantized codes, scales, cache pages, ordered index tensors)
+  bounded,   // |out - ref| <= rtol * M + atol per element, M = magnitude sum supplied by the stage
+  topk_set,  // tie-aware top-k set comparison
+};
+std::string_view compare_kind_name(CompareKind k);
+
+// Top-k reference for one output index tensor of shape [R, K] (rows may be a flattened view).
+struct TopkRef {
+  std::int64_t k = 0;                // requested k (output width may be larger: extra columns must be -1)
+  std::vector<std::int64_t> len;     // per row: number of valid candidates (positions 0..len-1)
+  Tensor scores;                     // f64 [R, C]: reference score of candidate position p of row r
+  Tensor bounds;                     // f64 [R, C]: error bound u of that score (0 = exact scores), may be empty
+                                     // (then the comparator derives u from the tolerance profile)
+  std::vector<double> kth;           // per row: k-th largest reference score tau (-inf when len == 0; NaN ranks
+                                     // above +inf, as in torch.topk)
+  // Candidate position p of row r -> the index value the kernel must emit (index base / page transform).
+  std::function<std::int64_t(std::int64_t row, std::int64_t p)> to_index;
+  // Emitted index value -> candidate position, or -1 if the value is not a valid candidate of the row.
+  std::function<std::int64_t(std::int64_t row, std::int64_t idx)> from_index;
+  bool sorted = false;               // output must be in descending score order (demo torch.topk sorted=True)
+  bool fast_path = true;             // len <= k: output must be exactly [0..len-1] (mapped) then -1
+};
+
+struct RefTensor {
+  std::string name;          // the output's name (outputs/<name>)
+  CompareKind kind = CompareKind::bytes;
+  Tensor value;              // reference value, same dtype and shape the kernel output must have
+  Tensor magnitude;          // bounded: f64, same numel: M per element (empty => |value|)
+  Tensor defined;            // u8 same numel: 1 = this element is defined and compared (empty => all)
+  bool mask_must_match = false;  // bounded: -inf pattern must match exactly (clean_logits)
+  TopkRef topk;              // topk_set only
+  // Bit-exact emulations of particular kernels (profile name -> value with the dtype/shape of `value`).
+  std::map<std::string, Tensor> emulations;
+  // Flat element index -> human meaning, e.g. "row 3 col 1027" or "page 17 token 5 scale".
+  std::function<std::string(std::int64_t flat)> describe;
+};
+
+struct Expected {
+  std::vector<RefTensor> tensors;
+  const RefTensor* find(const std::string& name) const {
+    for (const auto& t : tensors)
+      if (t.name == name) return &t;
+    return nullptr;
+  }
+};
+
+}  // namespace dsa

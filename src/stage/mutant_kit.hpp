@@ -1,0 +1,46 @@
+// The toolkit of selftest mutants (each stage's mutants.cpp) and of the demo files: outputs "as a correct kernel
+// would" produce them, outputs of a kernel with a bug expressible as modified inputs/attrs, and small editors.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "stage/stage.hpp"
+
+namespace dsa::mutant {
+
+// The reference `check` computes for case c: with the emulation of the kernel the case names (attr `kernel`).
+Expected reference_for_check(const Case& c);
+
+// Fills c.outputs from the reference `E` as a correct kernel might: bytes tensors exact; bounded tensors equal to
+// the kernel's emulation when the case names one (attr `kernel`), otherwise perturbed inside 0.3 of the case's
+// bound and rounded once to the output dtype, undefined elements filled with junk; top-k with in-band swaps
+// (when the band allows), shuffled order (unless sorted) and -1 padding. Deterministic in `seed`.
+// Compute `E` with reference_for_check (as `check` does); otherwise a case with attr `kernel` gets perturbed
+// logits, which `check` fails.
+void plausible_outputs(Case& c, const Expected& E, std::uint64_t seed);
+
+// Outputs of a kernel with a bug expressible as modified inputs/attrs: copies `c`, applies `bug` to the copy, runs
+// the stage reference on it and returns plausible outputs of that reference. Inputs of `c` are not changed.
+TensorMap buggy_outputs(const Case& c, const std::function<void(Case&)>& bug, std::uint64_t seed);
+// A Mutant::apply that replaces the outputs by buggy_outputs(c, bug, seed).
+std::function<void(Case&, const Expected&, std::uint64_t)> buggy(std::function<void(Case&)> bug);
+
+// The case's default tolerance for `tensor` (no CLI overrides).
+cmp::Tolerance default_tolerance(const Case& c, const std::string& tensor);
+
+// Small editors.
+Tensor& output(Case& c, const std::string& n);             // outputs/n, made private (cloned) for editing
+const RefTensor& reft(const Expected& E, const std::string& n);
+void set_attr(Case& c, const std::string& k, AttrValue v);
+void iset(Tensor& t, std::int64_t i, std::int64_t v);       // integer element write (i32 or i64)
+std::vector<std::int64_t> finite_defined(const RefTensor& t);  // defined elements with a finite reference value
+template <typename F>
+void edit_input(Case& c, const std::string& n, F f) {
+  Tensor t = c.input(n).clone();
+  f(t);
+  c.inputs[n] = t;
+}
+
+}  // namespace dsa::mutant

@@ -1,0 +1,96 @@
+#include "stage/stage.hpp"
+
+#include <stdexcept>
+
+namespace dsa {
+
+std::string_view backend_name(Backend b) { return b == Backend::cpu ? "cpu" : "cuda"; }
+
+const ImplFn* Stage::impl_for(Backend b) const {
+  const ImplFn& f = impl[static_cast<std::size_t>(b)];
+  return f ? &f : nullptr;
+}
+
+std::vector<std::string> Stage::emulated_by() const {
+  std::vector<std::string> v;
+  for (const auto& p : kernel_profiles())
+    if (p.emulates(name)) v.push_back(p.name);
+  return v;
+}
+
+const Stage* find_stage(const std::string& name) {
+  for (const auto& s : stages())
+    if (s.name == name) return &s;
+  return nullptr;
+}
+
+std::string stage_names() {
+  std::string names;
+  for (const auto& s : stages()) names += (names.empty() ? "" : ", ") + s.name;
+  return names;
+}
+
+std::vector<Problem> validate_case(const Case& c, bool check_outputs, BoundCase* bound) {
+  const Stage* st = find_stage(c.stage);
+  if (!st) return {{c.file, c.name, "attr stage", "one of " + stage_names(), "'" + c.stage + "'"}};
+  std::vector<Problem> problems = validate_schema(c, st->schema, check_outputs);
+  if (!problems.empty()) return problems;
+  ParamsPtr p;
+  try {
+    p = st->parse(c, AttrReader(c, st->schema), problems);
+  } catch (const SchemaError& e) {
+    problems.push_back(e.problem());
+  }
+  if (problems.empty() && !p) problems.push_back({c.file, c.name, "", "stage " + st->name + " to parse the case", "no parameters"});
+  if (problems.empty() && bound) *bound = BoundCase{&c, st, std::move(p)};
+  return problems;
+}
+
+Expected run_reference(const BoundCase& b, const RefOptions& opt, Backend backend) {
+  const ImplFn* f = b.stage->impl_for(backend);
+  if (!f)
+    throw std::runtime_error(b.c->where() + ": stage " + b.stage->name + " has no " + std::string(backend_name(backend)) +
+                             " implementation");
+  return (*f)(*b.c, *b.params, opt);
+}
+
+Expected run_reference(const Case& c, const RefOptions& opt, Backend backend) {
+  BoundCase b;
+  if (auto p = validate_case(c, false, &b); !p.empty()) throw SchemaError(p.front());
+  return run_reference(b, opt, backend);
+}
+
+void apply_attr_defaults(Case& c) {
+  if (const Stage* st = find_stage(c.stage)) apply_attr_defaults(c, st->schema);
+}
+
+const Profile* kernel_profile(const Case& c) {
+  auto it = c.attrs.find("kernel");
+  if (it == c.attrs.end()) return nullptr;
+  const auto* name = std::get_if<std::string>(&it->second);
+  return name ? find_profile(*name) : nullptr;
+}
+
+cmp::Tolerance resolve_tolerance(const BoundCase& b, const std::string& tensor, const ToleranceOverrides& o) {
+  std::string pol = o.policy;
+  if (pol.empty() && b.params) pol = b.params->tolerance_policy();
+  if (pol.empty())
+    if (const Profile* k = kernel_profile(*b.c); k && k->emulates(b.stage->name)) pol = k->tolerance;
+  if (pol.empty()) pol = b.stage->default_tolerance;
+  const TolerancePolicy* p = find_tolerance_policy(pol);
+  if (!p) throw std::invalid_argument("unknown tolerance profile '" + pol + "' (known: " + tolerance_policy_names() + ")");
+  cmp::Tolerance t{p->name, p->rtol, p->atol};
+  auto apply = [&](const std::vector<std::pair<std::string, double>>& ov, double& dst) {
+    for (const auto& [n, v] : ov)  // bare values first, then the tensor's own (later wins)
+      if (n.empty()) dst = v;
+    for (const auto& [n, v] : ov)
+      if (n == tensor) dst = v;
+  };
+  const double r0 = t.rtol, a0 = t.atol;
+  apply(o.rtol, t.rtol);
+  apply(o.atol, t.atol);
+  if (t.rtol != r0 || t.atol != a0) t.profile += "+override";
+  return t;
+}
+
+}  // namespace dsa

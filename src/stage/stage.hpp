@@ -1,0 +1,141 @@
+// The Stage type and THE stage table (table.cpp): one line per stage. A stage is one folder,
+// src/stages/<family>/<stage>/, holding everything about it:
+//   stage.cpp   the schema (engine tensor names), parse(Case) -> Params (every attr and cross-tensor rule checked
+//               once), the table entry (`Stage <family>::<stage>::stage()`)
+//   core.hpp    its Params and the scalar math shared by cpu.cpp and cuda.cu (same operations, same order)
+//   cpu.cpp     the OpenMP reference: impl[Backend::cpu](Case inputs, Params) -> Expected
+//   golden.cpp  input generators + golden catalogue rows      mutants.cpp  selftest cases and mutants (real bugs)
+// The CLI, the reader, `golden`, `selftest`, `backend-diff` and the docs (`dsa-check stages --json`) all read the
+// table; comparators and reports never name a stage.
+#pragma once
+#include <omp.h>
+
+#include <array>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compare/compare.hpp"
+#include "profiles/profile.hpp"
+#include "schema/schema.hpp"
+#include "stage/expected.hpp"
+#include "stage/golden_spec.hpp"
+#include "tensor/case.hpp"
+
+namespace dsa {
+
+// Where a reference runs. Every backend of a stage must give the same bytes (`dsa-check backend-diff`).
+enum class Backend { cpu = 0, cuda = 1 };
+inline constexpr std::size_t kBackends = 2;
+std::string_view backend_name(Backend b);
+
+// Options every reference implementation receives.
+struct RefOptions {
+  int threads = 0;                    // 0 = OpenMP default
+  int thread_count() const { return threads > 0 ? threads : omp_get_max_threads(); }
+  const Profile* emulation = nullptr;  // kernel profile to emulate in addition to the exact value (RefTensor::emulations)
+  bool emulates(const char* profile) const { return emulation && emulation->name == profile; }
+};
+
+// Parsed, validated options of one case for one stage. Each stage derives its own (in its core.hpp); references
+// read attrs only through it.
+struct Params {
+  virtual ~Params() = default;
+  // Tolerance policy this case's options call for (e.g. bf16-logits for bf16 logits), "" = the profile's / stage's.
+  virtual std::string tolerance_policy() const { return ""; }
+};
+using ParamsPtr = std::shared_ptr<const Params>;
+
+// parse: stage-specific rules on a case that passed the schema check (attrs read through `a`, which knows the
+// declared defaults); appends every problem found, returns the Params (null when a problem was found).
+using ParseFn = std::function<ParamsPtr(const Case& c, const AttrReader& a, std::vector<Problem>& problems)>;
+// A reference implementation: the case supplies the tensors, Params the options.
+using ImplFn = std::function<Expected(const Case& c, const Params& p, const RefOptions& opt)>;
+// Reference-free findings on a kernel output beyond the RefTensor flags (e.g. the K cache's written scales, B5).
+using SanityFn = std::function<void(const Case& c, const std::string& tensor, const Tensor& out, std::vector<std::string>& findings)>;
+
+// A selftest mutant: a real bug's shape applied to plausible outputs of a base case, and the verdicts that count as
+// "caught with the right kind".
+struct Mutant {
+  std::string name;                   // unique, used as the mutated case's name
+  std::string bug;                    // B-number(s) of validation_anchors.md §4
+  std::string base;                   // name of the stage's selftest case it mutates
+  std::vector<cmp::Verdict> expect;
+  std::string doc;
+  // Mutates the outputs of `c` (which hold plausible outputs of reference `E`); see src/stage/mutant_kit.hpp.
+  std::function<void(Case& c, const Expected& E, std::uint64_t seed)> apply;
+};
+
+struct Stage {
+  std::string name;                 // "indexer.logits_ragged"
+  std::string summary;              // one line
+  std::string spec;                 // spec section, e.g. "v32 §3.2"
+  int pipeline_order = 0;           // position in the DSA data flow (first-divergence report)
+  Schema schema;
+  ParseFn parse;
+  std::array<ImplFn, kBackends> impl;   // impl[Backend::cpu] always; impl[Backend::cuda] when built
+  std::string default_tolerance = "exact";  // tolerance policy of bounded outputs without a kernel profile
+  SanityFn sanity;                  // may be empty
+  std::vector<golden::Generator> generators;
+  std::vector<golden::GoldenSpec> goldens;     // catalogue rows (committed or on demand)
+  std::vector<golden::GoldenSpec> selftest;    // small cases the mutants start from (same generators)
+  std::vector<Mutant> mutants;
+
+  const ImplFn* impl_for(Backend b) const;    // null when the backend has no implementation of this stage
+  std::vector<std::string> emulated_by() const;  // profiles that emulate this stage
+};
+
+// THE table (built once, immutable), in pipeline order.
+const std::vector<Stage>& stages();
+const Stage* find_stage(const std::string& name);
+std::string stage_names();  // "indexer.quant, indexer.prolog, ..." for messages
+
+// A case bound to its stage: the table looked up once and the attrs parsed once.
+struct BoundCase {
+  const Case* c = nullptr;
+  const Stage* stage = nullptr;
+  ParamsPtr params;
+};
+
+// Full validation of a case: the stage exists, the schema check, then the stage's parse. Returns every problem
+// (empty = valid) and, when valid, the bound case. `check_outputs` also validates outputs/ and expected/.
+std::vector<Problem> validate_case(const Case& c, bool check_outputs = true, BoundCase* bound = nullptr);
+
+// Binds and runs the reference of a case (std::runtime_error / SchemaError naming the case when it is invalid or
+// the backend has no implementation).
+Expected run_reference(const Case& c, const RefOptions& opt = {}, Backend backend = Backend::cpu);
+Expected run_reference(const BoundCase& b, const RefOptions& opt = {}, Backend backend = Backend::cpu);
+
+// Adds the case's stage's declared attr defaults (no-op for an unknown stage).
+void apply_attr_defaults(Case& c);
+
+// The kernel profile a case names (attr `kernel`, validated against the profile table), or null.
+const Profile* kernel_profile(const Case& c);
+
+// User overrides of tolerances (CLI --profile, --rtol, --atol): bare values apply to every tensor, NAME:VALUE to one.
+struct ToleranceOverrides {
+  std::string policy;
+  std::vector<std::pair<std::string, double>> rtol, atol;
+};
+// Tolerance of `tensor` of a bound case: the override policy, else what the case's Params call for, else its kernel
+// profile's, else the stage default; then per-tensor (or bare) overrides. std::invalid_argument for an unknown policy.
+cmp::Tolerance resolve_tolerance(const BoundCase& b, const std::string& tensor, const ToleranceOverrides& o = {});
+
+// Builds a Stage's parse from a typed parser `P parse(const Case&, const AttrReader&, std::vector<Problem>&)`
+// returning the stage's Params type, and an ImplFn from `Expected impl(const Case&, const P&, const RefOptions&)`.
+template <class P>
+ParseFn typed_parse(P (*fn)(const Case&, const AttrReader&, std::vector<Problem>&)) {
+  return [fn](const Case& c, const AttrReader& a, std::vector<Problem>& problems) -> ParamsPtr {
+    const std::size_t before = problems.size();
+    auto p = std::make_shared<P>(fn(c, a, problems));
+    if (problems.size() != before) return nullptr;
+    return p;
+  };
+}
+template <class P>
+ImplFn typed_impl(Expected (*fn)(const Case&, const P&, const RefOptions&)) {
+  return [fn](const Case& c, const Params& p, const RefOptions& o) { return fn(c, dynamic_cast<const P&>(p), o); };
+}
+
+}  // namespace dsa

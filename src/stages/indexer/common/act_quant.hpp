@@ -1,0 +1,25 @@
+// act_quant: per-block fp8 e4m3fn quantization (spec v32 §2.5; fp32 variants §3.4/§3.6). Shared by the
+// indexer.quant and indexer.prolog stages and the K-cache writer.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace dsa::indexer {
+
+enum class ScaleFmt { ue8m0, fp32_div, fp32_mul };
+enum class ScaleApply { div, mul_inv };
+ScaleFmt parse_scale_fmt(const std::string& s);    // "ue8m0" | "fp32_div" | "fp32_mul"
+ScaleApply parse_scale_apply(const std::string& s);  // "div" | "mul_inv"
+
+struct QuantParams {
+  ScaleFmt fmt = ScaleFmt::ue8m0;
+  ScaleApply apply = ScaleApply::div;
+  float amax_eps = 1e-4f;
+  bool clamp = true;  // clamp x/s to [-448, 448] before the e4m3 cast
+};
+
+// Quantizes one block of n fp32 values (exact bf16 values, typically). Writes n e4m3 codes; returns the scale.
+// amax = max |x| (exact; NaN propagates), scale per `fmt`, y = e4m3(clamp(x/s)) or e4m3(clamp(fl32(x*fl32(1/s)))).
+float quantize_block(const float* x, std::int64_t n, const QuantParams& p, std::uint8_t* y);
+
+}  // namespace dsa::indexer

@@ -1,0 +1,114 @@
+// Shared machinery of indexer.logits_ragged / indexer.logits_paged — DeepGEMM fp8_mqa_logits / fp8_paged_mqa_logits
+// (spec v32 §3.2-§3.6): the exact reference (contract way 2), with the `deepgemm-sm90` emulation beside it.
+//
+// EXACT REFERENCE
+//   logit(i, j) = kv_scale[j] * sum_h relu(s_h) * W[i, h],   s_h = sum_d q[i, h, d] * k[j, d]
+// rounded ONCE (RNE) from the exact real value to fp32 (or directly to bf16 for logits_dtype=bf16).
+//
+// (1) s_h is computed EXACTLY in fp64, in any summation order. Proof: an e4m3fn value is sig * 2^(E-3) with
+//     |sig| <= 15 (4 significant bits) and E in [-6, 8] (subnormals: sig <= 7, E = -6), i.e. an integer multiple
+//     of 2^-9 with |x| <= 448 < 2^8.81. A product is an integer multiple of 2^-18 with <= 8 significant bits and
+//     |p| <= 448^2 = 200704 < 2^17.62. A partial sum of at most D <= 128 = 2^7 products is therefore an integer
+//     multiple of 2^-18 with magnitude < 2^7 * 2^17.62 = 2^24.62, i.e. an integer n * 2^-18 with |n| < 2^42.62 <
+//     2^53. Every such value is representable in fp64, so every product, every fma and every addition performed
+//     on the way (by any blocking, SIMD width or order) is exact, and the dgemm below yields the exact s_h.
+//     (tests/cpp/test_ref_logits.cpp checks this against integer arithmetic on codes scaled by 2^18.)
+// (2) The head reduction is evaluated in fp64 (8 fixed lanes over h, lanes added pairwise) together with
+//     M = |kv_scale| * sum_h |W_h| relu(s_h) and a rigorous bound err = (H+8) 2^-52 M + 2^-50 |v| on the
+//     difference between the fp64 value v and the exact value. If v - err and v + err round to the same
+//     fp32 (bf16) value, that is the correctly rounded exact value (rounding is monotone). Otherwise
+//     (near a rounding boundary, ~2^-20 of the logits) the exact value is built in a 512-bit integer
+//     (s_h = n_h 2^-18, W_h = m_h 2^e_h, kv_scale = m_s 2^e_s), rounded to odd at 53 bits and then RNE to the
+//     target (53 >= 24 + 2, so that double step is exact rounding). Hence the result is independent of the
+//     summation order, SIMD path and thread count.
+// (3) Non-finite inputs (fp8 NaN codes, inf/NaN weights or scales): the IEEE fp64 value in the order of (2),
+//     relu keeping NaN (NaN propagates; inf*0 = NaN), rounded once.
+//
+// Magnitude M (RefTensor::magnitude, f64) = kv_scale * sum_h |W_h| relu(s_h) per logit.
+// Memory: O(output) — rows and keys are processed in tiles with per-thread buffers.
+// Speed (scripts/bench.sh): ~90 % of the time is the fp64 FMA micro-kernel; Q is packed once per row block and
+// thread, K is decoded with a vector e4m3 -> f16 -> f32 -> f64 conversion, and the head sums of (2) run in 8-lane
+// SIMD doing the same IEEE operations in the same order as the scalar path (all paths agree bit for bit).
+//
+// EMULATION `deepgemm-sm90`: s_h by profiles::sm90::wgmma_dot, head reduction profiles::sm90::head_reduce, bf16 = RNE of
+// the fp32 value; columns the kernel's clean pass sets to -inf are -inf.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "numerics/formats.hpp"
+#include "stages/indexer/common/logits_simd.hpp"
+#include "tensor/tensor.hpp"
+
+namespace dsa::indexer::logits {
+
+using i64 = std::int64_t;
+using sz = std::size_t;
+
+// Exactly rounded head reduction (see (2)).
+// A NaN result is written as the positive canonical quiet NaN: its sign would depend on the operation order of
+// the ISA path (x86's default NaN is negative), and the reference must give the same bits on every machine.
+inline std::uint32_t round_to(double v, bool bf16) {
+  if (std::isnan(v)) return bf16 ? 0x7FC0u : 0x7FC00000u;
+  return bf16 ? num::f64_to_bf16(v) : num::f32_bits(static_cast<float>(v));
+}
+
+// Exact path (the 512-bit fallback of (2)): all of s, w, sc finite, sc != 0.
+std::uint32_t exact_round(const double* s, const float* w, int H, float sc, bool bf16);
+
+// s[H] exact dot products, acc/mag their pre-scale head sums (HeadFn), w the fp32 weights. Returns target bits;
+// M = magnitude.
+inline std::uint32_t finish(double acc, double mag, const double* s, const float* w, int H, float sc, bool bf16,
+                            double& M) {
+  const double v = acc * static_cast<double>(sc);
+  M = mag * static_cast<double>(sc);
+  const double Ma = std::fabs(M);
+  if (!std::isfinite(v) || !std::isfinite(Ma)) return round_to(v, bf16);  // (3)
+  const double err = static_cast<double>(H + 8) * 0x1p-52 * Ma + 0x1p-50 * std::fabs(v);
+  const std::uint32_t r = round_to(v, bf16);
+  if (round_to(v - err, bf16) == r && round_to(v + err, bf16) == r) return r;
+  return exact_round(s, w, H, sc, bf16);
+}
+
+
+inline constexpr std::uint16_t kBf16NegInf = 0xFF80;
+
+inline void fill_neg_inf(Tensor& t) {
+  if (t.dtype() == DType::bf16) {
+    std::fill_n(t.data<std::uint16_t>(), t.numel(), kBf16NegInf);
+  } else {
+    std::fill_n(t.data<float>(), t.numel(), -std::numeric_limits<float>::infinity());
+  }
+}
+inline void store_bits(Tensor& t, i64 idx, std::uint32_t bits) {
+  if (t.dtype() == DType::bf16)
+    t.data<std::uint16_t>()[idx] = static_cast<std::uint16_t>(bits);
+  else
+    t.data<float>()[idx] = num::f32_from_bits(bits);
+}
+inline std::uint32_t emu_bits(float x, bool bf16) { return bf16 ? num::f32_to_bf16(x) : num::f32_bits(x); }
+
+// Per query row: W as f64 and |W|.
+struct WeightsF64 {
+  std::vector<double> wd, wa;
+  explicit WeightsF64(const Tensor& w) : wd(static_cast<sz>(w.numel())), wa(static_cast<sz>(w.numel())) {
+    for (i64 i = 0; i < w.numel(); ++i) {
+      wd[static_cast<sz>(i)] = static_cast<double>(w.data<float>()[i]);
+      wa[static_cast<sz>(i)] = std::fabs(wd[static_cast<sz>(i)]);
+    }
+  }
+};
+
+// Where the logits of a stage go: value bits, magnitude M and the defined flag, by flat output index.
+struct LogitsOut {
+  Tensor& value;
+  double* M;
+  std::uint8_t* defined;
+  bool bf16;
+};
+
+void reduce_keys(const Isa& isa, const double* c0, sz ldc, int n, const WeightsF64& wf, const float* w, sz wo, int H,
+                 const float* scales, std::vector<double>& acc, std::vector<double>& mg, LogitsOut out, i64 o0);
+
+}  // namespace dsa::indexer::logits

@@ -1,0 +1,28 @@
+// indexer.kcache_store — write k_fp8 + k_scale into the paged indexer K cache (spec v32 §3.4), bit-exact:
+// kv_cache = copy of kv_cache_in; for each token t with slot = slot_mapping[t] >= 0: page = slot / page_size,
+// offset = slot % page_size; the codes and the raw fp32 scale bytes go where layout `indexer_kcache_planar`
+// (src/layouts/indexer_kcache.hpp) puts them. slot -1 = padded token, skipped. parse() rejects out-of-range and
+// duplicate slots, so every token writes distinct bytes and the parallel store is order-independent.
+#pragma once
+#include "layouts/indexer_kcache.hpp"
+#include "stage/stage.hpp"
+
+namespace dsa::indexer::kcache_store {
+
+struct Params : dsa::Params {
+  layouts::IndexerKCache layout;  // page_size and head_dim of this cache
+};
+
+// One token's store (slot >= 0).
+inline void store_token(const layouts::IndexerKCache& L, std::uint8_t* cache, std::int64_t slot, const std::uint8_t* codes,
+                        const float* scale) {
+  L.store(cache, slot / L.page_size, slot % L.page_size, codes, scale);
+}
+
+Expected cpu(const Case& c, const Params& p, const RefOptions& opt);
+std::vector<golden::Generator> generators();
+std::vector<golden::GoldenSpec> goldens();
+std::vector<golden::GoldenSpec> selftest_cases();
+std::vector<Mutant> mutants();
+
+}  // namespace dsa::indexer::kcache_store

@@ -1,0 +1,67 @@
+// indexer.kcache_store: input generators and golden catalogue rows (README "Golden data"). Seeds are fixed: changing a row changes
+// the committed goldens and their MANIFEST, which the reproducibility gate in scripts/test.sh then reports.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+
+#include "numerics/formats.hpp"
+#include "layouts/indexer_kcache.hpp"
+#include "stages/indexer/common/gen.hpp"
+#include "stages/indexer/kcache_store/core.hpp"
+
+// The rows use designated initializers and leave unused fields at their defaults on purpose.
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
+namespace dsa::indexer::kcache_store {
+
+using namespace gen;
+using golden::GenerateFn;
+using golden::Generator;
+
+namespace {
+
+[[maybe_unused]] AttrValue I(std::int64_t v) { return AttrValue{v}; }
+[[maybe_unused]] AttrValue S(const char* v) { return AttrValue{std::string(v)}; }
+
+void gen_kcache(const GoldenSpec& s, std::uint64_t seed, int threads, Case& c) {
+  const Rng root(seed);
+  const std::int64_t T = s.dim("T", 100), P = s.dim("P", 4), D = s.dim("D", s.model.head_dim), ps = s.model.page_size;
+  if (T > P * ps) throw std::invalid_argument(s.name + ": T must be <= P * page_size");
+  Tensor kf(DType::fp8_e4m3fn, {T, D}), ksc(DType::f32, {T});
+  make_keys(root, kK, T, D, threads, false, kf.data<std::uint8_t>(), ksc.data<float>());
+  // Shuffled slots: token t -> perm[t] (any page, any offset); a fraction of tokens padded (slot -1).
+  const auto perm = permutation(root.fork(kPerm), P * ps);
+  Tensor slots(DType::i64, {T});
+  const double pad = s.param("pad_frac", 0.1);
+  for_rows(root, kPad, T, threads, [&](std::int64_t t, Rng& rng) {
+    slots.data<std::int64_t>()[t] = rng.uniform() < pad ? -1 : perm[static_cast<std::size_t>(t)];
+  });
+  // The cache before the store: poison bytes (random, NaN scales included) that must survive untouched.
+  Tensor cache(DType::u8, {P, ps, 1, layouts::IndexerKCache::record_bytes(D)});
+  poison_bytes(root, P * ps, layouts::IndexerKCache::record_bytes(D), threads, cache.data<std::uint8_t>());
+  c.inputs = {{"k_fp8", kf}, {"k_scale", ksc}, {"slot_mapping", slots}, {"kv_cache_in", cache}};
+}
+
+
+}  // namespace
+
+std::vector<Generator> generators() {
+  return {
+      {"kcache.shuffled_slots", "indexer.kcache_store",
+       "k = act_quant(bf16 keys) per token; slot_mapping a random permutation of the P*64 slots with pad_frac of the "
+       "tokens padded (-1); kv_cache_in full of random poison bytes. dims T, P, D; params pad_frac",
+       gen_kcache}
+  };
+}
+
+std::vector<GoldenSpec> goldens() {
+  return {
+      {.name = "kcache_shuffled_padded", .stage = "indexer.kcache_store", .generator = "kcache.shuffled_slots", .seed = 301,
+       .dims = {{"T", 150}, {"P", 4}}, .params = {{"pad_frac", 0.1}}, .attrs = {{"page_size", I(64)}},
+       .doc = "shuffled slots over 4 pages, padded tokens (slot -1), poisoned cache bytes that must survive"},
+  };
+}
+
+}  // namespace dsa::indexer::kcache_store

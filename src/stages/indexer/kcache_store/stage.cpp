@@ -1,0 +1,90 @@
+// indexer.kcache_store: schema, parse, the written-scale sanity check (B5), table entry.
+#include <cmath>
+#include <map>
+
+#include "stages/indexer/common/attrs.hpp"
+#include "stages/indexer/kcache_store/core.hpp"
+#include "stages/indexer/table.hpp"
+
+namespace dsa::indexer::kcache_store {
+namespace {
+
+Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& p) {
+  (void)a;
+  Params r;
+  const auto Dh = c.input("k_fp8").dim(1);
+  const Tensor& cin = c.input("kv_cache_in");
+  r.layout.page_size = cin.dim(1);
+  r.layout.head_dim = Dh;
+  if (cin.dim(3) != layouts::IndexerKCache::record_bytes(Dh))
+    p.push_back({c.file, c.name, "inputs/kv_cache_in", "dim 3 = head_dim + 4 = " + std::to_string(layouts::IndexerKCache::record_bytes(Dh)),
+                 std::to_string(cin.dim(3))});
+  // Slots: -1 (padded token) or in [0, P*page_size), and distinct (two tokens storing into one slot make the
+  // kernel's result depend on write order).
+  const Tensor& sm = c.input("slot_mapping");
+  const std::int64_t cap = cin.dim(0) * cin.dim(1);
+  std::map<std::int64_t, std::int64_t> seen;
+  for (std::int64_t t = 0; t < sm.numel(); ++t) {
+    const std::int64_t v = sm.int_at(t);
+    if (v == -1) continue;
+    if (v < 0 || v >= cap) {
+      p.push_back({c.file, c.name, "inputs/slot_mapping", "-1 or a slot in [0, num_pages*page_size = " + std::to_string(cap) + ")",
+                   "token " + std::to_string(t) + ": " + std::to_string(v)});
+      break;
+    }
+    if (auto [it, fresh] = seen.emplace(v, t); !fresh) {
+      p.push_back({c.file, c.name, "inputs/slot_mapping", "distinct slots",
+                   "tokens " + std::to_string(it->second) + " and " + std::to_string(t) + " both store into slot " + std::to_string(v)});
+      break;
+    }
+  }
+  return r;
+}
+
+// B5: every slot the store wrote must hold a finite positive scale.
+void sanity(const Case& c, const std::string& tensor, const Tensor& out, std::vector<std::string>& f) {
+  if (tensor != "kv_cache" || out.rank() != 4 || out.dtype() != DType::u8) return;
+  const auto v = layouts::IndexerKCacheView::of(out);
+  const Tensor* sm = c.input_opt("slot_mapping");
+  std::int64_t bad = 0, first = -1;
+  for (std::int64_t i = 0; sm && i < sm->numel(); ++i) {
+    const auto slot = sm->int_at(i);
+    if (slot < 0 || slot / v.layout.page_size >= v.num_pages) continue;
+    const float s = v.scale(slot / v.layout.page_size, slot % v.layout.page_size);
+    if (!(std::isfinite(s) && s > 0)) {
+      if (first < 0) first = slot;
+      ++bad;
+    }
+  }
+  if (bad)
+    f.push_back("B5: " + std::to_string(bad) + " written cache slot(s) hold a non-finite or non-positive scale; first slot " +
+                std::to_string(first) + " (page " + std::to_string(first / v.layout.page_size) + " token " +
+                std::to_string(first % v.layout.page_size) + ")");
+}
+
+}  // namespace
+
+Stage stage() {
+  using D = DType;
+  Stage s;
+  s.name = "indexer.kcache_store";
+  s.summary = "write k_fp8 + k_scale into the paged indexer K cache (64-token pages, planar 132 B/token)";
+  s.spec = "v32 §3.4";
+  s.pipeline_order = 30;
+  s.schema.attrs = {page_size_attr()};
+  s.schema.inputs = {{"k_fp8", {D::fp8_e4m3fn}, {"T,Dh"}, false, "quantized k per token"},
+                     {"k_scale", {D::f32}, {"T"}, false, "k scale per token"},
+                     {"slot_mapping", {D::i32, D::i64}, {"T"}, false, "cache slot page*page_size+offset per token; -1 = padded token, skipped"},
+                     {"kv_cache_in", {D::u8}, {"P,page_size,1,?"}, false, "cache bytes before the store (layout indexer_kcache_planar)"}};
+  s.schema.outputs = {{{"kv_cache", {D::u8}, {"P,page_size,1,?"}, false, "cache bytes after the store"}, CompareKind::bytes}};
+  s.parse = typed_parse(&parse);
+  s.impl[static_cast<std::size_t>(Backend::cpu)] = typed_impl(&cpu);
+  s.sanity = sanity;
+  s.generators = generators();
+  s.goldens = goldens();
+  s.selftest = selftest_cases();
+  s.mutants = mutants();
+  return s;
+}
+
+}  // namespace dsa::indexer::kcache_store

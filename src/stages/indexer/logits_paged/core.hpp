@@ -1,0 +1,32 @@
+// indexer.logits_paged — DeepGEMM fp8_paged_mqa_logits (spec v32 §3.3-§3.5): decode/MTP logits of query row
+// r = b*next_n + t against the keys of request b, read from the paged cache (layout indexer_kcache_planar) through
+// block_table; the same per-logit arithmetic as indexer.logits_ragged (common/logits_engine.hpp).
+#pragma once
+#include <algorithm>
+
+#include "stage/stage.hpp"
+
+namespace dsa::indexer::logits_paged {
+
+struct Params : dsa::Params {
+  bool clean_logits = false;          // columns past the row's causal length are -inf (else undefined)
+  std::int64_t max_context_len = 0;   // number of logits columns
+  bool bf16 = false;                  // logits_dtype
+  std::string tolerance_policy() const override { return bf16 ? "bf16-logits" : ""; }
+};
+
+// Valid columns [0, n) of row (b, t): 2-D context_lens give n = L[b,t]; 1-D give the causal MTP rule
+// n = L[b] - next_n + t + 1; clamped to the columns and to the block table's reach.
+inline std::int64_t valid_columns(const std::int32_t* cl, bool two_d, std::int64_t b, std::int64_t t, std::int64_t next_n,
+                                  std::int64_t cols, std::int64_t reach) {
+  const std::int64_t n = two_d ? cl[b * next_n + t] : cl[b] - next_n + t + 1;
+  return std::clamp<std::int64_t>(n, 0, std::min(cols, reach));
+}
+
+Expected cpu(const Case& c, const Params& p, const RefOptions& opt);
+std::vector<golden::Generator> generators();
+std::vector<golden::GoldenSpec> goldens();
+std::vector<golden::GoldenSpec> selftest_cases();
+std::vector<Mutant> mutants();
+
+}  // namespace dsa::indexer::logits_paged

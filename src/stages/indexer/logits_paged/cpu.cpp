@@ -1,0 +1,137 @@
+// indexer.logits_paged CPU reference: (request x key block) tiles in parallel through the exact core
+// (common/logits_engine.hpp); the deepgemm-sm90 emulation row by row when the case's kernel asks for it.
+#include <omp.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "layouts/indexer_kcache.hpp"
+#include "profiles/deepgemm_sm90/logits_row.hpp"
+#include "profiles/deepgemm_sm90/profile.hpp"
+#include "stages/indexer/common/logits_engine.hpp"
+#include "stages/indexer/logits_paged/core.hpp"
+
+namespace dsa::indexer::logits_paged {
+
+using namespace logits;
+
+Expected cpu(const Case& c, const Params& p, const RefOptions& opt) {
+  const Tensor& q = c.input("q");
+  const Tensor& cache = c.input("kv_cache");
+  const Tensor& wt = c.input("weights");
+  const Tensor& cl = c.input("context_lens");
+  const Tensor& bt = c.input("block_table");
+  const i64 B = q.dim(0), NN = q.dim(1), H = q.dim(2), D = q.dim(3);
+  const i64 cols = p.max_context_len;
+  const bool clean = p.clean_logits, bf16 = p.bf16;
+  const layouts::IndexerKCacheView kvv = layouts::IndexerKCacheView::of(cache);
+  const i64 ps = kvv.layout.page_size, MB = bt.dim(1), R = B * NN;
+  const std::uint8_t* qc = q.data<std::uint8_t>();
+  const float* w = wt.data<float>();
+  const std::int32_t* btp = bt.data<std::int32_t>();
+
+  // Valid columns of row r = b*next_n + t: [0, n_r).
+  std::vector<i64> nvalid(static_cast<sz>(R));
+  for (i64 b = 0; b < B; ++b)
+    for (i64 t = 0; t < NN; ++t)
+      nvalid[static_cast<sz>(b * NN + t)] = valid_columns(cl.data<std::int32_t>(), cl.rank() == 2, b, t, NN, cols, MB * ps);
+  auto page_of = [&](i64 b, i64 j) { return static_cast<i64>(btp[b * MB + j / ps]); };
+
+  Tensor value(bf16 ? DType::bf16 : DType::f32, {R, cols});
+  Tensor mag(DType::f64, {R, cols});
+  Tensor def(DType::u8, {R, cols});
+  fill_neg_inf(value);
+  if (clean) std::fill_n(def.data<std::uint8_t>(), def.numel(), std::uint8_t{1});
+  double* Mp = mag.data<double>();
+  std::uint8_t* dp = def.data<std::uint8_t>();
+  const LogitsOut out{value, Mp, dp, bf16};
+
+  const WeightsF64 wf(wt);
+  const i64 kb = 120;
+  struct Task { i64 b, j0, j1; };
+  std::vector<Task> tasks;
+  for (i64 b = 0; b < B; ++b) {
+    i64 hi = 0;
+    for (i64 t = 0; t < NN; ++t) hi = std::max(hi, nvalid[static_cast<sz>(b * NN + t)]);
+    for (i64 j0 = 0; j0 < hi; j0 += kb) tasks.push_back({b, j0, std::min(hi, j0 + kb)});
+  }
+  const Isa isa = pick_isa();
+  const double* e4d = e4m3_f64_table();
+  const int threads = opt.thread_count();
+#pragma omp parallel num_threads(threads)
+  {
+    Tile tile;
+    tile.shape(static_cast<int>(kb), static_cast<int>(NN * H), static_cast<int>(D));
+    std::vector<float> scl(static_cast<sz>(kb));
+    std::vector<double> acc(static_cast<sz>(kb)), mg(static_cast<sz>(kb));
+    i64 cur_b = -1;
+#pragma omp for schedule(dynamic, 1)
+    for (sz ti = 0; ti < tasks.size(); ++ti) {
+      const Task& T = tasks[ti];
+      if (T.b != cur_b) {
+        tile.pack_q(qc + T.b * NN * H * D, NN * H, e4d);
+        cur_b = T.b;
+      }
+      for (i64 j = T.j0; j < T.j0 + tile.nkp; ++j) {
+        double* kr = tile.k_row(static_cast<int>(j - T.j0));
+        if (j < T.j1) {
+          isa.decode(kvv.values(page_of(T.b, j), j % ps), static_cast<int>(D), kr);
+          scl[static_cast<sz>(j - T.j0)] = kvv.scale(page_of(T.b, j), j % ps);
+        } else {
+          std::fill_n(kr, D, 0.0);
+        }
+      }
+      isa.gemm(tile.K.data(), tile.nkp, tile.Qp.data(), tile.ncp, static_cast<int>(D), tile.C.data());
+      for (i64 t = 0; t < NN; ++t) {
+        const i64 r = T.b * NN + t;
+        const i64 jhi = std::min(T.j1, nvalid[static_cast<sz>(r)]);
+        if (jhi <= T.j0) continue;
+        reduce_keys(isa, tile.c_at(0, static_cast<int>(t * H)), static_cast<sz>(tile.ncp), static_cast<int>(jhi - T.j0),
+                    wf, w, static_cast<sz>(r * H), static_cast<int>(H), scl.data(), acc, mg, out, r * cols + T.j0);
+      }
+    }
+  }
+
+  RefTensor rt;
+  rt.name = "logits";
+  rt.kind = CompareKind::bounded;
+  rt.mask_must_match = clean;
+  if (opt.emulates(profiles::kDeepgemmSm90)) {
+    Tensor emu(value.dtype(), {R, cols});
+    fill_neg_inf(emu);
+#pragma omp parallel num_threads(threads)
+    {
+      profiles::sm90::EmuRow er(H, D);
+      std::vector<std::int32_t> ksig(static_cast<sz>(D)), kexp(ksig.size());
+#pragma omp for schedule(dynamic, 1)
+      for (i64 r = 0; r < R; ++r) {
+        const i64 b = r / NN;
+        er.decode(qc + r * H * D);
+        for (i64 j = 0; j < nvalid[static_cast<sz>(r)]; ++j) {
+          const bool knan = profiles::sm90::decode_vec(kvv.values(page_of(b, j), j % ps), static_cast<int>(D), ksig.data(), kexp.data());
+          const float x = er.logit(ksig.data(), kexp.data(), knan, w + r * H, kvv.scale(page_of(b, j), j % ps));
+          store_bits(emu, r * cols + j, emu_bits(x, bf16));
+        }
+      }
+    }
+    rt.emulations[profiles::kDeepgemmSm90] = emu;
+  }
+
+  const Tensor btc = bt;  // shares storage
+  rt.describe = [cols, NN, ps, MB, btc](i64 f) {
+    const i64 r = f / cols, j = f % cols, b = r / NN, t = r % NN;
+    std::string s = "batch " + std::to_string(b) + " next_n " + std::to_string(t) + " key " + std::to_string(j);
+    if (j / ps < MB)
+      s += " (page " + std::to_string(btc.data<std::int32_t>()[b * MB + j / ps]) + " slot " + std::to_string(j % ps) + ")";
+    return s;
+  };
+  rt.value = value;
+  rt.magnitude = mag;
+  rt.defined = def;
+  Expected e;
+  e.tensors.push_back(std::move(rt));
+  return e;
+}
+
+}  // namespace dsa::indexer::logits_paged

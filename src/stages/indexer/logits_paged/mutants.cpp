@@ -1,0 +1,63 @@
+// indexer.logits_paged: selftest cases (the stage's own generators, small shapes) and mutants modelled on real bugs
+// (validation_anchors.md §4 B-numbers), each with the verdict it must get.
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+
+#include "numerics/rng.hpp"
+#include "stage/mutant_kit.hpp"
+#include "stages/indexer/common/kcache_misread.hpp"
+#include "stages/indexer/logits_paged/core.hpp"
+
+// The rows use designated initializers and leave unused fields at their defaults on purpose.
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
+namespace dsa::indexer::logits_paged {
+
+using namespace mutant;
+using cmp::Verdict;
+using V = std::vector<Verdict>;
+
+namespace {
+[[maybe_unused]] AttrValue I(std::int64_t v) { return AttrValue{v}; }
+[[maybe_unused]] AttrValue S(const char* v) { return AttrValue{std::string(v)}; }
+}  // namespace
+
+std::vector<golden::GoldenSpec> selftest_cases() {
+  return {
+      {.name = "paged", .stage = "indexer.logits_paged", .generator = "logits.paged_mtp", .seed = 1,
+       .dims = {{"next_n", 2}, {"H", 32}, {"D", 64}}, .lists = {{"context_lens", {70, 100}}},
+       .doc = "MTP next_n = 2, two requests over two pages each"},
+  };
+}
+
+std::vector<Mutant> mutants() {
+  return {
+      {"paged_mtp_row_shift", "B11", "paged", V{Verdict::FAIL}, "MTP rows of a request swapped (row b*next_n+t off by one)",
+       [](Case& c, const Expected&, std::uint64_t) {
+         Tensor& o = output(c, "logits");
+         const std::int64_t R = o.dim(0), W = o.dim(1), nn = c.input("q").dim(1);
+         const Tensor src = o.clone();
+         for (std::int64_t r = 0; r < R; ++r) {
+           const std::int64_t from = (r / nn) * nn + (r % nn + 1) % nn;
+           std::memcpy(o.raw() + r * W * static_cast<std::int64_t>(dtype_size(o.dtype())),
+                       src.raw() + from * W * static_cast<std::int64_t>(dtype_size(o.dtype())), static_cast<std::size_t>(W) * dtype_size(o.dtype()));
+         }
+       }},
+      {"paged_wrong_page", "B7", "paged", V{Verdict::FAIL, Verdict::NONFINITE},
+       "block_table entries of request 0 used in the wrong order (reads poisoned page tails)",
+       mutant::buggy([](Case& c) {
+         edit_input(c, "block_table", [](Tensor& t) {
+           const std::int64_t a = t.int_at(0), b = t.int_at(1);
+           iset(t, 0, b);
+           iset(t, 1, a);
+         });
+       })},
+      {"paged_scale_interleaved", "B5", "paged", V{Verdict::FAIL, Verdict::NONFINITE},
+       "K cache read as 132-byte token records (scale at the token-interleaved offset)",
+       mutant::buggy([](Case& c) { c.inputs["kv_cache"] = misread_as_token_records(c.input("kv_cache")); })}
+  };
+}
+
+}  // namespace dsa::indexer::logits_paged

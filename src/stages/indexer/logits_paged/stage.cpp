@@ -1,0 +1,83 @@
+// indexer.logits_paged: schema, parse, table entry.
+#include "layouts/indexer_kcache.hpp"
+#include "stages/indexer/common/attrs.hpp"
+#include "stages/indexer/logits_paged/core.hpp"
+#include "stages/indexer/table.hpp"
+
+namespace dsa::indexer::logits_paged {
+namespace {
+
+const char* kName = "indexer.logits_paged";
+
+Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& p) {
+  Params r;
+  r.clean_logits = a.b("clean_logits");
+  r.max_context_len = a.i("max_context_len");
+  r.bf16 = a.s("logits_dtype") == "bf16";
+  const Tensor& kc = c.input("kv_cache");
+  const auto Dh = c.input("q").dim(3);
+  check_logits_heads(c, "inputs/q", c.input("q").dim(2), Dh, p);
+  if (kc.dim(3) != layouts::IndexerKCache::record_bytes(Dh))
+    p.push_back({c.file, c.name, "inputs/kv_cache", "dim 3 = head_dim + 4 = " + std::to_string(layouts::IndexerKCache::record_bytes(Dh)),
+                 std::to_string(kc.dim(3))});
+  const Tensor& cl = c.input("context_lens");
+  if (cl.rank() == 2 && r.clean_logits) p.push_back({c.file, c.name, "attr clean_logits", "0 with 2-D context_lens (DeepGEMM)", "1"});
+  const Tensor& bt = c.input("block_table");
+  const auto P = kc.dim(0), ps = a.i("page_size"), next_n = c.input("q").dim(1);
+  const std::int64_t per = cl.rank() == 2 ? cl.dim(1) : 1;
+  for (std::int64_t b = 0; b < bt.dim(0); ++b) {
+    std::int64_t L = 0;
+    for (std::int64_t t = 0; t < per; ++t) L = std::max<std::int64_t>(L, cl.data<std::int32_t>()[b * per + t]);
+    if (L < 0 || (cl.rank() == 1 && L > 0 && L < next_n)) {
+      p.push_back({c.file, c.name, "inputs/context_lens", cl.rank() == 1 ? ">= next_n (or 0)" : ">= 0", "request " + std::to_string(b) + ": " + std::to_string(L)});
+      return r;
+    }
+    const auto pages = (L + ps - 1) / ps;
+    if (pages > bt.dim(1)) {
+      p.push_back({c.file, c.name, "inputs/block_table",
+                   "at least ceil(L/page_size) = " + std::to_string(pages) + " columns for request " + std::to_string(b), std::to_string(bt.dim(1))});
+      return r;
+    }
+    for (std::int64_t j = 0; j < pages; ++j) {
+      const auto pg = bt.data<std::int32_t>()[b * bt.dim(1) + j];
+      if (pg < 0 || pg >= P) {
+        p.push_back({c.file, c.name, "inputs/block_table", "page ids in [0, " + std::to_string(P) + ")",
+                     "request " + std::to_string(b) + " block " + std::to_string(j) + ": " + std::to_string(pg)});
+        return r;
+      }
+    }
+  }
+  return r;
+}
+
+}  // namespace
+
+Stage stage() {
+  using D = DType;
+  const std::vector<DType> kFP8{D::fp8_e4m3fn}, kF32{D::f32};
+  Stage s;
+  s.name = kName;
+  s.summary = "DeepGEMM fp8_paged_mqa_logits: decode/MTP logits over the paged fp8 K cache";
+  s.spec = "v32 §3.3, §3.4, §3.5";
+  s.pipeline_order = 41;
+  s.default_tolerance = "sm90-fp8";
+  s.schema.attrs = {bool_attr("clean_logits", false, "columns past the row's causal length are -inf (1-D context_lens only)"),
+                    required_int_attr("max_context_len", "number of logits columns"), page_size_attr(), logits_dtype_attr(),
+                    kernel_attr(kName)};
+  s.schema.inputs = {{"q", kFP8, {"B,next_n,H,Dh"}, false, "fp8 queries"},
+                     {"kv_cache", {D::u8}, {"P,page_size,1,?"}, false, "fused paged cache, layout indexer_kcache_planar (§3.4)"},
+                     {"weights", kF32, {"B*next_n,H"}, false, "head gates, row b*next_n+t"},
+                     {"context_lens", {D::i32}, {"B", "B,next_n"}, false,
+                      "1-D: causal MTP rows see j <= L-next_n+t; 2-D: row (b,t) sees j < L[b,t]"},
+                     {"block_table", {D::i32}, {"B,?"}, false, "physical page ids per request"}};
+  s.schema.outputs = {{{"logits", {D::f32, D::bf16}, {"B*next_n,max_context_len"}, false, "logits"}, CompareKind::bounded, false, true}};
+  s.parse = typed_parse(&parse);
+  s.impl[static_cast<std::size_t>(Backend::cpu)] = typed_impl(&cpu);
+  s.generators = generators();
+  s.goldens = goldens();
+  s.selftest = selftest_cases();
+  s.mutants = mutants();
+  return s;
+}
+
+}  // namespace dsa::indexer::logits_paged

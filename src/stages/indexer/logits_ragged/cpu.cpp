@@ -1,0 +1,132 @@
+// indexer.logits_ragged CPU reference: (row block x key block) tiles in parallel through the exact core
+// (common/logits_engine.hpp); the deepgemm-sm90 emulation row by row when the case's kernel asks for it.
+#include <omp.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "profiles/deepgemm_sm90/logits_row.hpp"
+#include "profiles/deepgemm_sm90/profile.hpp"
+#include "stages/indexer/common/logits_engine.hpp"
+#include "stages/indexer/logits_ragged/core.hpp"
+
+namespace dsa::indexer::logits_ragged {
+
+using namespace logits;
+
+Expected cpu(const Case& c, const Params& p, const RefOptions& opt) {
+  const Tensor& q = c.input("q");
+  const Tensor& kv = c.input("kv");
+  const Tensor& kvs = c.input("kv_scale");
+  const Tensor& wt = c.input("weights");
+  const std::int32_t* ks = c.input("ks").data<std::int32_t>();
+  const std::int32_t* ke = c.input("ke").data<std::int32_t>();
+  const i64 S = q.dim(0), H = q.dim(1), D = q.dim(2), N = kv.dim(0);
+  const bool clean = p.clean_logits, bf16 = p.bf16;
+  const i64 msk = p.max_seqlen_k;
+  const Rows rows{ks, ke, N, msk};
+  const i64 cols = rows.cols();
+  const std::uint8_t* qc = q.data<std::uint8_t>();
+  const std::uint8_t* kc = kv.data<std::uint8_t>();
+  const float* sc = kvs.data<float>();
+  const float* w = wt.data<float>();
+
+  Tensor value(bf16 ? DType::bf16 : DType::f32, {S, cols});
+  Tensor mag(DType::f64, {S, cols});
+  Tensor def(DType::u8, {S, cols});
+  fill_neg_inf(value);
+  const bool all_defined = clean && msk == 0;
+  if (all_defined) std::fill_n(def.data<std::uint8_t>(), def.numel(), std::uint8_t{1});
+  double* Mp = mag.data<double>();
+  std::uint8_t* dp = def.data<std::uint8_t>();
+  const LogitsOut out{value, Mp, dp, bf16};
+
+  auto row_lo = [&rows](i64 i) { return rows.lo(i); };
+  auto row_hi = [&rows](i64 i) { return rows.hi(i); };
+  auto col_of = [&rows](i64 i, i64 j) { return rows.col(i, j); };
+
+  const WeightsF64 wf(wt);
+  const i64 rb = std::max<i64>(1, 256 / std::max<i64>(H, 1));  // q rows per tile (rb * H columns)
+  const i64 kb = 120;                                            // keys per tile
+  struct Task { i64 i0, i1, j0, j1; };
+  std::vector<Task> tasks;
+  for (i64 i0 = 0; i0 < S; i0 += rb) {
+    const i64 i1 = std::min(S, i0 + rb);
+    i64 lo = N, hi = 0;
+    for (i64 i = i0; i < i1; ++i)
+      if (row_hi(i) > row_lo(i)) lo = std::min(lo, row_lo(i)), hi = std::max(hi, row_hi(i));
+    for (i64 j0 = lo; j0 < hi; j0 += kb) tasks.push_back({i0, i1, j0, std::min(hi, j0 + kb)});
+  }
+  const Isa isa = pick_isa();
+  const double* e4d = e4m3_f64_table();
+  const int threads = opt.thread_count();
+#pragma omp parallel num_threads(threads)
+  {
+    Tile tile;
+    tile.shape(static_cast<int>(kb), static_cast<int>(rb * H), static_cast<int>(D));
+    std::vector<double> acc(static_cast<sz>(kb)), mg(static_cast<sz>(kb));
+    i64 cur_i0 = -1;
+#pragma omp for schedule(dynamic, 1)
+    for (sz t = 0; t < tasks.size(); ++t) {
+      const Task& T = tasks[t];
+      if (T.i0 != cur_i0) {  // tasks of one row block are consecutive: pack Q once per block and thread
+        tile.pack_q(qc + T.i0 * H * D, (T.i1 - T.i0) * H, e4d);
+        cur_i0 = T.i0;
+      }
+      isa.decode(kc + T.j0 * D, static_cast<int>((T.j1 - T.j0) * D), tile.K.data());
+      std::fill(tile.K.begin() + (T.j1 - T.j0) * D, tile.K.end(), 0.0);
+      isa.gemm(tile.K.data(), tile.nkp, tile.Qp.data(), tile.ncp, static_cast<int>(D), tile.C.data());
+      for (i64 i = T.i0; i < T.i1; ++i) {
+        const i64 jlo = std::max(T.j0, row_lo(i)), jhi = std::min(T.j1, row_hi(i));
+        if (jhi <= jlo) continue;
+        reduce_keys(isa, tile.c_at(static_cast<int>(jlo - T.j0), static_cast<int>((i - T.i0) * H)),
+                    static_cast<sz>(tile.ncp), static_cast<int>(jhi - jlo), wf, w, static_cast<sz>(i * H),
+                    static_cast<int>(H), sc + jlo, acc, mg, out, i * cols + col_of(i, jlo));
+      }
+    }
+  }
+
+  RefTensor rt;
+  rt.name = "logits";
+  rt.kind = CompareKind::bounded;
+  rt.mask_must_match = all_defined;
+
+  if (opt.emulates(profiles::kDeepgemmSm90)) {
+    Tensor emu(value.dtype(), {S, cols});
+    fill_neg_inf(emu);
+    std::vector<std::int32_t> ksig(static_cast<sz>(N * D)), kexp(ksig.size());
+    std::vector<std::uint8_t> knan(static_cast<sz>(N));
+    for (i64 j = 0; j < N; ++j)
+      knan[static_cast<sz>(j)] = profiles::sm90::decode_vec(kc + j * D, static_cast<int>(D), ksig.data() + j * D, kexp.data() + j * D);
+#pragma omp parallel num_threads(threads)
+    {
+      profiles::sm90::EmuRow er(H, D);
+#pragma omp for schedule(dynamic, 1)
+      for (i64 i = 0; i < S; ++i) {
+        er.decode(qc + i * H * D);
+        for (i64 j = row_lo(i); j < row_hi(i); ++j) {
+          const float x = er.logit(ksig.data() + j * D, kexp.data() + j * D, knan[static_cast<sz>(j)] != 0, w + i * H, sc[j]);
+          store_bits(emu, i * cols + col_of(i, j), emu_bits(x, bf16));
+        }
+      }
+    }
+    rt.emulations[profiles::kDeepgemmSm90] = emu;
+  }
+
+  std::vector<std::int32_t> ksv(ks, ks + S);
+  rt.describe = [cols, msk, ksv](i64 f) {
+    const i64 i = f / cols, t = f % cols;
+    if (msk > 0)
+      return "row " + std::to_string(i) + " col " + std::to_string(t) + " (key " + std::to_string(ksv[static_cast<sz>(i)] + t) + ")";
+    return "row " + std::to_string(i) + " key " + std::to_string(t);
+  };
+  rt.value = value;
+  rt.magnitude = mag;
+  rt.defined = def;
+  Expected e;
+  e.tensors.push_back(std::move(rt));
+  return e;
+}
+
+}  // namespace dsa::indexer::logits_ragged

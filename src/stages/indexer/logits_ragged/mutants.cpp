@@ -1,0 +1,89 @@
+// indexer.logits_ragged: selftest cases (the stage's own generators, small shapes) and mutants modelled on real bugs
+// (validation_anchors.md §4 B-numbers), each with the verdict it must get.
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+
+#include "numerics/rng.hpp"
+#include "stage/mutant_kit.hpp"
+#include "stages/indexer/logits_ragged/core.hpp"
+
+// The rows use designated initializers and leave unused fields at their defaults on purpose.
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
+namespace dsa::indexer::logits_ragged {
+
+using namespace mutant;
+using cmp::Verdict;
+using V = std::vector<Verdict>;
+
+namespace {
+[[maybe_unused]] AttrValue I(std::int64_t v) { return AttrValue{v}; }
+[[maybe_unused]] AttrValue S(const char* v) { return AttrValue{std::string(v)}; }
+}  // namespace
+
+std::vector<golden::GoldenSpec> selftest_cases() {
+  return {
+      {.name = "ragged", .stage = "indexer.logits_ragged", .generator = "logits.ragged_prefill", .seed = 1,
+       .dims = {{"H", 32}, {"D", 64}, {"tail_keys", 4}}, .lists = {{"prefix", {4, 10}}, {"rows", {3, 3}}},
+       .doc = "two sequences, chunked prefill, keys no row sees"},
+      {.name = "ragged_sm90", .stage = "indexer.logits_ragged", .generator = "logits.ragged_prefill", .seed = 1,
+       .dims = {{"H", 32}, {"D", 64}}, .lists = {{"prefix", {10}}, {"rows", {6}}}, .attrs = {{"kernel", S("deepgemm-sm90")}},
+       .doc = "a case whose kernel claims the deepgemm-sm90 profile"},
+  };
+}
+
+std::vector<Mutant> mutants() {
+  return {
+      {"ragged_k_scale_dropped", "B6", "ragged", V{Verdict::FAIL}, "kv_scale not applied (read as 1)",
+       mutant::buggy([](Case& c) { edit_input(c, "kv_scale", [](Tensor& t) { for (auto& x : t.span<float>()) x = 1.0f; }); })},
+      {"ragged_relu_missing", "B4", "ragged", V{Verdict::FAIL}, "head scores summed without ReLU",
+       [](Case& c, const Expected& E, std::uint64_t) {
+         Tensor& o = output(c, "logits");
+         const RefTensor& rt = reft(E, "logits");
+         const Tensor &q = c.input("q"), &kv = c.input("kv"), &sc = c.input("kv_scale"), &w = c.input("weights");
+         const std::int64_t H = q.dim(1), D = q.dim(2), W = o.dim(1), msk = c.attr_int("max_seqlen_k", 0);
+         for (std::int64_t f : finite_defined(rt)) {
+           const std::int64_t i = f / W, j = msk > 0 ? c.input("ks").data<std::int32_t>()[i] + f % W : f % W;
+           double sum = 0;
+           for (std::int64_t h = 0; h < H; ++h) {
+             double s = 0;
+             for (std::int64_t d = 0; d < D; ++d) s += q.value((i * H + h) * D + d) * kv.value(j * D + d);
+             sum += s * w.value(i * H + h);  // no relu
+           }
+           o.set_value(f, sum * sc.value(j));
+         }
+       }},
+      {"ragged_causal_off_by_one", "B15", "ragged", V{Verdict::MASK_MISMATCH}, "one key past ke[i] is visible",
+       mutant::buggy([](Case& c) {
+         const std::int64_t N = c.input("kv").dim(0);
+         edit_input(c, "ke", [N](Tensor& t) {
+           for (std::int64_t i = 0; i < t.numel(); ++i)
+             if (t.int_at(i) < N) iset(t, i, t.int_at(i) + 1);
+         });
+       })},
+      {"ragged_nan_logit", "B14", "ragged", V{Verdict::NONFINITE}, "one defined logit is NaN (unwritten / OOB read)",
+       [](Case& c, const Expected& E, std::uint64_t seed) {
+         const auto fd = finite_defined(reft(E, "logits"));
+         Rng r(seed, 7);
+         output(c, "logits").set_value(fd[static_cast<std::size_t>(r.randint(0, static_cast<std::int64_t>(fd.size()) - 1))],
+                                       std::numeric_limits<double>::quiet_NaN());
+       }},
+      {"ragged_zero_logits", "B6", "ragged", V{Verdict::FAIL}, "all logits zero (scale aliasing reads zeros)",
+       [](Case& c, const Expected& E, std::uint64_t) {
+         Tensor& o = output(c, "logits");
+         for (std::int64_t f : finite_defined(reft(E, "logits"))) o.set_value(f, 0.0);
+       }},
+      {"sm90_not_bitexact", "B21", "ragged_sm90", V{Verdict::FAIL},
+       "kernel claims deepgemm-sm90 but its logits differ from the emulation (inside the sm90 bound)",
+       [](Case& c, const Expected& E, std::uint64_t seed) {
+         Case tmp = c;
+         tmp.attrs.erase("kernel");
+         mutant::plausible_outputs(tmp, E, seed + 1);
+         c.outputs["logits"] = tmp.outputs.at("logits");
+       }}
+  };
+}
+
+}  // namespace dsa::indexer::logits_ragged

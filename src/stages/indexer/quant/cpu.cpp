@@ -1,0 +1,42 @@
+// indexer.quant CPU reference: rows in parallel (each row independent: any thread count gives the same bits).
+#include <omp.h>
+
+#include <string>
+#include <vector>
+
+#include "numerics/formats.hpp"
+#include "stages/indexer/quant/core.hpp"
+
+namespace dsa::indexer::quant {
+
+Expected cpu(const Case& c, const Params& p, const RefOptions& opt) {
+  const Tensor& x = c.input("x");
+  const std::int64_t T = x.dim(0), K = x.dim(1), bs = p.block_size, nb = K / bs;
+  Tensor y(DType::fp8_e4m3fn, {T, K});
+  Tensor scale(DType::f32, {T, nb});
+  const bool is_bf16 = x.dtype() == DType::bf16;
+#pragma omp parallel for schedule(static) num_threads(opt.thread_count())
+  for (std::int64_t t = 0; t < T; ++t) {
+    std::vector<float> row(static_cast<std::size_t>(K));
+    for (std::int64_t i = 0; i < K; ++i)
+      row[static_cast<std::size_t>(i)] = is_bf16 ? num::bf16_to_f32(x.data<std::uint16_t>()[t * K + i]) : x.data<float>()[t * K + i];
+    quantize_row(row.data(), K, p, y.data<std::uint8_t>() + t * K, scale.data<float>() + t * nb);
+  }
+  Expected e;
+  RefTensor ry;
+  ry.name = "y";
+  ry.value = y;
+  ry.describe = [K](std::int64_t f) { return "token " + std::to_string(f / K) + " dim " + std::to_string(f % K); };
+  RefTensor rs;
+  rs.name = "scale";
+  rs.value = scale;
+  rs.describe = [nb, bs](std::int64_t f) {
+    return "token " + std::to_string(f / nb) + " block " + std::to_string(f % nb) + " (dims " + std::to_string((f % nb) * bs) +
+           ".." + std::to_string((f % nb) * bs + bs - 1) + ")";
+  };
+  e.tensors.push_back(std::move(ry));
+  e.tensors.push_back(std::move(rs));
+  return e;
+}
+
+}  // namespace dsa::indexer::quant
