@@ -82,7 +82,10 @@ std::vector<DiffLine> diff_references(const Case& c, const Impl& a, const Impl& 
     ro.emulation = k && k->emulates(bc.stage->name) ? k : nullptr;
     return run_reference(bc, ro, i.backend);
   };
-  const Expected ea = run(a), eb = run(b);
+  return diff_expected(run(a), run(b), a.str(), b.str());
+}
+
+std::vector<DiffLine> diff_expected(const Expected& ea, const Expected& eb, const std::string& a, const std::string& b) {
   std::vector<DiffLine> out;
   auto add = [&out](const std::string& what, const std::string& msg) {
     if (!msg.empty()) out.push_back({what, msg});
@@ -90,7 +93,7 @@ std::vector<DiffLine> diff_references(const Case& c, const Impl& a, const Impl& 
   for (const RefTensor& x : ea.tensors) {
     const RefTensor* y = eb.find(x.name);
     if (!y) {
-      add(x.name, "missing on " + b.str());
+      add(x.name, "missing on " + b);
       continue;
     }
     add(x.name, x.kind != y->kind ? "compare kind differs" : "");
@@ -100,7 +103,7 @@ std::vector<DiffLine> diff_references(const Case& c, const Impl& a, const Impl& 
     add(x.name + ".mask_must_match", x.mask_must_match != y->mask_must_match ? "differs" : "");
     for (const auto& [prof, t] : x.emulations) {
       auto it = y->emulations.find(prof);
-      add(x.name + ".emulation[" + prof + "]", it == y->emulations.end() ? "missing on " + b.str() : tensor_diff(t, it->second));
+      add(x.name + ".emulation[" + prof + "]", it == y->emulations.end() ? "missing on " + b : tensor_diff(t, it->second));
     }
     if (x.kind == CompareKind::topk_set) {
       const TopkRef &tx = x.topk, &ty = y->topk;
@@ -114,7 +117,7 @@ std::vector<DiffLine> diff_references(const Case& c, const Impl& a, const Impl& 
     }
   }
   for (const RefTensor& y : eb.tensors)
-    if (!ea.find(y.name)) add(y.name, "missing on " + a.str());
+    if (!ea.find(y.name)) add(y.name, "missing on " + a);
   return out;
 }
 

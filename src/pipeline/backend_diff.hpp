@@ -24,6 +24,8 @@ struct DiffLine {
   std::string tensor;   // "logits", "logits.magnitude", "indices.scores", "logits.emulation[deepgemm-sm90]", ...
   std::string message;  // "" when identical
 };
+// Differences between two references of one case (empty = identical); `a` and `b` name the sides in messages.
+std::vector<DiffLine> diff_expected(const Expected& ea, const Expected& eb, const std::string& a, const std::string& b);
 // Differences between the references of one valid case on two implementations (empty = identical). The case's kernel
 // profile emulation is computed on both sides. Throws what run_reference throws.
 std::vector<DiffLine> diff_references(const Case& c, const Impl& a, const Impl& b);

@@ -1,0 +1,110 @@
+// backend-diff: the determinism contract as a check. The CPU reference against itself with 1 and 3 threads must give
+// identical bytes on every committed golden and every stage's selftest case (emulation included); the differ must
+// name what differs; a backend without an implementation is an error, not a pass.
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "pipeline/backend_diff.hpp"
+#include "pipeline/golden.hpp"
+
+using namespace dsa;
+
+namespace {
+
+int run_cli(const std::string& args, std::string* out) {
+  const std::string log = std::filesystem::temp_directory_path() / ("dsa_bd_" + std::to_string(::getpid()) + ".log");
+  const int st = std::system((std::string(DSA_CHECK_BIN) + " " + args + " > " + log + " 2>&1").c_str());
+  std::ifstream f(log);
+  *out = std::string(std::istreambuf_iterator<char>(f), {});
+  std::filesystem::remove(log);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+}  // namespace
+
+TEST_CASE("backend-diff: CPU 1 vs 3 threads identical on every stage's selftest cases") {
+  const pipeline::Impl one{Backend::cpu, 1}, three{Backend::cpu, 3};
+  int n = 0;
+  for (const Stage& st : stages())
+    for (const auto& spec : st.selftest) {
+      for (std::uint64_t seed : {1u, 2u}) {
+        const Case c = golden::make_case(spec, seed, 1);
+        const auto d = pipeline::diff_references(c, one, three);
+        INFO(spec.name << " seed " << seed << (d.empty() ? "" : ": " + d[0].tensor + ": " + d[0].message));
+        CHECK(d.empty());
+        ++n;
+      }
+    }
+  CHECK(n >= 18);
+}
+
+TEST_CASE("backend-diff: the differ names each differing part") {
+  const golden::GoldenSpec* g = nullptr;
+  for (const auto& s : find_stage("indexer.logits_ragged")->selftest)
+    if (s.name == "ragged_sm90") g = &s;
+  REQUIRE(g != nullptr);
+  const Case c = golden::make_case(*g, std::nullopt, 1);
+  BoundCase b;
+  REQUIRE(validate_case(c, false, &b).empty());
+  RefOptions ro;
+  ro.emulation = kernel_profile(c);
+  REQUIRE(ro.emulation != nullptr);
+  const Expected e = run_reference(b, ro);
+  CHECK(pipeline::diff_expected(e, e, "x", "y").empty());
+
+  Expected f = e;
+  RefTensor& t = f.tensors.at(0);
+  t.value = t.value.clone();
+  t.value.set_value(3, t.value.value(3) * 2.0 + 1.0);
+  t.magnitude = t.magnitude.clone();
+  t.magnitude.data<double>()[5] += 1.0;
+  t.emulations.clear();
+  const auto d = pipeline::diff_expected(e, f, "cpu:1", "cpu:3");
+  REQUIRE(d.size() == 3);
+  CHECK(d[0].tensor == "logits");
+  CHECK(d[0].message.find("1 of ") != std::string::npos);
+  CHECK(d[0].message.find("first at flat index 3") != std::string::npos);
+  CHECK(d[1].tensor == "logits.magnitude");
+  CHECK(d[2].tensor == "logits.emulation[deepgemm-sm90]");
+  CHECK(d[2].message == "missing on cpu:3");
+}
+
+TEST_CASE("backend-diff: top-k bands and index maps are compared too") {
+  const golden::GoldenSpec* g = nullptr;
+  for (const auto& s : find_stage("indexer.topk")->selftest)
+    if (s.name == "topk_page") g = &s;
+  REQUIRE(g != nullptr);
+  const Case c = golden::make_case(*g, std::nullopt, 1);
+  const Expected e = run_reference(c);
+  Expected f = e;
+  f.tensors.at(0).topk.kth.at(1) += 1.0;
+  f.tensors.at(0).topk.to_index = [](std::int64_t, std::int64_t p) { return p; };  // page_slot mapping lost
+  const auto d = pipeline::diff_expected(e, f, "a", "b");
+  REQUIRE(d.size() == 2);
+  CHECK(d[0].tensor == "indices.kth");
+  CHECK(d[0].message == "differs first at row 1");
+  CHECK(d[1].tensor == "indices.index_map");
+}
+
+TEST_CASE("backend-diff CLI: committed goldens identical for 1 vs 3 threads, a missing backend is an error") {
+  std::string out;
+  std::string files;
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(std::string(DSA_SOURCE_DIR) + "/golden"))
+    if (e.path().extension() == ".h5") {
+      files += " " + e.path().string();
+      ++n;
+    }
+  REQUIRE(n >= 20);
+  CHECK(run_cli("backend-diff --a cpu:1 --b cpu:3" + files, &out) == 0);
+  INFO(out);
+  CHECK(out.find(std::to_string(n) + " identical, 0 different") != std::string::npos);
+  CHECK(run_cli("backend-diff --a cpu --b cuda " + std::string(DSA_SOURCE_DIR) + "/golden/quant_subnormal.h5", &out) == 2);
+  CHECK(out.find("has no cuda implementation") != std::string::npos);
+  CHECK(run_cli("backend-diff --b gpu " + std::string(DSA_SOURCE_DIR) + "/golden/quant_subnormal.h5", &out) == 2);
+  CHECK(out.find("expected cpu, cpu:THREADS, cuda") != std::string::npos);
+}
