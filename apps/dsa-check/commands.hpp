@@ -15,6 +15,7 @@ namespace dsa::cli {
 using AddCommand = void (*)(CLI::App&, int& rc);
 void add_stages(CLI::App& app, int& rc);
 void add_inspect(CLI::App& app, int& rc);
+void add_validate(CLI::App& app, int& rc);
 void add_golden(CLI::App& app, int& rc);
 void add_check(CLI::App& app, int& rc);     // cmd_check.cpp
 void add_selftest(CLI::App& app, int& rc);  // cmd_selftest.cpp
@@ -22,7 +23,7 @@ void add_cut(CLI::App& app, int& rc);       // cmd_cut.cpp
 void add_backend_diff(CLI::App& app, int& rc);  // cmd_backend_diff.cpp
 
 inline const std::vector<AddCommand>& commands() {
-  static const std::vector<AddCommand> all{add_stages, add_inspect, add_golden, add_check, add_selftest, add_cut, add_backend_diff};
+  static const std::vector<AddCommand> all{add_stages, add_inspect, add_validate, add_golden, add_check, add_selftest, add_cut, add_backend_diff};
   return all;
 }
 

@@ -6,6 +6,7 @@
 
 #include "apps/dsa-check/commands.hpp"
 #include "pipeline/inspect.hpp"
+#include "pipeline/load.hpp"
 #include "stage/describe.hpp"
 
 namespace dsa::cli {
@@ -31,6 +32,30 @@ void add_inspect(CLI::App& app, int& rc) {
     nlohmann::json j;
     rc = run_inspect(*files, std::cout, std::cerr, json->empty() ? nullptr : &j);
     if (!json->empty()) rc = std::max(rc, write_json_atomic(*json, j));
+  });
+}
+
+void add_validate(CLI::App& app, int& rc) {
+  auto* cmd = app.add_subcommand(
+      "validate", "Validate dumps against the stage table (schema and each stage's value rules), as check reads them; "
+                  "exit 0 when valid, 2 otherwise");
+  auto files = std::make_shared<std::vector<std::string>>();
+  auto json = std::make_shared<bool>(false);
+  cmd->add_option("files", *files, "HDF5 dump files")->required();
+  cmd->add_flag("--json", *json, "print the problems as a JSON array of {file, case, tensor, expected, found}");
+  cmd->callback([files, json, &rc] {
+    nlohmann::json all = nlohmann::json::array();
+    rc = 0;
+    for (const auto& f : *files) {
+      const io::ReadResult r = pipeline::load_file(f);
+      for (const auto& p : r.problems) {
+        if (*json) all.push_back({{"file", p.file}, {"case", p.case_name}, {"tensor", p.tensor}, {"expected", p.expected}, {"found", p.found}});
+        else std::cerr << "error: " << p.str() << "\n";
+      }
+      if (!r.ok()) rc = 2;
+      else if (!*json) std::cout << f << ": valid (" << r.cases.size() << " case(s))\n";
+    }
+    if (*json) std::cout << io::json_text(all) << "\n";
   });
 }
 

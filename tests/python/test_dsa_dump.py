@@ -435,3 +435,29 @@ def test_dsa_dump_run_golden_keeps_inputs_and_adds_outputs(cli, tmp_path):
         assert p.returncode == 0, p.stdout + p.stderr
     with pytest.raises(ValueError):
         dsa_dump.run_golden(golden, kernel, golden)
+
+
+def test_dump_writer_validates_the_finished_file_with_the_cli(cli, tmp_path):
+    """One source of truth: a case that fits the declared schema but breaks a stage's value rule (the ragged key
+    range ke > N, and clean_logits with max_seqlen_k) is refused by DumpWriter exactly as `dsa-check validate` and
+    `check` refuse it, and no file is left behind."""
+    S, H, D, N = 2, 8, 32, 4
+    q = np.zeros((S, H, D), dtype=ml_dtypes.float8_e4m3fn)
+    kv = np.zeros((N, D), dtype=ml_dtypes.float8_e4m3fn)
+    inputs = {"q": q, "kv": kv, "kv_scale": np.ones(N, np.float32), "weights": np.ones((S, H), np.float32),
+              "ks": np.array([0, 0], np.int32), "ke": np.array([2, N + 1], np.int32)}
+    out = tmp_path / "bad.h5"
+    with pytest.raises(dsa_dump.SchemaError) as e:
+        with dsa_dump.DumpWriter(str(out)) as w:
+            w.add_case("r", "indexer.logits_ragged", inputs=inputs, attrs={"clean_logits": 1, "max_seqlen_k": 4})
+    msg = str(e.value)
+    assert f"{out}: case 'r': inputs/ks, inputs/ke: expected 0 <= ks <= ke <= N = 4, found row 1: ks=0 ke=5" in msg
+    assert f"{out}: case 'r': attr clean_logits: expected 0 when max_seqlen_k > 0 (DeepGEMM requires it), found 1" in msg
+    assert not out.exists() and not any(p.name.startswith(".bad.h5") for p in tmp_path.iterdir())
+    # The same file written without validation: the CLI's validate says the same, exit 2.
+    with dsa_dump.DumpWriter(str(out), validate=False) as w:
+        w.add_case("r", "indexer.logits_ragged", inputs=inputs, attrs={"clean_logits": 1, "max_seqlen_k": 4})
+    p = run(cli, "validate", out)
+    assert p.returncode == 2
+    assert "found row 1: ks=0 ke=5" in p.stderr
+    assert "row 1: ks=0 ke=5" in [p.found for p in dsa_schema.validate_file(str(out))]

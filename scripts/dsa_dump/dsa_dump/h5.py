@@ -16,7 +16,7 @@ import h5py
 import numpy as np
 
 from . import dtypes as _dt
-from .schema import Problem, SchemaError, apply_attr_defaults, find_stage, load_schema, validate
+from .schema import Problem, SchemaError, apply_attr_defaults, find_stage, load_schema, validate, validate_file
 
 SCHEMA_VERSION = 1
 GROUPS = ("inputs", "outputs", "expected")
@@ -125,8 +125,10 @@ class DumpWriter:
             w.add_case("call0", "indexer.quant", inputs={"x": x}, outputs={"y": y, "scale": s},
                        attrs={"scale_fmt": "ue8m0"})
 
-    Every case is validated against the stage schema before anything of it is written (SchemaError with the
-    C++ message text). ``validate=False`` skips that (for writing deliberately broken test files)."""
+    Every case is validated against the declared stage schema before anything of it is written, and the finished
+    file by ``dsa-check validate`` (when a binary is found) before it is renamed into place: a file the CLI would
+    reject is never written (SchemaError with the C++ message text). ``validate=False`` skips both (for writing
+    deliberately broken test files)."""
 
     def __init__(self, path: str, schema: Optional[Dict[str, Any]] = None, validate: bool = True,
                  compression: int = 4):
@@ -234,6 +236,10 @@ class DumpWriter:
             self._f.flush()
             self._f.close()
             self._f = None
+            if self._validate:
+                problems = validate_file(self._tmp, shown_as=self.path)
+                if problems:
+                    raise SchemaError(problems)
             os.replace(self._tmp, self.path)
         except BaseException:
             self.abort()

@@ -1,10 +1,12 @@
-"""The stage registry schema (``dsa-check stages --json``) and case validation with the C++ message text.
+"""The stage table's schema (``dsa-check stages --json``) and case validation with the C++ message text.
 
-The schema comes from the ``dsa-check`` binary when one is found (env ``DSA_CHECK_BIN``, else ``dsa-check`` on
-PATH), otherwise from the copy shipped in this package (``stages.json``, refreshed by
-``python -m dsa_dump.sync_schema``). Validation mirrors ``src/stages/registry.cpp`` ``validate_case`` up to the
-stage's extra (value) checks, which only the CLI runs: unknown stage, attr types and choices, missing / unknown
-tensors, dtypes, ranks and symbolic dims bound consistently across the case.
+One source of truth: the CLI. ``validate_file`` runs ``dsa-check validate --json`` (every rule ``check`` applies,
+the stages' value rules included), and ``DumpWriter`` runs it on the finished file before it is renamed into place.
+Before that, each case is checked as it is added by ``validate``: an interpreter of the declarations in
+``stages --json`` (attr types and choices, missing / unknown tensors, dtypes, ranks, symbolic dims), with no
+per-stage code, so a case that breaks the declared schema never reaches the file; without a binary it is the only
+check. The schema comes from the binary when one is found (env ``DSA_CHECK_BIN``, else ``dsa-check`` on PATH),
+otherwise from the copy shipped in this package (``stages.json``, refreshed by ``python -m dsa_dump.sync_schema``).
 """
 from __future__ import annotations
 
@@ -36,6 +38,24 @@ def schema_from_cli(binary: str) -> Dict[str, Any]:
     if r.returncode != 0:
         raise RuntimeError(f"{binary} stages --json exited {r.returncode}: {r.stderr.strip()}")
     return json.loads(r.stdout)
+
+
+def validate_file(path: str, binary: Optional[str] = None, shown_as: Optional[str] = None) -> Optional[List["Problem"]]:
+    """Problems ``dsa-check validate`` finds in a file (empty list = valid), or None when no binary is found.
+    ``shown_as`` replaces ``path`` in the messages (a temp file shown under its final name)."""
+    b = find_dsa_check(binary)
+    if b is None:
+        return None
+    r = subprocess.run([b, "validate", "--json", path], capture_output=True, text=True, timeout=600)
+    try:
+        items = json.loads(r.stdout)
+    except ValueError:
+        raise RuntimeError(f"{b} validate exited {r.returncode}: {r.stderr.strip()}") from None
+    out = []
+    for p in items:
+        f = shown_as if (shown_as and p["file"] == path) else p["file"]
+        out.append(Problem(f, p["case"], p["tensor"], p["expected"], p["found"]))
+    return out
 
 
 def load_schema(binary: Optional[str] = None, source: str = "auto") -> Dict[str, Any]:
