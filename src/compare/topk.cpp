@@ -57,105 +57,132 @@ TopkRow topk_row(const TopkRef& t, std::int64_t row, const Tolerance& tol) {
   return tr;
 }
 
-CheckResult compare_topk(const Tensor& out, const RefTensor& ref, const Tolerance& tol) {
-  CheckResult r;
-  r.kind = CompareKind::topk_set;
-  r.tensor = ref.name;
-  r.tol = tol;
-  r.numel = out.numel();
-  const TopkRef& t = ref.topk;
-  const auto R = static_cast<std::int64_t>(t.len.size());
-  TopkStats st;
-  st.rows = R;
-  std::int64_t structure = 0, plus1 = 0, minus1 = 0, relative = 0, invalid = 0;
-  std::string first_structure;
-  auto note = [&](std::int64_t flat, const std::string& what, bool is_structure = false) {
-    if (is_structure && first_structure.empty()) first_structure = what;
-    if (!r.first) r.first = Location{flat, detail::describe(ref, flat) + ": " + what, 0, 0, 0, 0};
-    if (st.examples.size() < kMaxExamples) st.examples.push_back(what);
-  };
-  if (R == 0 || out.numel() % R != 0 || ref.value.numel() != out.numel()) {
-    r.verdict = Verdict::STRUCTURE;
-    r.message = "index tensor of " + std::to_string(out.numel()) + " elements cannot hold " + std::to_string(R) +
-                " rows like the reference " + shape_str(ref.value.shape());
-    return r;
+namespace {
+
+// The judgement of one index tensor, row by row: structure (entries, fast path, order), then the tie-aware sets.
+class TopkJudge {
+ public:
+  TopkJudge(const Tensor& out, const RefTensor& ref, const Tolerance& tol)
+      : out_(out), ref_(ref), tol_(tol), t_(ref.topk), R_(static_cast<std::int64_t>(t_.len.size())) {
+    r_.kind = CompareKind::topk_set;
+    r_.tensor = ref.name;
+    r_.tol = tol;
+    r_.numel = out.numel();
+    st_.rows = R_;
   }
-  const std::int64_t W = out.numel() / R;
-  double recall_sum = 0, jac_sum = 0;
-  std::int64_t rows_scored = 0;
-  for (std::int64_t row = 0; row < R; ++row) {
-    const TopkRow tr = topk_row(t, row, tol);
-    if (tr.n > W) {
-      ++structure;
-      note(row * W, "row " + std::to_string(row) + ": width " + std::to_string(W) + " < min(k, len) = " + std::to_string(tr.n), true);
-      continue;
+
+  CheckResult run() {
+    if (R_ == 0 || out_.numel() % R_ != 0 || ref_.value.numel() != out_.numel()) {
+      r_.verdict = Verdict::STRUCTURE;
+      r_.message = "index tensor of " + std::to_string(out_.numel()) + " elements cannot hold " + std::to_string(R_) +
+                   " rows like the reference " + shape_str(ref_.value.shape());
+      return r_;
     }
-    std::vector<std::int64_t> pos(static_cast<std::size_t>(W), -2);  // candidate position per entry (-1 pad, -2 invalid)
+    W_ = out_.numel() / R_;
+    for (std::int64_t row = 0; row < R_; ++row) judge_row(row);
+    if (rows_scored_) {
+      st_.recall = recall_sum_ / static_cast<double>(rows_scored_);
+      st_.jaccard = jac_sum_ / static_cast<double>(rows_scored_);
+    }
+    summarize();
+    return r_;
+  }
+
+ private:
+  void note(std::int64_t flat, const std::string& what, bool is_structure = false) {
+    if (is_structure && first_structure_.empty()) first_structure_ = what;
+    if (!r_.first) r_.first = Location{flat, detail::describe(ref_, flat) + ": " + what, 0, 0, 0, 0};
+    if (st_.examples.size() < kMaxExamples) st_.examples.push_back(what);
+  }
+
+  void judge_row(std::int64_t row) {
+    const TopkRow tr = topk_row(t_, row, tol_);
+    if (tr.n > W_) {
+      ++structure_;
+      note(row * W_, "row " + std::to_string(row) + ": width " + std::to_string(W_) + " < min(k, len) = " + std::to_string(tr.n), true);
+      return;
+    }
+    std::vector<std::int64_t> pos(static_cast<std::size_t>(W_), -2);  // candidate position per entry (-1 pad, -2 invalid)
     std::set<std::int64_t> sel;
+    std::int64_t row_struct = entries(row, tr, pos, sel);
+    if (row_struct == 0 && t_.fast_path && tr.len <= t_.k) row_struct += fast_path_order(row, tr, pos);
+    if (row_struct == 0 && t_.sorted) row_struct += score_order(row, tr, pos);
+    structure_ += row_struct;
+    if (row_struct == 0) sets(row, tr, sel);
+  }
+
+  // Every entry: -1 exactly as trailing padding, a candidate of the row, no duplicates. Returns the violations.
+  std::int64_t entries(std::int64_t row, const TopkRow& tr, std::vector<std::int64_t>& pos, std::set<std::int64_t>& sel) {
     std::int64_t row_struct = 0;
-    for (std::int64_t i = 0; i < W; ++i) {
-      const auto idx = out.int_at(row * W + i);
+    for (std::int64_t i = 0; i < W_; ++i) {
+      const auto idx = out_.int_at(row * W_ + i);
       auto rs = [row, i] { return "row " + std::to_string(row) + " pos " + std::to_string(i) + ": "; };  // built only for a note
       if (idx == -1) {
         pos[static_cast<std::size_t>(i)] = -1;
         if (i < tr.n) {
           ++row_struct;
-          note(row * W + i, rs() + "-1 before min(k, len) = " + std::to_string(tr.n) + " entries (too few indices)", true);
+          note(row * W_ + i, rs() + "-1 before min(k, len) = " + std::to_string(tr.n) + " entries (too few indices)", true);
         }
         continue;
       }
       if (i >= tr.n) {
         ++row_struct;
-        note(row * W + i, rs() + "index " + std::to_string(idx) + " where -1 padding is required (min(k, len) = " +
-                              std::to_string(tr.n) + ")", true);
+        note(row * W_ + i, rs() + "index " + std::to_string(idx) + " where -1 padding is required (min(k, len) = " +
+                               std::to_string(tr.n) + ")", true);
         continue;
       }
-      const std::int64_t p = (idx < -1) ? -1 : t.from_index(row, idx);
+      const std::int64_t p = (idx < -1) ? -1 : t_.from_index(row, idx);
       if (p < 0 || p >= tr.len) {
         ++row_struct;
-        ++invalid;
-        if (idx >= 0 && t.from_index(row, idx - 1) >= 0) ++plus1;
-        if (t.from_index(row, idx + 1) >= 0) ++minus1;
-        if (idx >= 0 && idx < tr.len && t.to_index(row, idx) != idx) ++relative;
-        note(row * W + i, rs() + "index " + std::to_string(idx) + " is not a candidate of the row (len " +
-                              std::to_string(tr.len) + ")", true);
+        ++invalid_;
+        if (idx >= 0 && t_.from_index(row, idx - 1) >= 0) ++plus1_;
+        if (t_.from_index(row, idx + 1) >= 0) ++minus1_;
+        if (idx >= 0 && idx < tr.len && t_.to_index(row, idx) != idx) ++relative_;
+        note(row * W_ + i, rs() + "index " + std::to_string(idx) + " is not a candidate of the row (len " +
+                               std::to_string(tr.len) + ")", true);
         continue;
       }
       pos[static_cast<std::size_t>(i)] = p;
       if (!sel.insert(p).second) {
         ++row_struct;
-        note(row * W + i, rs() + "duplicate index " + std::to_string(idx), true);
+        note(row * W_ + i, rs() + "duplicate index " + std::to_string(idx), true);
       }
     }
-    if (row_struct == 0 && t.fast_path && tr.len <= t.k) {
-      for (std::int64_t i = 0; i < tr.len; ++i)
-        if (pos[static_cast<std::size_t>(i)] != i) {
-          ++row_struct;
-          note(row * W + i, "row " + std::to_string(row) + ": fast path (len " + std::to_string(tr.len) + " <= k) must emit [" +
-                                std::to_string(t.to_index(row, 0)) + " ..] in candidate order; pos " + std::to_string(i) +
-                                " holds candidate " + std::to_string(pos[static_cast<std::size_t>(i)]), true);
-          break;
-        }
-    }
-    if (row_struct == 0 && t.sorted) {
-      for (std::int64_t i = 0; i + 1 < tr.n; ++i) {
-        const auto a = static_cast<std::size_t>(pos[static_cast<std::size_t>(i)]);
-        const auto b = static_cast<std::size_t>(pos[static_cast<std::size_t>(i + 1)]);
-        if (tr.score[b] - tr.bound[b] > tr.score[a] + tr.bound[a]) {
-          ++row_struct;
-          note(row * W + i + 1, "row " + std::to_string(row) + ": not in descending score order at pos " + std::to_string(i + 1), true);
-          break;
-        }
+    return row_struct;
+  }
+
+  // Fast path (len <= k): the candidates in candidate order.
+  std::int64_t fast_path_order(std::int64_t row, const TopkRow& tr, const std::vector<std::int64_t>& pos) {
+    for (std::int64_t i = 0; i < tr.len; ++i)
+      if (pos[static_cast<std::size_t>(i)] != i) {
+        note(row * W_ + i, "row " + std::to_string(row) + ": fast path (len " + std::to_string(tr.len) + " <= k) must emit [" +
+                               std::to_string(t_.to_index(row, 0)) + " ..] in candidate order; pos " + std::to_string(i) +
+                               " holds candidate " + std::to_string(pos[static_cast<std::size_t>(i)]), true);
+        return 1;
+      }
+    return 0;
+  }
+
+  // sorted=1: descending score order up to the bounds.
+  std::int64_t score_order(std::int64_t row, const TopkRow& tr, const std::vector<std::int64_t>& pos) {
+    for (std::int64_t i = 0; i + 1 < tr.n; ++i) {
+      const auto a = static_cast<std::size_t>(pos[static_cast<std::size_t>(i)]);
+      const auto b = static_cast<std::size_t>(pos[static_cast<std::size_t>(i + 1)]);
+      if (tr.score[b] - tr.bound[b] > tr.score[a] + tr.bound[a]) {
+        note(row * W_ + i + 1, "row " + std::to_string(row) + ": not in descending score order at pos " + std::to_string(i + 1), true);
+        return 1;
       }
     }
-    structure += row_struct;
-    if (row_struct) continue;
-    // Sets.
+    return 0;
+  }
+
+  // Tie-aware sets: must-picks selected, must-not-picks absent, in-band swaps counted; recall / jaccard.
+  void sets(std::int64_t row, const TopkRow& tr, const std::set<std::int64_t>& sel) {
     std::set<std::int64_t> rset;
-    for (std::int64_t i = 0; i < W; ++i) {
-      const auto idx = ref.value.int_at(row * W + i);
+    for (std::int64_t i = 0; i < W_; ++i) {
+      const auto idx = ref_.value.int_at(row * W_ + i);
       if (idx == -1) continue;
-      const std::int64_t p = t.from_index(row, idx);
+      const std::int64_t p = t_.from_index(row, idx);
       if (p >= 0) rset.insert(p);
     }
     std::int64_t band = 0;
@@ -164,64 +191,79 @@ CheckResult compare_topk(const Tensor& out, const RefTensor& ref, const Toleranc
       const bool in = sel.count(p) != 0;
       if (tr.cls[pu] == Band::band) ++band;
       if (tr.cls[pu] == Band::must && !in) {
-        ++st.hard_misses;
-        note(row * W, "row " + std::to_string(row) + ": missing index " + std::to_string(t.to_index(row, p)) + " (score " +
-                          detail::fmt(tr.score[pu]) + " > kth " + detail::fmt(tr.tau) + " + bounds " +
-                          detail::fmt(tr.bound[pu] + tr.u_tau) + ")");
+        ++st_.hard_misses;
+        note(row * W_, "row " + std::to_string(row) + ": missing index " + std::to_string(t_.to_index(row, p)) + " (score " +
+                           detail::fmt(tr.score[pu]) + " > kth " + detail::fmt(tr.tau) + " + bounds " +
+                           detail::fmt(tr.bound[pu] + tr.u_tau) + ")");
       } else if (tr.cls[pu] == Band::must_not && in) {
-        ++st.hard_extras;
-        note(row * W, "row " + std::to_string(row) + ": selected index " + std::to_string(t.to_index(row, p)) + " (score " +
-                          detail::fmt(tr.score[pu]) + " < kth " + detail::fmt(tr.tau) + " - bounds " +
-                          detail::fmt(tr.bound[pu] + tr.u_tau) + ")");
+        ++st_.hard_extras;
+        note(row * W_, "row " + std::to_string(row) + ": selected index " + std::to_string(t_.to_index(row, p)) + " (score " +
+                           detail::fmt(tr.score[pu]) + " < kth " + detail::fmt(tr.tau) + " - bounds " +
+                           detail::fmt(tr.bound[pu] + tr.u_tau) + ")");
       } else if (in && !rset.count(p)) {
-        ++st.swaps;
+        ++st_.swaps;
       }
     }
-    st.band += band;
-    st.max_band = std::max(st.max_band, band);
+    st_.band += band;
+    st_.max_band = std::max(st_.max_band, band);
     std::int64_t inter = 0;
     for (auto p : sel) inter += rset.count(p) ? 1 : 0;
     const auto uni = static_cast<std::int64_t>(sel.size() + rset.size()) - inter;
     if (!rset.empty()) {
       const double rec = static_cast<double>(inter) / static_cast<double>(rset.size());
-      recall_sum += rec;
-      jac_sum += uni ? static_cast<double>(inter) / static_cast<double>(uni) : 1.0;
-      st.min_recall = std::min(st.min_recall, rec);
-      ++rows_scored;
+      recall_sum_ += rec;
+      jac_sum_ += uni ? static_cast<double>(inter) / static_cast<double>(uni) : 1.0;
+      st_.min_recall = std::min(st_.min_recall, rec);
+      ++rows_scored_;
     }
   }
-  if (rows_scored) {
-    st.recall = recall_sum / static_cast<double>(rows_scored);
-    st.jaccard = jac_sum / static_cast<double>(rows_scored);
+
+  void summarize() {
+    r_.mismatches = structure_ + st_.hard_misses + st_.hard_extras;
+    std::ostringstream m;
+    if (structure_) {
+      r_.verdict = Verdict::STRUCTURE;
+      m << structure_ << " structural violation(s); first: " << first_structure_;
+      if (invalid_ && plus1_ == invalid_) m << "; hint: every invalid index is one past a candidate (index base +1?)";
+      else if (invalid_ && minus1_ == invalid_) m << "; hint: every invalid index is one before a candidate (index base -1?)";
+      else if (invalid_ && relative_ == invalid_) m << "; hint: invalid indices look like relative positions (missing index-base transform?)";
+    } else if (st_.hard_misses || st_.hard_extras) {
+      r_.verdict = Verdict::FAIL;
+      m << st_.hard_misses << " hard miss(es), " << st_.hard_extras << " out-of-band selection(s); first: " << st_.examples.front()
+        << "; recall@k " << detail::fmt(st_.recall) << ", jaccard " << detail::fmt(st_.jaccard);
+    } else {
+      bool same = true;
+      for (std::int64_t i = 0; i < out_.numel() && same; ++i) same = out_.int_at(i) == ref_.value.int_at(i);
+      r_.verdict = same ? Verdict::BITEXACT : Verdict::WITHIN_BOUND;
+      if (same) m << "identical to the reference (" << R_ << " rows)";
+      else
+        m << (st_.swaps ? std::to_string(st_.swaps) + " accepted in-band swap(s)" : std::string("same sets, order differs"))
+          << "; recall@k " << detail::fmt(st_.recall) << " (min " << detail::fmt(st_.min_recall) << "), jaccard "
+          << detail::fmt(st_.jaccard);
+    }
+    if (r_.verdict != Verdict::STRUCTURE)
+      m << "; band " << st_.band << " (max " << st_.max_band << "/row), tie bound rtol " << detail::fmt(tol_.rtol) << " atol "
+        << detail::fmt(tol_.atol);
+    r_.topk = st_;
+    r_.message = m.str();
   }
-  r.mismatches = structure + st.hard_misses + st.hard_extras;
-  std::ostringstream m;
-  if (structure) {
-    r.verdict = Verdict::STRUCTURE;
-    m << structure << " structural violation(s); first: " << first_structure;
-    if (invalid && plus1 == invalid) m << "; hint: every invalid index is one past a candidate (index base +1?)";
-    else if (invalid && minus1 == invalid) m << "; hint: every invalid index is one before a candidate (index base -1?)";
-    else if (invalid && relative == invalid) m << "; hint: invalid indices look like relative positions (missing index-base transform?)";
-  } else if (st.hard_misses || st.hard_extras) {
-    r.verdict = Verdict::FAIL;
-    m << st.hard_misses << " hard miss(es), " << st.hard_extras << " out-of-band selection(s); first: " << st.examples.front()
-      << "; recall@k " << detail::fmt(st.recall) << ", jaccard " << detail::fmt(st.jaccard);
-  } else {
-    bool same = true;
-    for (std::int64_t i = 0; i < out.numel() && same; ++i) same = out.int_at(i) == ref.value.int_at(i);
-    r.verdict = same ? Verdict::BITEXACT : Verdict::WITHIN_BOUND;
-    if (same) m << "identical to the reference (" << R << " rows)";
-    else
-      m << (st.swaps ? std::to_string(st.swaps) + " accepted in-band swap(s)" : std::string("same sets, order differs"))
-        << "; recall@k " << detail::fmt(st.recall) << " (min " << detail::fmt(st.min_recall) << "), jaccard "
-        << detail::fmt(st.jaccard);
-  }
-  if (r.verdict != Verdict::STRUCTURE)
-    m << "; band " << st.band << " (max " << st.max_band << "/row), tie bound rtol " << detail::fmt(tol.rtol) << " atol "
-      << detail::fmt(tol.atol);
-  r.topk = st;
-  r.message = m.str();
-  return r;
-}
+
+  const Tensor& out_;
+  const RefTensor& ref_;
+  const Tolerance& tol_;
+  const TopkRef& t_;
+  const std::int64_t R_;
+  std::int64_t W_ = 0;
+  CheckResult r_;
+  TopkStats st_;
+  std::int64_t structure_ = 0, plus1_ = 0, minus1_ = 0, relative_ = 0, invalid_ = 0;
+  std::string first_structure_;
+  double recall_sum_ = 0, jac_sum_ = 0;
+  std::int64_t rows_scored_ = 0;
+};
+
+}  // namespace
+
+CheckResult compare_topk(const Tensor& out, const RefTensor& ref, const Tolerance& tol) { return TopkJudge(out, ref, tol).run(); }
 
 }  // namespace dsa::cmp

@@ -10,6 +10,91 @@
 namespace dsa::indexer::topk {
 namespace {
 
+// Every row's candidate range [row_start, row_start + length) lies inside the logits.
+bool rows_in_range(const Case& c, std::vector<Problem>& p) {
+  const Tensor& lg = c.input("logits");
+  const Tensor& len = c.input("lengths");
+  const Tensor* rs = c.input_opt("row_starts");
+  for (std::int64_t r = 0; r < len.numel(); ++r) {
+    const auto L = len.data<std::int32_t>()[r];
+    const auto s0 = rs ? rs->data<std::int32_t>()[r] : 0;
+    if (L < 0 || s0 < 0 || s0 + static_cast<std::int64_t>(L) > lg.dim(1)) {
+      p.push_back({c.file, c.name, "inputs/lengths, inputs/row_starts", "0 <= row_start, row_start + length <= C = " + std::to_string(lg.dim(1)),
+                   "row " + std::to_string(r) + ": start " + std::to_string(s0) + " length " + std::to_string(L)});
+      return false;
+    }
+  }
+  return true;
+}
+
+// Emitted indices are int32 (the engines' dtype): every mapped index must be in [0, 2^31).
+bool indices_fit_int32(const Case& c, const Params& prm, std::vector<Problem>& p) {
+  const Tensor& len = c.input("lengths");
+  if (const Tensor* off = c.input_opt("offsets"); off && prm.index_base == layouts::IndexBase::ragged_offset)
+    for (std::int64_t r = 0; r < len.numel(); ++r) {
+      const std::int64_t o = off->int_at(r);
+      if (o < 0 || o + len.int_at(r) > std::numeric_limits<std::int32_t>::max()) {
+        p.push_back({c.file, c.name, "inputs/offsets", "offsets[r] >= 0 and offsets[r] + lengths[r] < 2^31",
+                     "row " + std::to_string(r) + ": offset " + std::to_string(o) + " length " + std::to_string(len.int_at(r))});
+        return false;
+      }
+    }
+  if (const Tensor* pt = c.input_opt("page_table"); pt && prm.index_base == layouts::IndexBase::page_slot) {
+    const std::int64_t ps = prm.page_size;
+    for (std::int64_t i = 0; i < pt->numel(); ++i)
+      if (ps <= 0 || (pt->int_at(i) + 1) * ps > std::numeric_limits<std::int32_t>::max()) {
+        p.push_back({c.file, c.name, "inputs/page_table", "page ids with (page + 1) * page_size < 2^31 (page_size > 0)",
+                     "page id " + std::to_string(pt->int_at(i)) + ", page_size " + std::to_string(ps)});
+        return false;
+      }
+  }
+  return true;
+}
+
+// page_slot: every page a valid candidate maps to exists, and a request's pages are distinct (else an emitted slot
+// would stand for two candidates).
+void page_table_complete(const Case& c, const Params& prm, std::vector<Problem>& p) {
+  const Tensor& len = c.input("lengths");
+  const Tensor* pt = c.input_opt("page_table");
+  const auto ps = prm.page_size, rpr = prm.rows_per_request;
+  if (ps <= 0 || rpr <= 0) {
+    p.push_back({c.file, c.name, ps <= 0 ? "attr page_size" : "attr rows_per_request", "> 0", std::to_string(ps <= 0 ? ps : rpr)});
+    return;
+  }
+  if (!pt) return;
+  const auto nq = pt->dim(0), nb = pt->dim(1);
+  if ((len.numel() + rpr - 1) / rpr > nq) {
+    p.push_back({c.file, c.name, "inputs/page_table", "ceil(R / rows_per_request) = " + std::to_string((len.numel() + rpr - 1) / rpr) + " rows",
+                 std::to_string(nq)});
+    return;
+  }
+  for (std::int64_t q = 0; q < nq; ++q) {
+    std::int64_t L = 0;
+    for (std::int64_t r = q * rpr; r < std::min((q + 1) * rpr, len.numel()); ++r) L = std::max<std::int64_t>(L, len.data<std::int32_t>()[r]);
+    const auto blocks = (L + ps - 1) / ps;
+    if (blocks > nb) {
+      p.push_back({c.file, c.name, "inputs/page_table",
+                   "at least ceil(length/page_size) = " + std::to_string(blocks) + " columns for request " + std::to_string(q), std::to_string(nb)});
+      return;
+    }
+    std::map<std::int64_t, std::int64_t> seen;
+    for (std::int64_t b = 0; b < blocks; ++b) {
+      const std::int64_t pg = pt->int_at(q * nb + b);
+      if (pg < 0) {
+        p.push_back({c.file, c.name, "inputs/page_table", "page ids >= 0 in the blocks rows use",
+                     "request " + std::to_string(q) + " block " + std::to_string(b) + ": " + std::to_string(pg)});
+        return;
+      }
+      if (auto [it, fresh] = seen.emplace(pg, b); !fresh) {
+        p.push_back({c.file, c.name, "inputs/page_table", "distinct pages per request",
+                     "request " + std::to_string(q) + ": page " + std::to_string(pg) + " in blocks " + std::to_string(it->second) + " and " +
+                         std::to_string(b)});
+        return;
+      }
+    }
+  }
+}
+
 Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& p) {
   Params out;
   out.k = a.i("k");
@@ -20,91 +105,21 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& p) {
   out.num_local = a.i("num_local_tokens");
   out.page_size = a.i("page_size");
   out.rows_per_request = a.i("rows_per_request");
-  const std::string base = a.s("index_base");
-  if (base == "ragged_offset" && !c.input_opt("offsets"))
+  const bool page_slot = out.index_base == layouts::IndexBase::page_slot;
+  if (out.index_base == layouts::IndexBase::ragged_offset && !c.input_opt("offsets"))
     p.push_back({c.file, c.name, "inputs/offsets", "a tensor when index_base=ragged_offset", "none"});
-  if (base == "page_slot" && !c.input_opt("page_table"))
+  if (page_slot && !c.input_opt("page_table"))
     p.push_back({c.file, c.name, "inputs/page_table", "a tensor when index_base=page_slot", "none"});
   if (out.k <= 0) p.push_back({c.file, c.name, "attr k", "> 0", std::to_string(out.k)});
-  const Tensor& lg = c.input("logits");
-  const Tensor& len = c.input("lengths");
-  const Tensor* rs = c.input_opt("row_starts");
-  for (std::int64_t r = 0; r < len.numel(); ++r) {
-    const auto L = len.data<std::int32_t>()[r];
-    const auto s0 = rs ? rs->data<std::int32_t>()[r] : 0;
-    if (L < 0 || s0 < 0 || s0 + static_cast<std::int64_t>(L) > lg.dim(1)) {
-      p.push_back({c.file, c.name, "inputs/lengths, inputs/row_starts", "0 <= row_start, row_start + length <= C = " + std::to_string(lg.dim(1)),
-                   "row " + std::to_string(r) + ": start " + std::to_string(s0) + " length " + std::to_string(L)});
-      return out;
-    }
-  }
-  // Emitted indices are int32 (the engines' dtype): every mapped index must be in [0, 2^31).
-  if (const Tensor* off = c.input_opt("offsets"); off && base == "ragged_offset")
-    for (std::int64_t r = 0; r < len.numel(); ++r) {
-      const std::int64_t o = off->int_at(r);
-      if (o < 0 || o + len.int_at(r) > std::numeric_limits<std::int32_t>::max()) {
-        p.push_back({c.file, c.name, "inputs/offsets", "offsets[r] >= 0 and offsets[r] + lengths[r] < 2^31",
-                     "row " + std::to_string(r) + ": offset " + std::to_string(o) + " length " + std::to_string(len.int_at(r))});
-        return out;
-      }
-    }
-  if (const Tensor* pt = c.input_opt("page_table"); pt && base == "page_slot") {
-    const std::int64_t ps = out.page_size;
-    for (std::int64_t i = 0; i < pt->numel(); ++i)
-      if (ps <= 0 || (pt->int_at(i) + 1) * ps > std::numeric_limits<std::int32_t>::max()) {
-        p.push_back({c.file, c.name, "inputs/page_table", "page ids with (page + 1) * page_size < 2^31 (page_size > 0)",
-                     "page id " + std::to_string(pt->int_at(i)) + ", page_size " + std::to_string(ps)});
-        return out;
-      }
-  }
+  if (!rows_in_range(c, p) || !indices_fit_int32(c, out, p)) return out;
   for (const char* n : {"num_init_tokens", "num_local_tokens"})
     if (a.i(n) < 0) p.push_back({c.file, c.name, std::string("attr ") + n, ">= 0", std::to_string(a.i(n))});
   // The index tensor must hold k columns (extra columns are -1 padding).
-  const auto k = out.k;
   for (const auto* g : {&c.outputs, &c.expected})
-    if (auto it = g->find("indices"); it != g->end() && it->second.rank() == 2 && it->second.dim(1) < k)
+    if (auto it = g->find("indices"); it != g->end() && it->second.rank() == 2 && it->second.dim(1) < out.k)
       p.push_back({c.file, c.name, std::string(g == &c.outputs ? "outputs" : "expected") + "/indices",
-                   "dim 1 >= k = " + std::to_string(k), std::to_string(it->second.dim(1))});
-  if (base == "page_slot") {
-    const Tensor* pt = c.input_opt("page_table");
-    const auto ps = out.page_size, rpr = out.rows_per_request;
-    if (ps <= 0 || rpr <= 0) {
-      p.push_back({c.file, c.name, ps <= 0 ? "attr page_size" : "attr rows_per_request", "> 0", std::to_string(ps <= 0 ? ps : rpr)});
-      return out;
-    }
-    if (!pt) return out;
-    const auto nq = pt->dim(0), nb = pt->dim(1);
-    if ((len.numel() + rpr - 1) / rpr > nq) {
-      p.push_back({c.file, c.name, "inputs/page_table", "ceil(R / rows_per_request) = " + std::to_string((len.numel() + rpr - 1) / rpr) + " rows",
-                   std::to_string(nq)});
-      return out;
-    }
-    // Every page a valid candidate maps to must exist, and a request's pages must be distinct (else an
-    // emitted slot would stand for two candidates).
-    for (std::int64_t q = 0; q < nq; ++q) {
-      std::int64_t L = 0;
-      for (std::int64_t r = q * rpr; r < std::min((q + 1) * rpr, len.numel()); ++r) L = std::max<std::int64_t>(L, len.data<std::int32_t>()[r]);
-      const auto blocks = (L + ps - 1) / ps;
-      if (blocks > nb) {
-        p.push_back({c.file, c.name, "inputs/page_table", "at least ceil(length/page_size) = " + std::to_string(blocks) + " columns for request " + std::to_string(q),
-                     std::to_string(nb)});
-        return out;
-      }
-      std::map<std::int64_t, std::int64_t> seen;
-      for (std::int64_t b = 0; b < blocks; ++b) {
-        const std::int64_t pg = pt->int_at(q * nb + b);
-        if (pg < 0) {
-          p.push_back({c.file, c.name, "inputs/page_table", "page ids >= 0 in the blocks rows use", "request " + std::to_string(q) + " block " + std::to_string(b) + ": " + std::to_string(pg)});
-          return out;
-        }
-        if (auto [it, fresh] = seen.emplace(pg, b); !fresh) {
-          p.push_back({c.file, c.name, "inputs/page_table", "distinct pages per request", "request " + std::to_string(q) + ": page " + std::to_string(pg) +
-                       " in blocks " + std::to_string(it->second) + " and " + std::to_string(b)});
-          return out;
-        }
-      }
-    }
-  }
+                   "dim 1 >= k = " + std::to_string(out.k), std::to_string(it->second.dim(1))});
+  if (page_slot) page_table_complete(c, out, p);
   return out;
 }
 
