@@ -7,6 +7,7 @@
 
 #include "numerics/rng.hpp"
 #include "stage/mutant_kit.hpp"
+#include "profiles/deepgemm_sm90/profile.hpp"
 #include "stages/indexer/logits_ragged/core.hpp"
 
 // The rows use designated initializers and leave unused fields at their defaults on purpose.
@@ -29,7 +30,7 @@ std::vector<golden::GoldenSpec> selftest_cases() {
        .dims = {{"H", 32}, {"D", 64}, {"tail_keys", 4}}, .lists = {{"prefix", {4, 10}}, {"rows", {3, 3}}},
        .doc = "two sequences, chunked prefill, keys no row sees"},
       {.name = "ragged_sm90", .stage = "indexer.logits_ragged", .generator = "logits.ragged_prefill", .seed = 1,
-       .dims = {{"H", 32}, {"D", 64}}, .lists = {{"prefix", {10}}, {"rows", {6}}}, .attrs = {{"kernel", S("deepgemm-sm90")}},
+       .dims = {{"H", 32}, {"D", 64}}, .lists = {{"prefix", {10}}, {"rows", {6}}}, .attrs = {{"kernel", S(profiles::kDeepgemmSm90)}},
        .doc = "a case whose kernel claims the deepgemm-sm90 profile"},
   };
 }
@@ -43,7 +44,7 @@ std::vector<Mutant> mutants() {
          Tensor& o = output(c, "logits");
          const RefTensor& rt = reft(E, "logits");
          const Tensor &q = c.input("q"), &kv = c.input("kv"), &sc = c.input("kv_scale"), &w = c.input("weights");
-         const std::int64_t H = q.dim(1), D = q.dim(2), W = o.dim(1), msk = c.attr_int("max_seqlen_k", 0);
+         const std::int64_t H = q.dim(1), D = q.dim(2), W = o.dim(1), msk = c.attr_int("max_seqlen_k");  // defaults applied
          for (std::int64_t f : finite_defined(rt)) {
            const std::int64_t i = f / W, j = msk > 0 ? c.input("ks").data<std::int32_t>()[i] + f % W : f % W;
            double sum = 0;
