@@ -28,6 +28,10 @@ void add_check(CLI::App& app, int& rc) {
   cmd->add_flag("-v,--verbose", o->verbose, "print metrics, first/worst locations and notes per check");
   cmd->add_option("--color", *color, "colour the console: auto (TTY only), always, never")
       ->check(CLI::IsMember({"auto", "always", "never"}));
+  cmd->add_option("--max-memory", o->max_memory,
+                  "bytes the tensors of one file may take (default: half the machine's memory); larger files are refused "
+                  "with exit 2")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--json", o->json_path, "write the full report as JSON to this file (atomically)");
   cmd->add_option("--junit", o->junit_path, "write a JUnit XML report to this file (one testcase per case x tensor)");
   cmd->callback([o, rtol, atol, color, &rc] {

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "apps/dsa-check/commands.hpp"
+#include "io/paths.hpp"
 #include "pipeline/load.hpp"
 
 namespace dsa::cli {
@@ -26,6 +27,10 @@ int run_cut(const std::string& file, const std::vector<std::string>& patterns, c
     problems.push_back({out, "", "--out", "a file in an existing directory", "no directory " + odir.string()});
   else if (std::filesystem::is_directory(op, ec))
     problems.push_back({out, "", "--out", "a file path", "a directory"});
+  io::OutputTarget target;
+  if (problems.empty())
+    if (auto e = io::resolve_output(out, {file}, target); !e.empty() || target.direct)
+      problems.push_back({out, "", "--out", "a regular file or a new name", e.empty() ? "a FIFO or device" : e});
 
   io::ReadOptions opt = pipeline::read_options();
   opt.apply_defaults = false;  // copy attrs exactly as stored; validation still applies the defaults
@@ -58,7 +63,7 @@ int run_cut(const std::string& file, const std::vector<std::string>& patterns, c
   for (Case& c : r.cases)
     if (selected.count(c.name)) cases.push_back(std::move(c));
   try {
-    io::write_file(out, cases);
+    io::write_file(out, cases, {file});
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 2;

@@ -27,9 +27,9 @@ inline const std::vector<AddCommand>& commands() {
   return all;
 }
 
-// Writes JSON to path via temp + rename; returns 0, or 2 with a message on stderr.
-inline int write_json_atomic(const std::string& path, const nlohmann::json& j) {
-  if (auto e = io::write_text_atomic(path, io::json_text(j)); !e.empty()) {
+// Writes JSON to path via temp + rename (never onto one of `inputs`); returns 0, or 2 with a message on stderr.
+inline int write_json_atomic(const std::string& path, const nlohmann::json& j, const std::vector<std::string>& inputs) {
+  if (auto e = io::write_text_atomic(path, io::json_text(j), inputs); !e.empty()) {
     std::cerr << "error: " << e << "\n";
     return 2;
   }

@@ -31,7 +31,7 @@ void add_inspect(CLI::App& app, int& rc) {
   cmd->callback([files, json, &rc] {
     nlohmann::json j;
     rc = run_inspect(*files, std::cout, std::cerr, json->empty() ? nullptr : &j);
-    if (!json->empty()) rc = std::max(rc, write_json_atomic(*json, j));
+    if (!json->empty()) rc = std::max(rc, write_json_atomic(*json, j, *files));
   });
 }
 

@@ -97,6 +97,9 @@ class TopkJudge {
 
   void judge_row(std::int64_t row) {
     const TopkRow tr = topk_row(t_, row, tol_);
+    if (all_nan(row, tr.len)) {
+      if (nan_rows_++ == 0) first_nan_row_ = row;
+    }
     if (tr.n > W_) {
       ++structure_;
       note(row * W_, "row " + std::to_string(row) + ": width " + std::to_string(W_) + " < min(k, len) = " + std::to_string(tr.n), true);
@@ -109,6 +112,15 @@ class TopkJudge {
     if (row_struct == 0 && t_.sorted) row_struct += score_order(row, tr, pos);
     structure_ += row_struct;
     if (row_struct == 0) sets(row, tr, sel);
+  }
+
+  // A row whose every candidate score is NaN (len > 0): any selection ranks equally (NaN ranks first, as in torch).
+  bool all_nan(std::int64_t row, std::int64_t len) const {
+    if (len <= 0) return false;
+    const double* sc = t_.scores.data<double>() + row * t_.scores.dim(1);
+    for (std::int64_t p = 0; p < len; ++p)
+      if (!std::isnan(sc[p])) return false;
+    return true;
   }
 
   // Every entry: -1 exactly as trailing padding, a candidate of the row, no duplicates. Returns the violations.
@@ -241,6 +253,12 @@ class TopkJudge {
           << "; recall@k " << detail::fmt(st_.recall) << " (min " << detail::fmt(st_.min_recall) << "), jaccard "
           << detail::fmt(st_.jaccard);
     }
+    if (nan_rows_) {
+      const std::string n = std::to_string(nan_rows_) + " row(s) whose every reference score is NaN (first row " +
+                            std::to_string(first_nan_row_) + "): any selection of their candidates is accepted";
+      m << "; " << n;
+      r_.notes.push_back(n);
+    }
     if (r_.verdict != Verdict::STRUCTURE)
       m << "; band " << st_.band << " (max " << st_.max_band << "/row), tie bound rtol " << detail::fmt(tol_.rtol) << " atol "
         << detail::fmt(tol_.atol);
@@ -260,6 +278,7 @@ class TopkJudge {
   std::string first_structure_;
   double recall_sum_ = 0, jac_sum_ = 0;
   std::int64_t rows_scored_ = 0;
+  std::int64_t nan_rows_ = 0, first_nan_row_ = -1;
 };
 
 }  // namespace

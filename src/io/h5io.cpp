@@ -1,5 +1,6 @@
 #include "io/h5io.hpp"
 #include "io/h5handle.hpp"
+#include "io/paths.hpp"
 
 #include <hdf5.h>
 #include <unistd.h>
@@ -32,16 +33,43 @@ struct QuietErrors {
   ~QuietErrors() { H5Eset_auto2(H5E_DEFAULT, func, data); }
 };
 
-std::vector<std::string> child_names(hid_t group) {
-  std::vector<std::string> names;
-  H5Literate(
+// The links of a group, in name order, with their kind. Only data stored in the file itself is read: a hard link or
+// a soft link to an object of this file is followed; an external link (another file) or a user-defined link is not.
+struct Link {
+  std::string name;
+  H5L_type_t type = H5L_TYPE_HARD;
+};
+// Lists the links of `group`; false when HDF5 cannot (a corrupt link table).
+bool list_links(hid_t group, std::vector<Link>& out) {
+  out.clear();
+  const herr_t rc = H5Literate(
       group, H5_INDEX_NAME, H5_ITER_INC, nullptr,
-      [](hid_t, const char* name, const H5L_info_t*, void* op) -> herr_t {
-        static_cast<std::vector<std::string>*>(op)->emplace_back(name);
+      [](hid_t, const char* name, const H5L_info_t* info, void* op) -> herr_t {
+        static_cast<std::vector<Link>*>(op)->push_back({name, info ? info->type : H5L_TYPE_ERROR});
         return 0;
       },
-      &names);
-  return names;
+      &out);
+  return rc >= 0;
+}
+
+// "" when link `l` of `loc` may be followed, else what it is.
+std::string link_problem(hid_t loc, const Link& l) {
+  if (l.type == H5L_TYPE_EXTERNAL) {
+    std::string target = "another file";
+    H5L_info_t info;
+    if (H5Lget_info(loc, l.name.c_str(), &info, H5P_DEFAULT) >= 0 && info.u.val_size > 0 && info.u.val_size < (1u << 16)) {
+      std::vector<char> buf(info.u.val_size);
+      const char* f = nullptr;
+      const char* o = nullptr;
+      if (H5Lget_val(loc, l.name.c_str(), buf.data(), buf.size(), H5P_DEFAULT) >= 0 &&
+          H5Lunpack_elink_val(buf.data(), buf.size(), nullptr, &f, &o) >= 0 && f && o)
+        target = std::string(f) + ":" + o;
+    }
+    return "an external link to " + target + " (only data stored in this file is read)";
+  }
+  if (l.type != H5L_TYPE_HARD && l.type != H5L_TYPE_SOFT) return "a user-defined or unknown link type (only data stored in this file is read)";
+  if (l.type == H5L_TYPE_SOFT && H5Oexists_by_name(loc, l.name.c_str(), H5P_DEFAULT) <= 0) return "a dangling soft link";
+  return "";
 }
 
 H5O_type_t object_type(hid_t loc, const std::string& name) {
@@ -101,7 +129,12 @@ bool read_attr(hid_t obj, const std::string& name, AttrValue& out, std::string& 
         err = "an unreadable string attribute";
         return false;
       }
-      s.resize(std::strlen(s.c_str()));
+      const std::size_t n0 = std::strlen(s.c_str());
+      if (s.find_first_not_of('\0', n0) != std::string::npos) {
+        err = "a string with an embedded NUL byte";
+        return false;
+      }
+      s.resize(n0);
       out = s;
     }
     return true;
@@ -146,16 +179,16 @@ bool read_attr(hid_t obj, const std::string& name, AttrValue& out, std::string& 
   return false;
 }
 
-std::vector<std::string> attr_names(hid_t obj) {
-  std::vector<std::string> names;
-  H5Aiterate2(
-      obj, H5_INDEX_NAME, H5_ITER_INC, nullptr,
-      [](hid_t, const char* name, const H5A_info_t*, void* op) -> herr_t {
-        static_cast<std::vector<std::string>*>(op)->emplace_back(name);
-        return 0;
-      },
-      &names);
-  return names;
+// The attribute names of `obj`; false when HDF5 cannot list them (corrupt attribute storage).
+bool attr_names(hid_t obj, std::vector<std::string>& names) {
+  names.clear();
+  return H5Aiterate2(
+             obj, H5_INDEX_NAME, H5_ITER_INC, nullptr,
+             [](hid_t, const char* name, const H5A_info_t*, void* op) -> herr_t {
+               static_cast<std::vector<std::string>*>(op)->emplace_back(name);
+               return 0;
+             },
+             &names) >= 0;
 }
 
 void write_attr(hid_t obj, const std::string& name, const AttrValue& v) {
@@ -183,12 +216,32 @@ void write_attr(hid_t obj, const std::string& name, const AttrValue& v) {
 
 // ---- datasets ----
 // Storage (file) type -> the logical dtype it holds when no `dtype` attr says otherwise.
+// The IEEE layout of a float type of `sz` bytes (sign, exponent and mantissa positions, bias), as this reader
+// assumes; anything else (VAX, custom exponents, padding bits) would be read as garbage.
+bool ieee_float_layout(hid_t type, std::size_t sz, bool& bf16) {
+  std::size_t spos = 0, epos = 0, esize = 0, mpos = 0, msize = 0;
+  if (H5Tget_fields(type, &spos, &epos, &esize, &mpos, &msize) < 0) return false;
+  if (H5Tget_offset(type) != 0 || H5Tget_precision(type) != sz * 8 || H5Tget_norm(type) != H5T_NORM_IMPLIED) return false;
+  const std::size_t bias = H5Tget_ebias(type);
+  bf16 = sz == 2 && esize == 8;
+  if (sz == 4) return spos == 31 && epos == 23 && esize == 8 && mpos == 0 && msize == 23 && bias == 127;
+  if (sz == 8) return spos == 63 && epos == 52 && esize == 11 && mpos == 0 && msize == 52 && bias == 1023;
+  if (sz == 2 && esize == 5) return spos == 15 && epos == 10 && msize == 10 && mpos == 0 && bias == 15;
+  if (sz == 2 && esize == 8) return spos == 15 && epos == 7 && msize == 7 && mpos == 0 && bias == 127;
+  return false;
+}
+
 std::optional<DType> native_dtype(hid_t type, std::string& desc) {
   const H5T_class_t cls = H5Tget_class(type);
   const std::size_t sz = H5Tget_size(type);
   if (cls == H5T_INTEGER) {
     const bool sgn = H5Tget_sign(type) == H5T_SGN_2;
     desc = std::string(sgn ? "int" : "uint") + std::to_string(sz * 8);
+    if (H5Tget_offset(type) != 0 || H5Tget_precision(type) != sz * 8) {
+      desc += " with a non-native bit layout (offset " + std::to_string(H5Tget_offset(type)) + ", precision " +
+              std::to_string(H5Tget_precision(type)) + " bits)";
+      return std::nullopt;
+    }
     if (sgn && sz == 1) return DType::int8;
     if (!sgn && sz == 1) return DType::u8;
     if (!sgn && sz == 2) return DType::u16;
@@ -198,19 +251,20 @@ std::optional<DType> native_dtype(hid_t type, std::string& desc) {
   }
   if (cls == H5T_FLOAT) {
     desc = "float" + std::to_string(sz * 8);
+    bool bf16 = false;
+    if (!ieee_float_layout(type, sz, bf16)) {
+      std::size_t spos = 0, epos = 0, esize = 0, mpos = 0, msize = 0;
+      H5Tget_fields(type, &spos, &epos, &esize, &mpos, &msize);
+      desc = "a non-IEEE " + std::to_string(sz * 8) + "-bit float layout (" + std::to_string(esize) + " exponent bits, bias " +
+             std::to_string(H5Tget_ebias(type)) + ", " + std::to_string(msize) + " mantissa bits)";
+      return std::nullopt;
+    }
     if (sz == 4) return DType::f32;
     if (sz == 8) return DType::f64;
-    if (sz == 2) {  // IEEE half as written by numpy float16, or HDF5 2.0's bfloat16 type
-      std::size_t spos = 0, epos = 0, esize = 0, mpos = 0, msize = 0;
-      if (H5Tget_fields(type, &spos, &epos, &esize, &mpos, &msize) >= 0) {
-        if (esize == 5 && msize == 10) return DType::fp16;
-        if (esize == 8 && msize == 7) {
-          desc = "bfloat16 (HDF5 float)";
-          return DType::bf16;
-        }
-        desc = "a 16-bit float with " + std::to_string(esize) + " exponent and " + std::to_string(msize) +
-               " mantissa bits";
-      }
+    if (sz == 2 && !bf16) return DType::fp16;  // IEEE half as written by numpy float16
+    if (sz == 2) {                              // HDF5 2.0's bfloat16 type
+      desc = "bfloat16 (HDF5 float)";
+      return DType::bf16;
     }
     return std::nullopt;
   }
@@ -230,7 +284,66 @@ struct DsCtx {
   const std::string& file;
   const std::string& case_name;
   std::vector<Problem>& problems;
+  std::int64_t& budget_left;  // bytes the file may still load (ReadOptions::max_total_bytes)
 };
+
+// Where the dataset's bytes live: refuses what is not data of this file (virtual datasets, external raw storage),
+// filters this HDF5 cannot run, and data that was never written. "" when the storage can be read.
+std::string storage_problem(hid_t ds, std::int64_t nbytes) {
+  H dcpl(H5Dget_create_plist(ds), H5Pclose);
+  if (!dcpl.ok()) return "a dataset with unreadable creation properties (corrupt?)";
+  const H5D_layout_t layout = H5Pget_layout(dcpl);
+  if (layout == H5D_VIRTUAL) return "a virtual dataset (VDS: its data lives in other datasets or files; only data stored in this file is read)";
+  if (layout < 0) return "a dataset with an unreadable layout (corrupt?)";
+  const int ext = H5Pget_external_count(dcpl);
+  if (ext != 0) return "external raw-data storage (" + std::to_string(ext) + " file(s) outside this one; only data stored in this file is read)";
+  const int nf = H5Pget_nfilters(dcpl);
+  if (nf < 0) return "a dataset with an unreadable filter pipeline (corrupt?)";
+  for (int i = 0; i < nf; ++i) {
+    unsigned flags = 0, cd[8];
+    std::size_t ncd = 8;
+    char name[128] = {0};
+    unsigned fcfg = 0;
+    const H5Z_filter_t id = H5Pget_filter2(dcpl, static_cast<unsigned>(i), &flags, &ncd, cd, sizeof name, name, &fcfg);
+    if (id < 0) return "a dataset with an unreadable filter (corrupt?)";
+    if (H5Zfilter_avail(id) <= 0)
+      return "filter " + std::to_string(id) + (name[0] ? " (" + std::string(name) + ")" : std::string()) +
+             ", which this HDF5 build cannot decode (install the plugin, or rewrite the file with gzip/shuffle)";
+  }
+  if (nbytes == 0) return "";
+  H5D_space_status_t st;
+  if (H5Dget_space_status(ds, &st) < 0) return "a dataset whose storage status is unreadable (corrupt?)";
+  if (st == H5D_SPACE_STATUS_NOT_ALLOCATED) return "a dataset whose data was never written (no storage allocated)";
+  // The stored bytes must be able to hold the declared shape: the whole of it without filters, at most ~1032:1
+  // (deflate's limit) with them. A corrupt dims field would otherwise make us allocate what the file never held.
+  const hsize_t stored = H5Dget_storage_size(ds);
+  const auto declared = static_cast<hsize_t>(nbytes);
+  if (nf == 0 && layout == H5D_CONTIGUOUS && stored != declared)
+    return std::to_string(stored) + " stored bytes for a declared " + std::to_string(declared) + " (truncated or corrupt dims)";
+  if (nf == 0 && layout == H5D_CHUNKED && stored < declared)
+    return std::to_string(stored) + " stored bytes for a declared " + std::to_string(declared) + " (truncated or corrupt dims)";
+  if (nf > 0 && declared / 1100 > stored + (1u << 20) / 1100)
+    return std::to_string(stored) + " compressed bytes for a declared " + std::to_string(declared) +
+           " (more than any compression ratio allows: corrupt dims?)";
+  if (layout == H5D_CHUNKED) {  // every chunk written (a missing chunk would read as fill values)
+    H space(H5Dget_space(ds), H5Sclose);
+    const int rank = H5Sget_simple_extent_ndims(space);
+    if (rank <= 0 || rank > 8) return "";
+    hsize_t dims[8], cdims[8];
+    if (H5Sget_simple_extent_dims(space, dims, nullptr) < 0 || H5Pget_chunk(dcpl, rank, cdims) != rank)
+      return "a chunked dataset with unreadable chunk dims (corrupt?)";
+    hsize_t want = 1;
+    for (int i = 0; i < rank; ++i) {
+      if (cdims[i] == 0) return "a chunked dataset with a zero chunk dim (corrupt)";
+      want *= (dims[i] + cdims[i] - 1) / cdims[i];
+    }
+    hsize_t have = 0;
+    if (H5Dget_num_chunks(ds, space, &have) < 0) return "a chunked dataset whose chunk index is unreadable (corrupt?)";
+    if (have < want)
+      return "a partially written dataset (" + std::to_string(have) + " of " + std::to_string(want) + " chunks were written)";
+  }
+  return "";
+}
 
 std::optional<Tensor> read_dataset(hid_t group, const std::string& gname, const std::string& name, DsCtx ctx,
                                    const ReadOptions& opt) {
@@ -243,14 +356,20 @@ std::optional<Tensor> read_dataset(hid_t group, const std::string& gname, const 
   if (!ds.ok()) return problem("a readable dataset", "an unreadable object (truncated or corrupt file?)");
   H type(H5Dget_type(ds), H5Tclose);
   H space(H5Dget_space(ds), H5Sclose);
+  if (!type.ok() || !space.ok()) return problem("a readable dataset", "an unreadable type or dataspace (corrupt?)");
   const int rank = H5Sget_simple_extent_ndims(space);
   if (rank < 0 || rank > 8) return problem("rank 0..8", "rank " + std::to_string(rank));
-  std::vector<hsize_t> dims(static_cast<std::size_t>(rank));
-  if (rank > 0) H5Sget_simple_extent_dims(space, dims.data(), nullptr);
+  std::vector<hsize_t> dims(static_cast<std::size_t>(rank)), maxdims(static_cast<std::size_t>(rank));
+  if (rank > 0 && H5Sget_simple_extent_dims(space, dims.data(), maxdims.data()) < 0)
+    return problem("a readable dataspace", "unreadable dims (corrupt?)");
   Shape shape;
-  for (hsize_t d : dims) {
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    const hsize_t d = dims[i];
     if (d > static_cast<hsize_t>(std::numeric_limits<std::int64_t>::max()))
       return problem("dims below 2^63", "a dim of " + std::to_string(d));
+    if (maxdims[i] != H5S_UNLIMITED && d > maxdims[i])
+      return problem("dims within their maxdims", "dim " + std::to_string(i) + " = " + std::to_string(d) + " > maxdim " +
+                                                      std::to_string(maxdims[i]) + " (corrupt dataspace)");
     shape.push_back(static_cast<std::int64_t>(d));
   }
   std::string desc;
@@ -293,7 +412,19 @@ std::optional<Tensor> read_dataset(hid_t group, const std::string& gname, const 
   }
   if (numel > opt.max_bytes_per_tensor / static_cast<std::int64_t>(dtype_size(*dt)))
     return problem("at most " + std::to_string(opt.max_bytes_per_tensor) + " bytes", shape_str(shape) + " " + std::string(dtype_name(*dt)));
-  Tensor t(*dt, shape);
+  const std::int64_t nbytes = numel * static_cast<std::int64_t>(dtype_size(*dt));
+  if (auto e = storage_problem(ds, nbytes); !e.empty()) return problem("data stored in this file", e);
+  if (nbytes > ctx.budget_left)
+    return problem("the file's tensors within the memory budget (--max-memory; " + std::to_string(opt.max_total_bytes) + " bytes)",
+                   shape_str(shape) + " " + std::string(dtype_name(*dt)) + " = " + std::to_string(nbytes) + " bytes with " +
+                       std::to_string(std::max<std::int64_t>(ctx.budget_left, 0)) + " left");
+  Tensor t;
+  try {
+    t = Tensor(*dt, shape);
+  } catch (const std::bad_alloc&) {
+    return problem("memory for " + std::to_string(nbytes) + " bytes", "an allocation failure (out of memory)");
+  }
+  ctx.budget_left -= nbytes;
   if (numel > 0) {
     // Read raw bits: memory type = the file type in native byte order (no value conversion; works for 16-bit
     // floats, which have no native type in HDF5 1.10, and for opaque types).
@@ -372,6 +503,12 @@ void write_dataset(hid_t group, const std::string& name, const Tensor& t) {
 
 }  // namespace
 
+std::int64_t default_memory_budget() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), size = ::sysconf(_SC_PAGE_SIZE);
+  const std::int64_t phys = pages > 0 && size > 0 ? static_cast<std::int64_t>(pages) * size : std::int64_t{8} << 30;
+  return std::max<std::int64_t>(phys / 2, std::int64_t{1} << 30);
+}
+
 ReadResult read_file(const std::string& path, const ReadOptions& opt) {
   ReadResult res;
   QuietErrors quiet;
@@ -379,21 +516,37 @@ ReadResult read_file(const std::string& path, const ReadOptions& opt) {
     res.problems.push_back({path, "", "", std::move(expected), std::move(found)});
     return res;
   };
-  std::error_code ec;
-  if (!fs::exists(path, ec)) return file_problem("an existing file", "no such file");
-  if (fs::is_directory(path, ec)) return file_problem("an HDF5 file", "a directory");
-  {
-    std::ifstream f(path, std::ios::binary);
-    if (!f) return file_problem("a readable file", "permission denied or unreadable");
+  // Only regular files: a FIFO or device would block or stream, a symlink loop would throw.
+  if (auto e = input_file_problem(path); !e.empty()) {
+    if (e == "no such file") return file_problem("an existing file", e);
+    if (e.rfind("a directory", 0) == 0) return file_problem("an HDF5 file", "a directory");
+    return file_problem("a regular HDF5 file", e);
   }
   if (H5Fis_hdf5(path.c_str()) <= 0) return file_problem("an HDF5 file", "not HDF5 (no HDF5 signature)");
   H file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
-  if (!file.ok()) return file_problem("a readable HDF5 file", "a file HDF5 cannot open (truncated or corrupt)");
+  if (!file.ok()) {
+    // Name the real cause: a file an HDF5 writer holds open is locked (it opens without locking).
+    H fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+    if (fapl.ok() && H5Pset_file_locking(fapl, false, true) >= 0) {
+      H probe(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl), H5Fclose);
+      if (probe.ok())
+        return file_problem("a file no process is writing", "a file locked by an HDF5 writer (close the writer first; "
+                                                            "reading it now could give torn data)");
+    }
+    return file_problem("a readable HDF5 file", "a file HDF5 cannot open (truncated or corrupt)");
+  }
   H root(H5Gopen2(file, "/", H5P_DEFAULT), H5Gclose);
   if (!root.ok()) return file_problem("a readable root group", "an unreadable root group (truncated or corrupt)");
-  std::vector<std::string> names = child_names(root);
+  std::vector<Link> links;
+  if (!list_links(root, links)) return file_problem("a readable root group", "a corrupt link table (HDF5 cannot list the root group)");
+  std::int64_t budget_left = opt.max_total_bytes;
   int n_case_groups = 0;
-  for (const auto& name : names) {
+  for (const auto& link : links) {
+    const std::string& name = link.name;
+    if (auto e = link_problem(root, link); !e.empty()) {
+      res.problems.push_back({path, name, "/" + name, "a case group stored in this file", e});
+      continue;
+    }
     if (object_type(root, name) != H5O_TYPE_GROUP) {
       res.problems.push_back({path, "", "/" + name, "case groups only at the top level", "a dataset or other object"});
       continue;
@@ -408,7 +561,10 @@ ReadResult read_file(const std::string& path, const ReadOptions& opt) {
     c.file = path;
     c.name = name;
     bool stage_attr = false, version_attr = false;
-    for (const auto& an : attr_names(g)) {
+    std::vector<std::string> anames;
+    if (!attr_names(g, anames))
+      res.problems.push_back({path, name, "attrs", "readable attributes", "a corrupt attribute table (HDF5 cannot list them)"});
+    for (const auto& an : anames) {
       AttrValue v;
       std::string err;
       if (!read_attr(g, an, v, err)) {
@@ -419,8 +575,8 @@ ReadResult read_file(const std::string& path, const ReadOptions& opt) {
       }
       if (an == "stage") {
         stage_attr = true;
-        if (auto st = std::get_if<std::string>(&v)) c.stage = *st;
-        else res.problems.push_back({path, name, "attr stage", "a string naming the stage", attr_to_string(v)});
+        if (auto st = std::get_if<std::string>(&v); st && !st->empty()) c.stage = *st;
+        else res.problems.push_back({path, name, "attr stage", "a non-empty string naming the stage", attr_to_string(v)});
       } else if (an == "schema_version") {
         version_attr = true;
         auto i = std::get_if<std::int64_t>(&v);
@@ -435,36 +591,59 @@ ReadResult read_file(const std::string& path, const ReadOptions& opt) {
       res.problems.push_back({path, name, "attr stage", "a string attribute naming the stage (dsa-check stages lists them)", "none"});
     if (!version_attr) res.problems.push_back({path, name, "attr schema_version", "1", "none"});
     std::set<std::string> unreadable;  // tensors that failed to load: not reported again as missing
+    std::vector<Link> members;
+    if (!list_links(g, members)) {
+      res.problems.push_back({path, name, "", "a readable case group", "a corrupt link table (HDF5 cannot list the group)"});
+      res.cases.push_back(std::move(c));
+      continue;
+    }
+    auto member = [&](const std::string& n) -> const Link* {
+      for (const auto& m : members)
+        if (m.name == n) return &m;
+      return nullptr;
+    };
     for (const char* gname : {"inputs", "outputs", "expected"}) {
-      if (H5Lexists(g, gname, H5P_DEFAULT) <= 0) {
+      const Link* gl = member(gname);
+      if (!gl) {
         if (std::string(gname) == "inputs") res.problems.push_back({path, name, "inputs/", "a group of input tensors", "none"});
         continue;
       }
       if (!opt.load_outputs && std::string(gname) != "inputs") continue;
+      if (auto e = link_problem(g, *gl); !e.empty()) {
+        res.problems.push_back({path, name, std::string(gname) + "/", "a group stored in this file", e});
+        continue;
+      }
       if (object_type(g, gname) != H5O_TYPE_GROUP) {
         res.problems.push_back({path, name, std::string(gname) + "/", "a group of tensors", "a dataset or other object"});
         continue;
       }
       H sub(H5Gopen2(g, gname, H5P_DEFAULT), H5Gclose);
-      if (!sub.ok()) {
+      std::vector<Link> tensors;
+      if (!sub.ok() || !list_links(sub, tensors)) {
         res.problems.push_back({path, name, std::string(gname) + "/", "a readable group", "an unreadable object (truncated or corrupt?)"});
         continue;
       }
       TensorMap& dst = std::string(gname) == "inputs" ? c.inputs : std::string(gname) == "outputs" ? c.outputs : c.expected;
-      for (const auto& tn : child_names(sub)) {
+      for (const auto& tl : tensors) {
+        const std::string& tn = tl.name;
         const std::string tpath = std::string(gname) + "/" + tn;
+        if (auto e = link_problem(sub, tl); !e.empty()) {
+          res.problems.push_back({path, name, tpath, "a dataset stored in this file", e});
+          unreadable.insert(tpath);
+          continue;
+        }
         if (object_type(sub, tn) != H5O_TYPE_DATASET) {
           res.problems.push_back({path, name, tpath, "a dataset", "a group or other object"});
           unreadable.insert(tpath);
           continue;
         }
-        if (auto t = read_dataset(sub, gname, tn, DsCtx{path, name, res.problems}, opt)) dst.emplace(tn, std::move(*t));
+        if (auto t = read_dataset(sub, gname, tn, DsCtx{path, name, res.problems, budget_left}, opt)) dst.emplace(tn, std::move(*t));
         else unreadable.insert(tpath);
       }
     }
-    for (const auto& other : child_names(g))
-      if (other != "inputs" && other != "outputs" && other != "expected")
-        res.problems.push_back({path, name, other, "only inputs/, outputs/, expected/ in a case", "'" + other + "'"});
+    for (const auto& other : members)
+      if (other.name != "inputs" && other.name != "outputs" && other.name != "expected")
+        res.problems.push_back({path, name, other.name, "only inputs/, outputs/, expected/ in a case", "'" + other.name + "'"});
     if (opt.apply_defaults && opt.defaults) opt.defaults(c);
     // Validate even when something failed to load, so that every problem of the file is reported at once;
     // tensors that failed to load are not reported again (as missing). An unknown or missing stage is already
@@ -486,10 +665,13 @@ ReadResult read_file(const std::string& path, const ReadOptions& opt) {
   return res;
 }
 
-void write_file(const std::string& path, const std::vector<Case>& cases) {
+void write_file(const std::string& path, const std::vector<Case>& cases, const std::vector<std::string>& inputs) {
   QuietErrors quiet;
   static std::atomic<int> counter{0};
-  const fs::path target(path);
+  OutputTarget out;
+  if (auto e = resolve_output(path, inputs, out); !e.empty()) throw std::runtime_error(e);
+  if (out.direct) throw std::runtime_error(path + ": not a regular file (an HDF5 dump is written to a file, then renamed)");
+  const fs::path target(out.path);
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) throw std::runtime_error(path + ": output directory does not exist");

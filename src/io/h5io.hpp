@@ -22,6 +22,9 @@ struct ReadResult {
   bool ok() const { return problems.empty(); }
 };
 
+// Half of the machine's physical memory (at least 1 GiB): the default budget for the tensors of one file.
+std::int64_t default_memory_budget();
+
 struct ReadOptions {
   // Validation of each loaded case (the stage table's, injected by src/pipeline/load.hpp: io knows no stage), and
   // the attr defaults to add. Empty = none.
@@ -30,6 +33,7 @@ struct ReadOptions {
   bool load_outputs = true;    // read outputs/ and expected/ too
   bool apply_defaults = true;  // add the defaults to each case (off: attrs exactly as stored; validation sees them)
   std::int64_t max_bytes_per_tensor = std::int64_t{64} << 30;  // refuse absurd sizes before allocating
+  std::int64_t max_total_bytes = default_memory_budget();      // all tensors of one file (--max-memory)
 };
 
 // Reads every case of a file. Never throws for bad input: problems are returned (every problem of the file,
@@ -38,9 +42,10 @@ struct ReadOptions {
 // validated against the stage table.
 ReadResult read_file(const std::string& path, const ReadOptions& opt = {});
 
-// Writes cases to `path` atomically (temp file in the same directory, then rename). Throws std::runtime_error
-// with the path on failure and leaves no partial file behind.
-void write_file(const std::string& path, const std::vector<Case>& cases);
+// Writes cases to `path` atomically (temp file in the same directory, then rename; a symlink is followed, anything
+// but a regular file or a new name is refused, and so is any of `inputs`: io/paths.hpp). Throws
+// std::runtime_error with the path on failure and leaves no partial file behind.
+void write_file(const std::string& path, const std::vector<Case>& cases, const std::vector<std::string>& inputs = {});
 
 // Test hook: if set, called before the final rename; throwing from it simulates a failing writer (disk full).
 extern std::function<void(const std::string& tmp_path)> g_before_rename_hook;

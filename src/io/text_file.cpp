@@ -1,5 +1,7 @@
 #include "io/text_file.hpp"
 
+#include "io/paths.hpp"
+
 #include <unistd.h>
 
 #include <filesystem>
@@ -7,9 +9,17 @@
 
 namespace dsa::io {
 
-std::string write_text_atomic(const std::string& path, const std::string& text) {
+std::string write_text_atomic(const std::string& path, const std::string& text, const std::vector<std::string>& inputs) {
   namespace fs = std::filesystem;
-  const fs::path p(path);
+  OutputTarget t;
+  if (auto e = resolve_output(path, inputs, t); !e.empty()) return e;
+  if (t.direct) {
+    std::ofstream f(t.path, std::ios::binary);
+    f << text;
+    f.flush();
+    return f ? "" : path + ": write failed";
+  }
+  const fs::path p(t.path);
   const fs::path tmp = p.parent_path() / ("." + p.filename().string() + ".tmp." + std::to_string(::getpid()));
   {
     std::ofstream f(tmp, std::ios::binary);

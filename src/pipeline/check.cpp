@@ -17,6 +17,7 @@
 #include <set>
 #include <thread>
 
+#include "io/paths.hpp"
 #include "pipeline/load.hpp"
 #include "report/console.hpp"
 #include "report/json.hpp"
@@ -85,11 +86,13 @@ RunReport run_checks(const RunOptions& o, const std::function<void(std::size_t, 
   RunReport rep;
   std::vector<Case> cases;
   for (const auto& f : o.files) {
-    if (!std::filesystem::exists(f)) {
+    if (auto e = io::input_file_problem(f); e == "no such file") {  // (other kinds are reported by the reader)
       rep.problems.push_back(f + ": no such file");
       continue;
     }
-    io::ReadResult rr = load_file(f);
+    io::ReadOptions ro = read_options();
+    if (o.max_memory > 0) ro.max_total_bytes = o.max_memory;
+    io::ReadResult rr = load_file(f, ro);
     std::set<std::string> bad;
     for (const auto& p : rr.problems) {
       rep.problems.push_back(p.str());
@@ -200,12 +203,12 @@ int run_check_command(const RunOptions& o, std::ostream& out, std::ostream& err)
   report::print_console(rep, out, o.quiet, o.verbose, color);
   int rc = rep.exit_code();
   if (!o.json_path.empty())
-    if (auto e = io::write_text_atomic(o.json_path, io::json_text(report::report_json(rep))); !e.empty()) {
+    if (auto e = io::write_text_atomic(o.json_path, io::json_text(report::report_json(rep)), o.files); !e.empty()) {
       err << "error: " << e << "\n";
       rc = 2;
     }
   if (!o.junit_path.empty())
-    if (auto e = io::write_text_atomic(o.junit_path, report::junit_xml(rep)); !e.empty()) {
+    if (auto e = io::write_text_atomic(o.junit_path, report::junit_xml(rep), o.files); !e.empty()) {
       err << "error: " << e << "\n";
       rc = 2;
     }

@@ -22,6 +22,7 @@ struct RunOptions {
   int verbose = 0;                    // console: notes, first/worst locations, all metrics
   int color = -1;                     // -1 auto (stdout is a TTY), 0 never, 1 always
   std::string json_path, junit_path;
+  std::int64_t max_memory = 0;        // bytes of tensors one file may load (0 = io::default_memory_budget())
 };
 
 // Runs every check; never throws for bad input. `progress(done, total)` is called after each case.

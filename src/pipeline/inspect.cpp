@@ -37,12 +37,12 @@ int run_inspect(const std::vector<std::string>& files, std::ostream& out, std::o
   for (const auto& f : files) {
     io::ReadResult r = pipeline::load_file(f);
     nlohmann::json jf{{"file", f}, {"cases", nlohmann::json::array()}};
-    out << f << ": " << r.cases.size() << " case(s)\n";
+    out << printable(f) << ": " << r.cases.size() << " case(s)\n";
     for (const Case& c : r.cases) {
       nlohmann::json jc{{"name", c.name}, {"stage", c.stage}, {"attrs", nlohmann::json::object()}, {"tensors", nlohmann::json::array()}};
-      out << "  case '" << c.name << "'  stage " << c.stage << "\n";
+      out << "  case '" << printable(c.name) << "'  stage " << printable(c.stage) << "\n";
       for (const auto& [k, v] : c.attrs) {
-        out << "    attr " << k << " = " << attr_to_string(v) << "\n";
+        out << "    attr " << printable(k) << " = " << printable(attr_to_string(v)) << "\n";
         jc["attrs"][k] = attr_to_string(v);
       }
       for (const auto& [gname, m] : {std::pair<const char*, const TensorMap*>{"inputs", &c.inputs},
@@ -50,7 +50,7 @@ int run_inspect(const std::vector<std::string>& files, std::ostream& out, std::o
         for (const auto& [tn, t] : *m) {
           const TensorStats s = tensor_stats(t);
           std::ostringstream line;
-          line << "    " << std::left << std::setw(26) << (std::string(gname) + "/" + tn) << std::setw(12)
+          line << "    " << std::left << std::setw(26) << printable(std::string(gname) + "/" + tn) << std::setw(12)
                << dtype_name(t.dtype()) << std::setw(20) << shape_str(t.shape());
           line << std::setprecision(6) << "min " << s.min << "  max " << s.max << "  mean " << s.mean;
           if (s.nan) line << "  NaN " << s.nan;

@@ -11,7 +11,7 @@ std::string console_line(const cmp::CheckResult& r) {
   std::ostringstream o;
   o << std::left << std::setw(14) << cmp::verdict_name(r.verdict) << ' ' << r.case_name << '/' << r.group << '/' << r.tensor
     << "  [" << r.stage << "]  " << r.message;
-  return o.str();
+  return printable(o.str());
 }
 
 void print_console(const RunReport& r, std::ostream& out, bool quiet, int verbose, bool color) {
@@ -26,9 +26,9 @@ void print_console(const RunReport& r, std::ostream& out, bool quiet, int verbos
     const auto vlen = cmp::verdict_name(res.verdict).size();
     out << c << line.substr(0, vlen) << reset << line.substr(vlen) << "\n";
     if (verbose > 0) {
-      if (!res.file.empty()) out << "    file " << res.file << "\n";
-      if (res.first) out << "    first: " << cmp::detail::loc_str(*res.first) << "\n";
-      if (res.worst) out << "    worst: " << cmp::detail::loc_str(*res.worst) << "\n";
+      if (!res.file.empty()) out << "    file " << printable(res.file) << "\n";
+      if (res.first) out << "    first: " << printable(cmp::detail::loc_str(*res.first)) << "\n";
+      if (res.worst) out << "    worst: " << printable(cmp::detail::loc_str(*res.worst)) << "\n";
       if (res.bounded) {
         const auto& s = *res.bounded;
         out << "    compared " << s.compared << "  max abs " << cmp::detail::fmt(s.max_abs) << "  max rel "
@@ -41,13 +41,13 @@ void print_console(const RunReport& r, std::ostream& out, bool quiet, int verbos
         const auto& s = *res.topk;
         out << "    rows " << s.rows << "  recall@k " << cmp::detail::fmt(s.recall) << "  jaccard " << cmp::detail::fmt(s.jaccard)
             << "  band " << s.band << "  swaps " << s.swaps << "  hard misses " << s.hard_misses << "  extras " << s.hard_extras << "\n";
-        for (const auto& e : s.examples) out << "    " << e << "\n";
+        for (const auto& e : s.examples) out << "    " << printable(e) << "\n";
       }
       if (!res.emulation.empty()) out << "    emulation " << res.emulation << ": " << res.emulation_mismatches << " element(s) differ\n";
-      for (const auto& n : res.notes) out << "    note: " << n << "\n";
+      for (const auto& n : res.notes) out << "    note: " << printable(n) << "\n";
     }
   }
-  for (const auto& d : r.divergences) out << d << "\n";
+  for (const auto& d : r.divergences) out << printable(d) << "\n";
   out << r.passed() << " passed, " << r.failed() << " failed\n";
 }
 

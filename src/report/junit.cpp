@@ -5,7 +5,8 @@
 
 namespace dsa::report {
 
-std::string xml_escape(const std::string& s) {
+std::string xml_escape(const std::string& raw) {
+  const std::string s = printable(raw);  // control characters and invalid UTF-8 as \xNN (well-formed XML)
   std::string o;
   o.reserve(s.size());
   for (char ch : s) {

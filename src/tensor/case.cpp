@@ -24,18 +24,55 @@ std::string attr_to_string(const AttrValue& v) {
   return o.str();
 }
 
+namespace {
+// Length of the valid UTF-8 sequence starting at s[i] (1..4), or 0 when the bytes there are not valid UTF-8.
+std::size_t utf8_len(std::string_view s, std::size_t i) {
+  const auto b = [&](std::size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char c = b(i);
+  std::size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+  if (n == 0 || i + n > s.size()) return 0;
+  for (std::size_t k = 1; k < n; ++k)
+    if ((b(i + k) & 0xC0) != 0x80) return 0;
+  if (n == 2 && c < 0xC2) return 0;                                  // overlong
+  if (n == 3 && c == 0xE0 && b(i + 1) < 0xA0) return 0;              // overlong
+  if (n == 3 && c == 0xED && b(i + 1) >= 0xA0) return 0;             // surrogates
+  if (n == 4 && (c > 0xF4 || (c == 0xF0 && b(i + 1) < 0x90) || (c == 0xF4 && b(i + 1) >= 0x90))) return 0;
+  return n;
+}
+}  // namespace
+
+std::string printable(std::string_view s) {
+  std::string o;
+  o.reserve(s.size());
+  static const char* hex = "0123456789abcdef";
+  for (std::size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    const std::size_t n = utf8_len(s, i);
+    if (n == 0 || c < 0x20 || c == 0x7F) {
+      o += "\\x";
+      o += hex[c >> 4];
+      o += hex[c & 15];
+      ++i;
+      continue;
+    }
+    o.append(s.substr(i, n));
+    i += n;
+  }
+  return o;
+}
+
 std::string Problem::str() const {
   std::ostringstream o;
-  o << (file.empty() ? "<memory>" : file);
-  if (!case_name.empty()) o << ": case '" << case_name << "'";
-  if (!tensor.empty()) o << ": " << tensor;
-  if (!expected.empty()) o << ": expected " << expected;
-  if (!found.empty()) o << (expected.empty() ? ": " : ", found ") << found;
+  o << (file.empty() ? "<memory>" : printable(file));
+  if (!case_name.empty()) o << ": case '" << printable(case_name) << "'";
+  if (!tensor.empty()) o << ": " << printable(tensor);
+  if (!expected.empty()) o << ": expected " << printable(expected);
+  if (!found.empty()) o << (expected.empty() ? ": " : ", found ") << printable(found);
   return o.str();
 }
 
 std::string Case::where() const {
-  return (file.empty() ? std::string("<memory>") : file) + ": case '" + name + "'";
+  return (file.empty() ? std::string("<memory>") : printable(file)) + ": case '" + printable(name) + "'";
 }
 
 namespace {

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <string_view>
 #include <string>
 #include <variant>
 #include <vector>
@@ -16,6 +17,10 @@ using Attrs = std::map<std::string, AttrValue>;
 using TensorMap = std::map<std::string, Tensor>;
 
 std::string attr_to_string(const AttrValue& v);
+
+// `s` made safe to print on one line: control characters (newline included) and bytes that are not valid UTF-8 are
+// written as \xNN, so a name like "x\nerror: forged" cannot forge a line of our output or break XML.
+std::string printable(std::string_view s);
 
 struct Case {
   std::string file;   // path it was read from (for messages); empty for in-memory cases

@@ -282,7 +282,7 @@ TEST_CASE("compare: JSON and JUnit reports, atomic write") {
   CHECK(x.find("classname=\"indexer.quant.c1\" name=\"outputs/scale\"") != std::string::npos);
   rep.problems.push_back("x.h5: no such file");
   CHECK(rep.exit_code() == 2);
-  CHECK(report::xml_escape(std::string("a\x01" "b")) == "ab");
+  CHECK(report::xml_escape(std::string("a\x01" "b")) == "a\\x01b");  // visible, and well-formed XML
   CHECK(num_json(kInf) == "inf");
 
   const auto dir = std::filesystem::temp_directory_path() / ("dsa_cmp_test_" + std::to_string(::getpid()));

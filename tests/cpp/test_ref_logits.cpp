@@ -244,7 +244,7 @@ TEST_CASE("ref.logits.ragged_random_masks_heads_dims_dtypes") {
       for (int mode = 0; mode < 4; ++mode) {  // 0 clean, 1 unclean, 2 compressed, 3 bf16 clean
         const i64 S = 5, N = 37;
         std::vector<std::int32_t> ks{0, 3, 10, 36, 20}, ke{37, 3, 25, 37, 21};  // row 1: ks == ke (empty)
-        const i64 msk = mode == 2 ? 16 : 0;
+        const i64 msk = mode == 2 ? 37 : 0;  // compressed: as wide as the widest row (ke - ks = 37)
         Case c = ragged(S, H, D, N, g, ks, ke, mode == 0 || mode == 3, msk, mode == 3 ? "bf16" : "float32");
         const Expected e = run(c);
         const RefTensor& rt = e.tensors[0];
@@ -252,8 +252,14 @@ TEST_CASE("ref.logits.ragged_random_masks_heads_dims_dtypes") {
         CHECK(rt.mask_must_match == (mode == 0 || mode == 3));
         CHECK(rt.value.dtype() == (mode == 3 ? DType::bf16 : DType::f32));
         check_ragged_truth(c, rt);
-        if (mode == 2) CHECK(rt.describe(2 * 16 + 3) == "row 2 col 3 (key 13)");
+        if (mode == 2) CHECK(rt.describe(2 * 37 + 3) == "row 2 col 3 (key 13)");
       }
+  // Narrower compressed logits than a row's [ks, ke) would make DeepGEMM write past the row: an input error.
+  Case c = ragged(2, 32, 32, 37, g, {0, 3}, {37, 10}, false, 16);
+  apply_attr_defaults(c);
+  const auto p = validate_case(c);
+  REQUIRE(p.size() == 1);
+  CHECK(p[0].str() == "<memory>: case 't': attr max_seqlen_k: expected >= every row's ke - ks (row 0: 37), found 16");
 }
 
 TEST_CASE("ref.logits.threads_and_isa_paths_bit_identical") {

@@ -30,7 +30,8 @@ def test_json_report_with_non_utf8_case_name(tmp_path, dsa_check_bin):
     out = tmp_path / "r.json"
     r = subprocess.run([str(dsa_check_bin), "check", str(p), "--json", str(out)], capture_output=True, timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert b"case\xe9/outputs/indices" in r.stdout
+    assert b"case\\xe9/outputs/indices" in r.stdout  # the invalid byte shown as \xe9 on the console (one line, valid UTF-8)
+    r.stdout.decode("utf-8")
     rep = json.loads(out.read_text(encoding="utf-8"))
     assert "case\ufffd" in json.dumps(rep, ensure_ascii=False)  # the invalid byte became U+FFFD
     assert not list(tmp_path.glob(".r.json.tmp*"))
@@ -54,3 +55,24 @@ def test_ragged_offsets_must_fit_int32_indices(tmp_path, run_cli):
         r = run_cli("inspect", str(p))
         assert r.returncode == 2
         assert "inputs/offsets" in r.stderr and "< 2^31" in r.stderr, r.stderr
+
+
+def test_control_characters_in_names_cannot_forge_lines(tmp_path, dsa_check_bin):
+    """A case named "x\nerror: forged" prints as one line with \x0a, in the console, the error lines and JUnit XML."""
+    import xml.dom.minidom
+    p = tmp_path / "forged.h5"
+    with h5py.File(p, "w") as f:
+        topk_case(f, "ok", np.array([0, 1, 2, 3], dtype=np.int32))
+        f.move("ok", "x\nerror: forged\x1b[31m")
+        bad = topk_case(f, "bad", np.array([0, 1, 2, 3], dtype=np.int32))
+        bad.attrs["k"] = 0
+        f.move("bad", "y\rerror: forged")
+    junit = tmp_path / "r.xml"
+    r = subprocess.run([str(dsa_check_bin), "check", str(p), "--junit", str(junit)], capture_output=True, timeout=60)
+    assert r.returncode == 2
+    for line in (r.stdout + r.stderr).decode("utf-8").splitlines():
+        assert not line.startswith("error: forged"), line
+        assert "\x1b" not in line
+    assert b"x\\x0aerror: forged\\x1b[31m/outputs/indices" in r.stdout
+    assert b"case 'y\\x0derror: forged': attr k: expected > 0, found 0" in r.stderr
+    xml.dom.minidom.parse(str(junit))  # well-formed

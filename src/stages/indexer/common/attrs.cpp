@@ -1,5 +1,7 @@
 #include "stages/indexer/common/attrs.hpp"
 
+#include <cmath>
+
 namespace dsa::indexer {
 
 AttrSpec scale_fmt_attr() {
@@ -25,6 +27,12 @@ QuantParams quant_params(const AttrReader& a, bool clamp) {
   p.amax_eps = static_cast<float>(a.f("amax_eps"));
   p.clamp = clamp;
   return p;
+}
+
+void check_finite_attr(const Case& c, const AttrReader& a, const std::string& name, bool positive, std::vector<Problem>& p) {
+  const double v = a.f(name);
+  if (!std::isfinite(v) || v < 0.0 || (positive && v == 0.0))
+    p.push_back({c.file, c.name, "attr " + name, positive ? "a finite number > 0" : "a finite number >= 0", attr_to_string(AttrValue{v})});
 }
 
 void check_logits_heads(const Case& c, const std::string& tensor, std::int64_t H, std::int64_t Dh, std::vector<Problem>& p) {

@@ -14,6 +14,9 @@ AttrSpec page_size_attr();
 // act_quant options from scale_fmt / scale_apply / amax_eps (clamp as given).
 QuantParams quant_params(const AttrReader& a, bool clamp);
 
+// A float attr must be finite and >= 0 (> 0 when `positive`): NaN, inf or negative epsilons are input errors.
+void check_finite_attr(const Case& c, const AttrReader& a, const std::string& name, bool positive, std::vector<Problem>& p);
+
 // DeepGEMM's logits kernels: head_dim 32/64/128 and H a positive multiple of 8.
 void check_logits_heads(const Case& c, const std::string& tensor, std::int64_t H, std::int64_t Dh, std::vector<Problem>& p);
 

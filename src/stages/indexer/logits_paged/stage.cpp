@@ -25,9 +25,21 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& p) {
   const Tensor& bt = c.input("block_table");
   const auto P = kc.dim(0), ps = a.i("page_size"), next_n = c.input("q").dim(1);
   const std::int64_t per = cl.rank() == 2 ? cl.dim(1) : 1;
+  if (r.max_context_len <= 0) p.push_back({c.file, c.name, "attr max_context_len", "> 0", std::to_string(r.max_context_len)});
+  for (std::int64_t i = 0; i < cl.numel(); ++i)
+    if (cl.data<std::int32_t>()[i] < 0) {
+      p.push_back({c.file, c.name, "inputs/context_lens", ">= 0", "entry " + std::to_string(i) + ": " + std::to_string(cl.data<std::int32_t>()[i])});
+      return r;
+    }
   for (std::int64_t b = 0; b < bt.dim(0); ++b) {
     std::int64_t L = 0;
     for (std::int64_t t = 0; t < per; ++t) L = std::max<std::int64_t>(L, cl.data<std::int32_t>()[b * per + t]);
+    // The row's columns [0, L) (1-D: the last MTP row sees L keys) must fit the logits width.
+    if (L > r.max_context_len) {
+      p.push_back({c.file, c.name, "attr max_context_len", ">= every request's context length (request " + std::to_string(b) + ": " +
+                   std::to_string(L) + ")", std::to_string(r.max_context_len)});
+      return r;
+    }
     if (L < 0 || (cl.rank() == 1 && L > 0 && L < next_n)) {
       p.push_back({c.file, c.name, "inputs/context_lens", cl.rank() == 1 ? ">= next_n (or 0)" : ">= 0", "request " + std::to_string(b) + ": " + std::to_string(L)});
       return r;

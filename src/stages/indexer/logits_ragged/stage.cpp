@@ -28,6 +28,12 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& p) {
                    "row " + std::to_string(i) + ": ks=" + std::to_string(lo) + " ke=" + std::to_string(hi)});
       break;
     }
+    // Compressed logits hold max_seqlen_k columns: a wider row would be cut (DeepGEMM writes past the row).
+    if (msk > 0 && hi - lo > msk) {
+      p.push_back({c.file, c.name, "attr max_seqlen_k", ">= every row's ke - ks (row " + std::to_string(i) + ": " + std::to_string(hi - lo) + ")",
+                   std::to_string(msk)});
+      break;
+    }
   }
   for (const auto* g : {&c.outputs, &c.expected}) {
     auto it = g->find("logits");

@@ -21,6 +21,15 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& p) {
   r.yarn.beta_fast = a.f("beta_fast");
   r.yarn.beta_slow = a.f("beta_slow");
 
+  check_finite_attr(c, a, "amax_eps", false, p);
+  check_finite_attr(c, a, "ln_eps", false, p);
+  for (const char* n : {"rope_theta", "rope_factor", "beta_fast", "beta_slow"}) check_finite_attr(c, a, n, true, p);
+  if (const Tensor* pos = c.input_opt("positions"); pos && !(c.input_opt("cos") && c.input_opt("sin")))
+    for (std::int64_t t = 0; t < pos->numel(); ++t)
+      if (pos->int_at(t) < 0 || pos->int_at(t) >= (std::int64_t{1} << 31)) {
+        p.push_back({c.file, c.name, "inputs/positions", "positions in [0, 2^31)", "token " + std::to_string(t) + ": " + std::to_string(pos->int_at(t))});
+        break;
+      }
   const bool has_cs = c.input_opt("cos") && c.input_opt("sin");
   if (!has_cs && !c.input_opt("positions"))
     p.push_back({c.file, c.name, "inputs/cos, inputs/sin or inputs/positions", "a RoPE table (cos+sin) or positions", "neither"});

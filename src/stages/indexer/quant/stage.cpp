@@ -10,6 +10,7 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& p) {
   Params r;
   r.block_size = a.i("block_size");
   r.q = quant_params(a, a.b("clamp"));
+  check_finite_attr(c, a, "amax_eps", false, p);
   const auto K = c.input("x").dim(1);
   if (r.block_size <= 0 || K % r.block_size != 0)
     p.push_back({c.file, c.name, "attr block_size", "a positive divisor of K = " + std::to_string(K), std::to_string(r.block_size)});
