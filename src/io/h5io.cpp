@@ -314,17 +314,6 @@ std::string storage_problem(hid_t ds, std::int64_t nbytes) {
   H5D_space_status_t st;
   if (H5Dget_space_status(ds, &st) < 0) return "a dataset whose storage status is unreadable (corrupt?)";
   if (st == H5D_SPACE_STATUS_NOT_ALLOCATED) return "a dataset whose data was never written (no storage allocated)";
-  // The stored bytes must be able to hold the declared shape: the whole of it without filters, at most ~1032:1
-  // (deflate's limit) with them. A corrupt dims field would otherwise make us allocate what the file never held.
-  const hsize_t stored = H5Dget_storage_size(ds);
-  const auto declared = static_cast<hsize_t>(nbytes);
-  if (nf == 0 && layout == H5D_CONTIGUOUS && stored != declared)
-    return std::to_string(stored) + " stored bytes for a declared " + std::to_string(declared) + " (truncated or corrupt dims)";
-  if (nf == 0 && layout == H5D_CHUNKED && stored < declared)
-    return std::to_string(stored) + " stored bytes for a declared " + std::to_string(declared) + " (truncated or corrupt dims)";
-  if (nf > 0 && declared / 1100 > stored + (1u << 20) / 1100)
-    return std::to_string(stored) + " compressed bytes for a declared " + std::to_string(declared) +
-           " (more than any compression ratio allows: corrupt dims?)";
   if (layout == H5D_CHUNKED) {  // every chunk written (a missing chunk would read as fill values)
     H space(H5Dget_space(ds), H5Sclose);
     const int rank = H5Sget_simple_extent_ndims(space);
@@ -342,6 +331,17 @@ std::string storage_problem(hid_t ds, std::int64_t nbytes) {
     if (have < want)
       return "a partially written dataset (" + std::to_string(have) + " of " + std::to_string(want) + " chunks were written)";
   }
+  // The stored bytes must be able to hold the declared shape: the whole of it without filters, at most ~1032:1
+  // (deflate's limit) with them. A corrupt dims field would otherwise make us allocate what the file never held.
+  const hsize_t stored = H5Dget_storage_size(ds);
+  const auto declared = static_cast<hsize_t>(nbytes);
+  if (nf == 0 && layout == H5D_CONTIGUOUS && stored != declared)
+    return std::to_string(stored) + " stored bytes for a declared " + std::to_string(declared) + " (truncated or corrupt dims)";
+  if (nf == 0 && layout == H5D_CHUNKED && stored < declared)
+    return std::to_string(stored) + " stored bytes for a declared " + std::to_string(declared) + " (truncated or corrupt dims)";
+  if (nf > 0 && declared / 1100 > stored + (1u << 20) / 1100)
+    return std::to_string(stored) + " compressed bytes for a declared " + std::to_string(declared) +
+           " (more than any compression ratio allows: corrupt dims?)";
   return "";
 }
 
