@@ -18,6 +18,11 @@ void add_check(CLI::App& app, int& rc) {
   cmd->add_option("--atol", *atol, "absolute tolerance, NAME:VALUE or VALUE (repeatable)");
   cmd->add_flag("--no-emulation", o->check.no_emulation,
                 "judge bounded tensors by the bound only, even when the case's `kernel` has a bit-exact emulation");
+  auto nan_bits = std::make_shared<std::string>("any");
+  cmd->add_option("--nan-bits", *nan_bits,
+                  "NaN codes in bytes-compared float tensors: any (default: every NaN code of a format equals every other) "
+                  "or exact (the reference's bits)")
+      ->check(CLI::IsMember({"any", "exact"}));
   cmd->add_flag("--deterministic", o->check.deterministic,
                 "require identical top-k index tensors (order included) across all dumps of the same case name");
   cmd->add_option("--stage", o->stage_glob, "only cases whose stage matches this glob (e.g. 'indexer.logits*')");
@@ -34,7 +39,7 @@ void add_check(CLI::App& app, int& rc) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--json", o->json_path, "write the full report as JSON to this file (atomically)");
   cmd->add_option("--junit", o->junit_path, "write a JUnit XML report to this file (one testcase per case x tensor)");
-  cmd->callback([o, rtol, atol, color, &rc] {
+  cmd->callback([o, rtol, atol, color, nan_bits, &rc] {
     try {
       for (const auto& s : *rtol) o->check.tol.rtol.push_back(pipeline::parse_tol_override(s));
       for (const auto& s : *atol) o->check.tol.atol.push_back(pipeline::parse_tol_override(s));
@@ -49,6 +54,7 @@ void add_check(CLI::App& app, int& rc) {
       return;
     }
     o->color = *color == "auto" ? -1 : (*color == "always" ? 1 : 0);
+    o->check.nan = *nan_bits == "exact" ? cmp::NanPolicy::exact : cmp::NanPolicy::any_code;
     rc = pipeline::run_check_command(*o, std::cout, std::cerr);
   });
 }

@@ -13,26 +13,6 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// ulp of x in a binary format with `p` bits of precision and minimum normal exponent `emin`.
-double ulp_at(double x, int p, int emin) {
-  int e = emin;
-  if (x != 0 && std::isfinite(x)) {
-    int ex;
-    std::frexp(x, &ex);  // |x| = m * 2^ex, m in [0.5, 1) -> floor(log2|x|) = ex - 1
-    e = std::max(ex - 1, emin);
-  }
-  return std::ldexp(1.0, e - (p - 1));
-}
-
-void ulp_format(DType t, int& p, int& emin) {
-  switch (t) {
-    case DType::bf16: p = 8; emin = -126; break;
-    case DType::fp16: p = 11; emin = -14; break;
-    case DType::f64: p = 53; emin = -1022; break;
-    default: p = 24; emin = -126; break;
-  }
-}
-
 }  // namespace
 
 CheckResult compare_bounded(const Tensor& out, const RefTensor& ref, const Tolerance& tol, const Tensor* against) {
@@ -46,7 +26,7 @@ CheckResult compare_bounded(const Tensor& out, const RefTensor& ref, const Toler
   const bool has_m = ref.magnitude.defined() && ref.magnitude.numel() == v.numel();
   const double* mag = has_m ? ref.magnitude.data<double>() : nullptr;
   int p = 24, emin = -126;
-  ulp_format(out.dtype(), p, emin);
+  detail::ulp_format(out.dtype(), p, emin);
 
   BoundedStats s;
   s.ulp_bits = p;
@@ -65,7 +45,7 @@ CheckResult compare_bounded(const Tensor& out, const RefTensor& ref, const Toler
       const bool mask_issue = ref.mask_must_match && ((e == -kInf && !std::isnan(o)) || (o == -kInf && std::isfinite(e)));
       std::optional<Location>& keep = mask_issue ? first_mask : first_nf;
       ++(mask_issue ? mask : nonfinite);
-      if (!keep) keep = Location{i, detail::describe(ref, i), o, e, kInf, 0.0};
+      if (!keep) keep = detail::location(out, v, i, detail::describe(ref, i), kInf, 0.0);
       continue;
     }
     const double M = mag ? mag[i] : std::fabs(e);
@@ -82,14 +62,14 @@ CheckResult compare_bounded(const Tensor& out, const RefTensor& ref, const Toler
     if (rel < 5e-3) ++n_5e3;
     const double em = M > 0 ? err / M : (err == 0 ? 0.0 : kInf);
     s.max_err_over_m = std::max(s.max_err_over_m, em);
-    s.max_ulp = std::max(s.max_ulp, err / ulp_at(e, p, emin));
+    s.max_ulp = std::max(s.max_ulp, err / detail::ulp_at(e, p, emin));
     if (err > tol.atol) s.min_rtol = std::max(s.min_rtol, M > 0 ? (err - tol.atol) / M : kInf);
     if (err > bound) {
       ++bound_fail;
-      if (!first_fail) first_fail = Location{i, {}, o, e, err, bound};
+      if (!first_fail) first_fail = detail::location(out, v, i, {}, err, bound);
       if (em > worst_key) {
         worst_key = em;
-        worst = Location{i, {}, o, e, err, bound};
+        worst = detail::location(out, v, i, {}, err, bound);
       }
     }
   }

@@ -7,7 +7,7 @@
 
 namespace dsa::cmp {
 
-CheckResult compare_bytes(const Tensor& out, const RefTensor& ref) {
+CheckResult compare_bytes(const Tensor& out, const RefTensor& ref, NanPolicy nan) {
   CheckResult r;
   r.kind = CompareKind::bytes;
   r.tensor = ref.name;
@@ -15,20 +15,24 @@ CheckResult compare_bytes(const Tensor& out, const RefTensor& ref) {
   r.numel = v.numel();
   const bool fl = dtype_is_float(v.dtype());
   const std::uint8_t* def = ref.defined.defined() ? ref.defined.data<std::uint8_t>() : nullptr;
-  std::int64_t nonfinite = 0;
+  std::int64_t nonfinite = 0, nan_codes = 0, first_nan = -1;
   double worst_d = -1;
   for (std::int64_t i = 0; i < v.numel(); ++i) {
     if (def && !def[i]) continue;
     if (out.bits(i) == v.bits(i)) continue;
-    ++r.mismatches;
     const double o = out.value(i), e = v.value(i);
+    if (fl && nan == NanPolicy::any_code && std::isnan(o) && std::isnan(e)) {  // another NaN code of the same format
+      if (nan_codes++ == 0) first_nan = i;
+      continue;
+    }
+    ++r.mismatches;
     if (fl && !std::isfinite(o) && std::isfinite(e)) ++nonfinite;
     double d = std::fabs(o - e);
     if (std::isnan(d)) d = std::numeric_limits<double>::infinity();
-    if (!r.first) r.first = Location{i, {}, o, e, d, 0.0};
+    if (!r.first) r.first = detail::location(out, v, i, {}, d, 0.0);
     if (d > worst_d) {
       worst_d = d;
-      r.worst = Location{i, {}, o, e, d, 0.0};
+      r.worst = detail::location(out, v, i, {}, d, 0.0);
     }
   }
   for (auto* l : {&r.first, &r.worst})  // decoded only for the locations kept
@@ -37,6 +41,13 @@ CheckResult compare_bytes(const Tensor& out, const RefTensor& ref) {
   if (r.mismatches == 0) {
     r.verdict = Verdict::BITEXACT;
     m << "bit-exact (" << r.numel << " elements)";
+    if (nan_codes) {
+      const std::string n = std::to_string(nan_codes) + " NaN element(s) carry another NaN code than the reference (first at " +
+                            detail::describe(ref, first_nan) + ": out 0x" + detail::hex_bits(out, first_nan) + ", ref 0x" +
+                            detail::hex_bits(v, first_nan) + "); equal under the NaN policy (--nan-bits exact to require the same code)";
+      m << " up to NaN codes: " << n;
+      r.notes.push_back(n);
+    }
   } else {
     r.verdict = nonfinite ? Verdict::NONFINITE : Verdict::FAIL;
     m << r.mismatches << " of " << r.numel << " elements differ";

@@ -33,6 +33,9 @@ struct Location {
   std::int64_t flat = -1;
   std::string where;  // from RefTensor::describe
   double out = 0, ref = 0, err = 0, bound = 0;
+  std::string out_bits, ref_bits;  // hex bits of the two elements (shown when their values print alike)
+  double ulps = -1;                // |out - ref| in ulps of the output format at the reference (-1: not applicable)
+  bool has_values = true;          // false: a structural location (top-k), no element values to show
 };
 
 struct BoundedStats {
@@ -76,7 +79,11 @@ nlohmann::json to_json(const CheckResult& r);
 nlohmann::json num_json(double x);
 
 // ---- comparators (shape and dtype are checked by compare_tensor; these assume they match) ----
-CheckResult compare_bytes(const Tensor& out, const RefTensor& ref);
+// NaN policy of the bytes comparator for float dtypes: by default any NaN code equals any NaN code of the same format
+// (torch's CUDA casts write 0x7F / 0x7FFFFFFF where other producers write 0xFF / 0x7FC00000: both mean NaN);
+// `exact` requires the reference's bits.
+enum class NanPolicy { any_code, exact };
+CheckResult compare_bytes(const Tensor& out, const RefTensor& ref, NanPolicy nan = NanPolicy::any_code);
 // `against`: the tensor to compare with (ref.value, or an emulation); magnitude/defined/mask from `ref`.
 CheckResult compare_bounded(const Tensor& out, const RefTensor& ref, const Tolerance& tol, const Tensor* against = nullptr);
 CheckResult compare_topk(const Tensor& out, const RefTensor& ref, const Tolerance& tol);

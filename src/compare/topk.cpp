@@ -91,7 +91,7 @@ class TopkJudge {
  private:
   void note(std::int64_t flat, const std::string& what, bool is_structure = false) {
     if (is_structure && first_structure_.empty()) first_structure_ = what;
-    if (!r_.first) r_.first = Location{flat, detail::describe(ref_, flat) + ": " + what, 0, 0, 0, 0};
+    if (!r_.first) r_.first = Location{flat, detail::describe(ref_, flat) + ": " + what, 0, 0, 0, 0, {}, {}, -1, false};
     if (st_.examples.size() < kMaxExamples) st_.examples.push_back(what);
   }
 
@@ -205,12 +205,12 @@ class TopkJudge {
       if (tr.cls[pu] == Band::must && !in) {
         ++st_.hard_misses;
         note(row * W_, "row " + std::to_string(row) + ": missing index " + std::to_string(t_.to_index(row, p)) + " (score " +
-                           detail::fmt(tr.score[pu]) + " > kth " + detail::fmt(tr.tau) + " + bounds " +
+                           detail::exact(tr.score[pu]) + " > kth " + detail::exact(tr.tau) + " + bounds " +
                            detail::fmt(tr.bound[pu] + tr.u_tau) + ")");
       } else if (tr.cls[pu] == Band::must_not && in) {
         ++st_.hard_extras;
         note(row * W_, "row " + std::to_string(row) + ": selected index " + std::to_string(t_.to_index(row, p)) + " (score " +
-                           detail::fmt(tr.score[pu]) + " < kth " + detail::fmt(tr.tau) + " - bounds " +
+                           detail::exact(tr.score[pu]) + " < kth " + detail::exact(tr.tau) + " - bounds " +
                            detail::fmt(tr.bound[pu] + tr.u_tau) + ")");
       } else if (in && !rset.count(p)) {
         ++st_.swaps;

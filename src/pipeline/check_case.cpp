@@ -49,7 +49,7 @@ CheckResult compare_tensor(const BoundCase& b, const std::string& group, const T
       r.verdict = Verdict::SHAPE;
       r.message = "shape " + shape_str(out.shape()) + ", reference has " + shape_str(ref.value.shape());
     } else if (ref.kind == CompareKind::bytes) {
-      r = cmp::compare_bytes(out, ref);
+      r = cmp::compare_bytes(out, ref, o.nan);
     } else if (ref.kind == CompareKind::topk_set) {
       r = cmp::compare_topk(out, ref, resolve_tolerance(b, ref.name, o.tol));
     } else {

@@ -19,6 +19,7 @@ namespace dsa::pipeline {
 struct CheckOptions {
   ToleranceOverrides tol;      // --profile, --rtol, --atol
   bool no_emulation = false;   // judge by the bound only
+  cmp::NanPolicy nan = cmp::NanPolicy::any_code;  // --nan-bits any|exact
   bool deterministic = false;  // identical index tensors across dumps of one case
   int threads = 0;             // reference threads
   Backend backend = Backend::cpu;

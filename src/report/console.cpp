@@ -49,6 +49,8 @@ void print_console(const RunReport& r, std::ostream& out, bool quiet, int verbos
   }
   for (const auto& d : r.divergences) out << printable(d) << "\n";
   out << r.passed() << " passed, " << r.failed() << " failed\n";
+  if (!r.problems.empty())
+    out << r.problems.size() << " input problem(s) reported on stderr: the cases they name were not checked (exit 2)\n";
 }
 
 }  // namespace dsa::report

@@ -140,6 +140,19 @@ struct Binder {
   }
 };
 
+// Levenshtein distance (names are short).
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
 bool attr_type_ok(const AttrSpec& a, const AttrValue& v) {
   switch (a.type) {
     case AttrType::integer: return std::holds_alternative<std::int64_t>(v);
@@ -185,6 +198,22 @@ std::vector<Problem> validate_schema(const Case& c, const Schema& sc, bool check
         problems.push_back({c.file, c.name, "attr " + a.name, "one of " + ch, "'" + v + "'"});
       }
     }
+  }
+  // An attr the stage does not declare is metadata (step, note, provenance, golden_seed, ...) unless it is a near miss
+  // of a declared one: `scale_fmtt` would otherwise silently leave scale_fmt at its default.
+  for (const auto& [name, v] : c.attrs) {
+    (void)v;
+    if (st->attr(name)) continue;
+    const AttrSpec* best = nullptr;
+    std::size_t best_d = 99;
+    for (const auto& a : st->attrs)
+      if (const std::size_t d = edit_distance(name, a.name); d < best_d) {
+        best_d = d;
+        best = &a;
+      }
+    if (best && best_d <= 2 && best_d * 3 <= best->name.size())
+      problems.push_back({c.file, c.name, "attr " + name, "an attr of stage " + c.stage + " (did you mean " + best->name + "?)",
+                          "an unknown attr"});
   }
   // Tensors. Integer attrs bind symbols of the same name first.
   Binder b{c, problems, {}, {}};

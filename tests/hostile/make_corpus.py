@@ -244,6 +244,12 @@ def main():
     with new("kernel_misspelt.h5") as f:
         ragged(f, kernel="deepgemm_sm90")
     expect("kernel_misspelt.h5", 2, "attr kernel: expected one of deepgemm-sm90, found 'deepgemm_sm90'")
+    with new("attr_typo.h5") as f:
+        quant(f, scale_fmtt="fp32_div", note="metadata attrs are fine")
+    expect("attr_typo.h5", 2, "attr scale_fmtt: expected an attr of stage indexer.quant (did you mean scale_fmt?)")
+    with new("summary_counts_problems.h5") as f:
+        quant(f, "bad", scale_fmt="ue9m0")
+    expect("summary_counts_problems.h5", 2, "1 input problem(s) reported on stderr: the cases they name were not checked")
     with new("unknown_stage.h5") as f:
         case(f, "z", "indexer.nope").create_dataset("inputs/x", data=np.zeros(2, np.float32))
     expect("unknown_stage.h5", 2, "attr stage: expected one of indexer.quant")

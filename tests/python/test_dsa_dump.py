@@ -461,3 +461,34 @@ def test_dump_writer_validates_the_finished_file_with_the_cli(cli, tmp_path):
     assert p.returncode == 2
     assert "found row 1: ks=0 ke=5" in p.stderr
     assert "row 1: ks=0 ke=5" in [p.found for p in dsa_schema.validate_file(str(out))]
+
+
+def test_nan_codes_of_torch_cuda_are_not_errors(cli, tmp_path):
+    """NaN policy: torch's CUDA fp8 cast writes NaN as 0x7F and its fp32 NaN as 0x7FFFFFFF; our reference may use other
+    NaN codes of the same formats. A correct kernel fed a NaN row passes by default (the note names the NaN codes);
+    --nan-bits exact requires the reference's bits; a NaN where the reference is finite still fails."""
+    x = rand_bf16((2, 256), 5)
+    x[1, 7] = np.nan  # row 1: both blocks? only block 0 sees the NaN
+    y_ok, s_ok = act_quant_ue8m0(x[:1])
+    y = np.zeros((2, 256), np.uint8)
+    s = np.zeros((2, 2), np.float32)
+    y[0] = y_ok.view(np.uint8)[0]
+    s[0] = s_ok[0]
+    y1, s1 = act_quant_ue8m0(x[1:, 128:])  # the clean block of row 1
+    y[1, 128:] = y1.view(np.uint8)[0]
+    s[1, 1] = s1[0, 0]
+    y[1, :128] = 0x7F                       # torch CUDA: every code of a NaN block is 0x7F
+    s.view(np.uint32)[1, 0] = 0x7FFFFFFF     # torch CUDA fp32 NaN
+    p = tmp_path / "nan.h5"
+    with dsa_dump.DumpWriter(str(p)) as w:
+        w.add_case("q", "indexer.quant", inputs={"x": x}, outputs={"y": dsa_dump.Bits(y, "fp8_e4m3fn"), "scale": s})
+    r = run(cli, "check", p)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "up to NaN codes" in r.stdout and "out 0x7fffffff" in r.stdout, r.stdout
+    r = run(cli, "check", "--nan-bits", "exact", p)
+    assert r.returncode == 1, r.stdout + r.stderr
+    s[0, 0] = np.nan  # a NaN where the reference is finite
+    with dsa_dump.DumpWriter(str(tmp_path / "nan2.h5")) as w:
+        w.add_case("q", "indexer.quant", inputs={"x": x}, outputs={"y": dsa_dump.Bits(y, "fp8_e4m3fn"), "scale": s})
+    r = run(cli, "check", tmp_path / "nan2.h5")
+    assert r.returncode == 1 and "NONFINITE" in r.stdout, r.stdout
