@@ -45,6 +45,7 @@ struct BoundedStats {
   double ratio_rel_1e3 = 1, ratio_rel_5e3 = 1;  // msprobe: fraction with rel err < 0.1 % / < 0.5 %
   double min_rtol = 0;                       // smallest rtol (with the atol in use) that passes; inf if none
   std::int64_t ulp_bits = 24;                // precision the ULPs are counted in (24 fp32, 8 bf16)
+  std::int64_t ulp_compared = 0;             // elements whose |ref| exceeds their bound (max_ulp is over these only)
 };
 
 struct TopkStats {

@@ -47,7 +47,7 @@ nlohmann::json to_json(const CheckResult& r) {
     const auto& s = *r.bounded;
     j["bounded"] = {{"compared", s.compared}, {"max_abs", num_json(s.max_abs)}, {"max_rel", num_json(s.max_rel)},
                     {"max_err_over_m", num_json(s.max_err_over_m)}, {"max_ulp", num_json(s.max_ulp)},
-                    {"ulp_bits", s.ulp_bits}, {"cosine", num_json(s.cosine)}, {"calc_diff", num_json(s.calc_diff)},
+                    {"ulp_bits", s.ulp_bits}, {"ulp_compared", s.ulp_compared}, {"cosine", num_json(s.cosine)}, {"calc_diff", num_json(s.calc_diff)},
                     {"ratio_rel_lt_1e-3", num_json(s.ratio_rel_1e3)}, {"ratio_rel_lt_5e-3", num_json(s.ratio_rel_5e3)},
                     {"min_rtol", num_json(s.min_rtol)}};
   }

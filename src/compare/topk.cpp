@@ -109,9 +109,9 @@ class TopkJudge {
     std::set<std::int64_t> sel;
     std::int64_t row_struct = entries(row, tr, pos, sel);
     if (row_struct == 0 && t_.fast_path && tr.len <= t_.k) row_struct += fast_path_order(row, tr, pos);
-    if (row_struct == 0 && t_.sorted) row_struct += score_order(row, tr, pos);
+    // The set first, then the order: a wrong pick is a wrong pick (with its index-base hint), not an ordering issue.
+    if (row_struct == 0 && sets(row, tr, sel) && t_.sorted) row_struct += score_order(row, tr, pos);
     structure_ += row_struct;
-    if (row_struct == 0) sets(row, tr, sel);
   }
 
   // A row whose every candidate score is NaN (len > 0): any selection ranks equally (NaN ranks first, as in torch).
@@ -188,8 +188,10 @@ class TopkJudge {
     return 0;
   }
 
-  // Tie-aware sets: must-picks selected, must-not-picks absent, in-band swaps counted; recall / jaccard.
-  void sets(std::int64_t row, const TopkRow& tr, const std::set<std::int64_t>& sel) {
+  // Tie-aware sets: must-picks selected, must-not-picks absent, in-band swaps counted; recall / jaccard. True when the
+  // row's set is acceptable.
+  bool sets(std::int64_t row, const TopkRow& tr, const std::set<std::int64_t>& sel) {
+    const std::int64_t misses0 = st_.hard_misses, extras0 = st_.hard_extras;
     std::set<std::int64_t> rset;
     for (std::int64_t i = 0; i < W_; ++i) {
       const auto idx = ref_.value.int_at(row * W_ + i);
@@ -228,6 +230,16 @@ class TopkJudge {
       st_.min_recall = std::min(st_.min_recall, rec);
       ++rows_scored_;
     }
+    // Index-base hint: picks that are a reference pick shifted by one index value.
+    for (auto p : sel) {
+      if (rset.count(p)) continue;
+      ++off_picks_;
+      const std::int64_t idx = t_.to_index(row, p);
+      const std::int64_t below = t_.from_index(row, idx - 1), above = t_.from_index(row, idx + 1);
+      plus1_picks_ += below >= 0 && rset.count(below) ? 1 : 0;
+      minus1_picks_ += above >= 0 && rset.count(above) ? 1 : 0;
+    }
+    return st_.hard_misses == misses0 && st_.hard_extras == extras0;
   }
 
   void summarize() {
@@ -243,6 +255,10 @@ class TopkJudge {
       r_.verdict = Verdict::FAIL;
       m << st_.hard_misses << " hard miss(es), " << st_.hard_extras << " out-of-band selection(s); first: " << st_.examples.front()
         << "; recall@k " << detail::fmt(st_.recall) << ", jaccard " << detail::fmt(st_.jaccard);
+      if (off_picks_ && plus1_picks_ == off_picks_)
+        m << "; hint: every pick the reference does not make is one past a reference pick (index base +1?)";
+      else if (off_picks_ && minus1_picks_ == off_picks_)
+        m << "; hint: every pick the reference does not make is one before a reference pick (index base -1?)";
     } else {
       bool same = true;
       for (std::int64_t i = 0; i < out_.numel() && same; ++i) same = out_.int_at(i) == ref_.value.int_at(i);
@@ -279,6 +295,7 @@ class TopkJudge {
   double recall_sum_ = 0, jac_sum_ = 0;
   std::int64_t rows_scored_ = 0;
   std::int64_t nan_rows_ = 0, first_nan_row_ = -1;
+  std::int64_t off_picks_ = 0, plus1_picks_ = 0, minus1_picks_ = 0;  // picks outside the reference set, and shifted ones
 };
 
 }  // namespace

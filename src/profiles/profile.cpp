@@ -14,7 +14,8 @@ const std::vector<TolerancePolicy>& tolerance_policies() {
       {"fp32-reassoc", std::ldexp(1.0, -16), 0.0,
        "exact fp8 products, fp32 accumulation in any order (CUDA-core / emulated kernels)"},
       {"sm90-fp8", std::ldexp(1.0, -10), 0.0,
-       "Hopper fp8 WGMMA (13-bit aligned truncating accumulation); real DeepGEMM output deviates up to ~2.4e-4 M"},
+       "Hopper fp8 WGMMA (13-bit aligned truncating accumulation); real DeepGEMM output (H200, shared data) deviates up "
+       "to 3.1e-4 M (ragged H = 32): a 3x margin"},
       // Kernel and reference each round to bf16 once, so they may land one bf16 ulp apart (2^-7 |ref| <= 2^-7 M),
       // on top of the sm90 accumulation error (2^-10 M). Real DeepGEMM bf16 logits need 0.0055..0.0068.
       {"bf16-logits", std::ldexp(1.0, -7) + std::ldexp(1.0, -10), 0.0,

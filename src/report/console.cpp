@@ -33,7 +33,7 @@ void print_console(const RunReport& r, std::ostream& out, bool quiet, int verbos
         const auto& s = *res.bounded;
         out << "    compared " << s.compared << "  max abs " << cmp::detail::fmt(s.max_abs) << "  max rel "
             << cmp::detail::fmt(s.max_rel) << "  max err/M " << cmp::detail::fmt(s.max_err_over_m) << "  max ulp(" << s.ulp_bits
-            << "-bit) " << cmp::detail::fmt(s.max_ulp) << "  cosine " << cmp::detail::fmt(s.cosine) << "  calc_diff "
+            << "-bit, over the " << s.ulp_compared << " with |ref| > bound) " << cmp::detail::fmt(s.max_ulp) << "  cosine " << cmp::detail::fmt(s.cosine) << "  calc_diff "
             << cmp::detail::fmt(s.calc_diff) << "  rel<0.1% " << cmp::detail::fmt(s.ratio_rel_1e3) << "  rel<0.5% "
             << cmp::detail::fmt(s.ratio_rel_5e3) << "  min rtol " << cmp::detail::fmt(s.min_rtol) << "\n";
       }

@@ -67,6 +67,14 @@ TEST_CASE("compare_bounded: hand-computed metrics") {
   CHECK(s.max_err_over_m == 0.25);
   CHECK(s.min_rtol == 0.25);
   CHECK(s.max_ulp == 2097152.0);  // fp32 ulp at 2.0 is 2^-22: 0.5 / 2^-22 = 2^21
+  CHECK(s.ulp_compared == 3);      // ref 0 lies below its bound (0.3 * 0): no ulp is counted there
+  // A near-zero reference (cancellation) inside the bound of its magnitude M does not inflate max ulp.
+  RefTensor nz = bounded_ref({1e-30f, 1.0f});
+  nz.magnitude = Tensor::from_vector(DType::f64, {2}, std::vector<double>{1.0, 1.0});
+  const CheckResult rz = compare_bounded(f32({1e-3f, 1.0f}), nz, Tolerance{"t", 0.01, 0.0});
+  CHECK(rz.verdict == Verdict::WITHIN_BOUND);
+  CHECK(rz.bounded->max_ulp == 0.0);
+  CHECK(rz.bounded->ulp_compared == 1);
   // sum xy = 1 + 5 + 9 = 15; sum x^2 = 16.25; sum y^2 = 14.
   CHECK(s.cosine == doctest::Approx(15.0 / std::sqrt(16.25 * 14.0)).epsilon(1e-15));
   CHECK(s.calc_diff == doctest::Approx(1.0 - 30.0 / 30.25).epsilon(1e-15));

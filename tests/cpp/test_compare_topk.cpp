@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "compare/compare.hpp"
+#include "compare/detail.hpp"
 
 using namespace dsa;
 using namespace dsa::cmp;
@@ -154,4 +155,22 @@ TEST_CASE("compare_topk: B22 positional prefix is flagged only when the scores f
   REQUIRE(f);
   CHECK(f->find("B22") != std::string::npos);
   CHECK(!finding_positional_topk(idx({5, 4, 3}), r));
+}
+
+TEST_CASE("compare_topk: sorted rows check the set before the order, with the index-base hint") {
+  RefTensor r = ref_row({9, 8, 7, 6, 5, 4, 3, 2}, 3, {0, 1, 2});
+  r.topk.sorted = true;
+  // Every index +1: still candidates of the row, in descending order, but index 3 is a clear loser.
+  const CheckResult plus1 = compare_topk(idx({1, 2, 3}), r, kExact);
+  CHECK(plus1.verdict == Verdict::FAIL);
+  CHECK(plus1.message.find("hint: every pick the reference does not make is one past a reference pick (index base +1?)") !=
+        std::string::npos);
+  CHECK(plus1.message.find("descending") == std::string::npos);
+  // The right set in the wrong order is an order problem.
+  const CheckResult order = compare_topk(idx({1, 0, 2}), r, kExact);
+  CHECK(order.verdict == Verdict::STRUCTURE);
+  CHECK(order.message.find("not in descending score order at pos 1") != std::string::npos);
+  // Locations of top-k findings carry no element values.
+  REQUIRE(order.first);
+  CHECK(detail::loc_str(*order.first).find("(out") == std::string::npos);
 }
