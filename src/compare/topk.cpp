@@ -137,10 +137,14 @@ class TopkJudge {
         }
         continue;
       }
+      if (i >= tr.n && t_.short_rows_torch && idx >= 0 && idx < t_.scores.dim(1) && t_.from_index(row, idx) < 0) {
+        pos[static_cast<std::size_t>(i)] = -1;  // torch.topk's pick of a -inf column past the row's candidates
+        continue;
+      }
       if (i >= tr.n) {
         ++row_struct;
         note(row * W_ + i, rs() + "index " + std::to_string(idx) + " where -1 padding is required (min(k, len) = " +
-                               std::to_string(tr.n) + ")", true);
+                               std::to_string(tr.n) + "; torch.topk output: set attrs short_rows=torch fast_path=0)", true);
         continue;
       }
       const std::int64_t p = (idx < -1) ? -1 : t_.from_index(row, idx);
@@ -169,7 +173,8 @@ class TopkJudge {
       if (pos[static_cast<std::size_t>(i)] != i) {
         note(row * W_ + i, "row " + std::to_string(row) + ": fast path (len " + std::to_string(tr.len) + " <= k) must emit [" +
                                std::to_string(t_.to_index(row, 0)) + " ..] in candidate order; pos " + std::to_string(i) +
-                               " holds candidate " + std::to_string(pos[static_cast<std::size_t>(i)]), true);
+                               " holds candidate " + std::to_string(pos[static_cast<std::size_t>(i)]) +
+                               " (a kernel without the fast path, e.g. torch.topk: set attr fast_path=0)", true);
         return 1;
       }
     return 0;

@@ -34,6 +34,8 @@ struct TopkRef {
   std::function<std::int64_t(std::int64_t row, std::int64_t idx)> from_index;
   bool sorted = false;               // output must be in descending score order (demo torch.topk sorted=True)
   bool fast_path = true;             // len <= k: output must be exactly [0..len-1] (mapped) then -1
+  bool short_rows_torch = false;     // len < k: the k - len trailing entries may name non-candidate columns of the
+                                     // row (torch.topk over a -inf-masked row) instead of -1
 };
 
 struct RefTensor {

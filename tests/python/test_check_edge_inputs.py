@@ -76,3 +76,49 @@ def test_control_characters_in_names_cannot_forge_lines(tmp_path, dsa_check_bin)
     assert b"x\\x0aerror: forged\\x1b[31m/outputs/indices" in r.stdout
     assert b"case 'y\\x0derror: forged': attr k: expected > 0, found 0" in r.stderr
     xml.dom.minidom.parse(str(junit))  # well-formed
+
+
+def _torch_topk_file(p, logits, lengths, picks, dtype="float32", **attrs):
+    with h5py.File(p, "w") as f:
+        g = f.create_group("t")
+        g.attrs["schema_version"] = 1
+        g.attrs["stage"] = "indexer.topk"
+        g.attrs["k"] = picks.shape[1]
+        for k, v in attrs.items():
+            g.attrs[k] = v
+        if dtype == "bf16":
+            import ml_dtypes
+            d = g.create_dataset("inputs/logits", data=np.asarray(logits, np.float32).astype(ml_dtypes.bfloat16).view(np.uint16))
+            d.attrs["dtype"] = "bf16"
+        else:
+            g.create_dataset("inputs/logits", data=np.asarray(logits, np.float32))
+        g.create_dataset("inputs/lengths", data=np.asarray(lengths, np.int32))
+        g.create_dataset("outputs/indices", data=picks.astype(np.int64))
+
+
+def test_torch_topk_conventions(tmp_path, run_cli):
+    """torch.topk(masked_logits, k, sorted=True) on a row shorter than k returns the len valid picks, then -inf
+    columns: accepted with short_rows=torch fast_path=0 (fp32 and bf16 logits); by default the message names the
+    attrs to set."""
+    ninf = -np.inf
+    logits = np.array([[0.5, 2.0, 1.0, ninf, ninf, ninf], [3.0, 1.0, 2.0, 0.0, -1.0, 4.0]], np.float32)
+    torch_picks = np.array([[1, 2, 0, 3, 4], [5, 0, 2, 1, 3]])  # what torch.topk returns (the -inf ties by index)
+    for dtype in ("float32", "bf16"):
+        p = tmp_path / f"torch_{dtype}.h5"
+        _torch_topk_file(p, logits, [3, 6], torch_picks, dtype=dtype, sorted=1, fast_path=0, short_rows="torch")
+        r = run_cli("check", str(p))
+        assert r.returncode == 0, r.stdout + r.stderr
+    p = tmp_path / "torch_default.h5"
+    _torch_topk_file(p, logits, [3, 6], torch_picks, sorted=1)
+    r = run_cli("check", str(p))
+    assert r.returncode == 1 and "STRUCTURE" in r.stdout
+    assert "set attrs short_rows=torch fast_path=0" in r.stdout or "set attr fast_path=0" in r.stdout, r.stdout
+    p = tmp_path / "torch_contradiction.h5"
+    _torch_topk_file(p, logits, [3, 6], torch_picks, sorted=1, short_rows="torch")
+    r = run_cli("check", str(p))
+    assert r.returncode == 2 and "attr fast_path: expected 0 with short_rows=torch" in r.stderr, r.stderr
+    # A real picking error in a short row is still caught: index 0 (score 0.5) must be in, not a -inf column.
+    p = tmp_path / "torch_wrong.h5"
+    _torch_topk_file(p, logits, [3, 6], np.array([[1, 2, 3, 4, 5], [5, 0, 2, 1, 3]]), sorted=1, fast_path=0, short_rows="torch")
+    r = run_cli("check", str(p))
+    assert r.returncode == 1, r.stdout

@@ -492,3 +492,23 @@ def test_nan_codes_of_torch_cuda_are_not_errors(cli, tmp_path):
         w.add_case("q", "indexer.quant", inputs={"x": x}, outputs={"y": dsa_dump.Bits(y, "fp8_e4m3fn"), "scale": s})
     r = run(cli, "check", tmp_path / "nan2.h5")
     assert r.returncode == 1 and "NONFINITE" in r.stdout, r.stdout
+
+
+def test_capture_torch_topk_defaults_pass_a_correct_torch_topk(cli, tmp_path):
+    """A torch.topk-style result (sorted, -inf picks for short rows, no fast path) captured with capture_torch_topk
+    passes with the helper's defaults; captured with plain capture_topk it fails, naming the attrs to set."""
+    rng = np.random.default_rng(3)
+    R, C, k = 4, 40, 8
+    lengths = np.array([40, 5, 0, 17], np.int32)
+    logits = rng.standard_normal((R, C)).astype(np.float32)
+    masked = np.where(np.arange(C)[None, :] < lengths[:, None], logits, -np.inf)
+    # torch.topk(sorted=True): descending values; equal values (the -inf tail) by ascending index on CPU
+    picks = np.stack([np.lexsort((np.arange(C), -row))[:k] for row in masked]).astype(np.int64)
+    good = tmp_path / "torch_good.h5"
+    dsa_dump.capture_torch_topk(masked, lengths, picks, k, out=str(good))
+    r = run(cli, "check", good)
+    assert r.returncode == 0, r.stdout + r.stderr
+    plain = tmp_path / "torch_plain.h5"
+    dsa_dump.capture_topk(masked, lengths, picks, k, out=str(plain))
+    r = run(cli, "check", plain)
+    assert r.returncode == 1 and "fast_path=0" in r.stdout, r.stdout

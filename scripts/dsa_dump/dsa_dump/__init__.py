@@ -7,6 +7,7 @@ dsa-check goldens to kernels. Needs numpy + h5py; torch and ml_dtypes are used w
 """
 from .capture import (Capture, STAGE_HELPERS, capture, capture_act_quant, capture_fp8_mqa_logits,
                       capture_fp8_paged_mqa_logits, capture_kcache_store, capture_prolog, capture_topk,
+                      capture_torch_topk,
                       current_layer, layer_scope, track_layer)
 from .dtypes import Bits, parse_dtype
 from .golden import case_inputs, run_golden
@@ -18,6 +19,6 @@ __version__ = "0.1.0"
 __all__ = [
     "Bits", "Capture", "Case", "DumpWriter", "Problem", "STAGE_HELPERS", "SchemaError", "capture",
     "capture_act_quant", "capture_fp8_mqa_logits", "capture_fp8_paged_mqa_logits", "capture_kcache_store",
-    "capture_prolog", "capture_topk", "case_inputs", "current_layer", "find_dsa_check", "layer_scope",
+    "capture_prolog", "capture_topk", "capture_torch_topk", "case_inputs", "current_layer", "find_dsa_check", "layer_scope",
     "load_schema", "parse_dtype", "read_dump", "run_golden", "track_layer", "write_dump",
 ]

@@ -234,8 +234,8 @@ def capture_topk(logits: Any, lengths: Any, indices: Any, k: int, index_base: st
                  *, offsets: Any = None, page_table: Any = None, sorted: Optional[bool] = None,
                  fast_path: Optional[bool] = None, page_size: Optional[int] = None,
                  rows_per_request: Optional[int] = None, num_init_tokens: Optional[int] = None,
-                 num_local_tokens: Optional[int] = None, name: Optional[str] = None, out: Out = None,
-                 attrs: Optional[Dict[str, Any]] = None) -> Case:
+                 num_local_tokens: Optional[int] = None, short_rows: Optional[str] = None, name: Optional[str] = None,
+                 out: Out = None, attrs: Optional[Dict[str, Any]] = None) -> Case:
     """indexer.topk: sglang ``fast_topk_v2(score, lengths, k, row_starts)`` (relative),
     ``fast_topk_transform_fused`` (page_slot, with page_table), ``fast_topk_transform_ragged_fused``
     (ragged_offset, with offsets); vLLM ``top_k_per_row_prefill/decode`` (relative to row_starts = ks); the demo's
@@ -246,9 +246,21 @@ def capture_topk(logits: Any, lengths: Any, indices: Any, k: int, index_base: st
            "offsets": _widen(_reshape(_np(offsets), (-1,)), ["int32"]) if offsets is not None else None,
            "page_table": _widen(_np(page_table), ["int32"]) if page_table is not None else None}
     a = dict(k=int(k), index_base=index_base, sorted=sorted, fast_path=fast_path, page_size=page_size,
-             rows_per_request=rows_per_request, num_init_tokens=num_init_tokens, num_local_tokens=num_local_tokens)
+             rows_per_request=rows_per_request, num_init_tokens=num_init_tokens, num_local_tokens=num_local_tokens,
+             short_rows=short_rows)
     a.update(attrs or {})
     return _emit(_case("indexer.topk", name, ins, {"indices": _widen(_np(indices), ["int32", "int64"])}, a), out)
+
+
+def capture_torch_topk(logits: Any, lengths: Any, indices: Any, k: int, index_base: str = "relative", row_starts: Any = None,
+                       **kw: Any) -> Case:
+    """indexer.topk as ``torch.topk(masked_logits, k, dim=-1, sorted=True).indices`` computes it: sorted, no fast path
+    (attr fast_path=0), and rows shorter than k end in picks of -inf columns instead of -1 (attr short_rows=torch).
+    Same arguments as capture_topk (use index_base="absolute" with row_starts for the demo's absolute columns)."""
+    kw.setdefault("sorted", True)
+    kw.setdefault("fast_path", False)
+    kw.setdefault("short_rows", "torch")
+    return capture_topk(logits, lengths, indices, k, index_base, row_starts, **kw)
 
 
 STAGE_HELPERS: Dict[str, Callable[..., Case]] = {

@@ -20,6 +20,7 @@ struct Params : dsa::Params {
   layouts::IndexBase index_base = layouts::IndexBase::relative;
   bool sorted = false;
   bool fast_path = true;
+  bool short_rows_torch = false;  // attr short_rows=torch
   std::int64_t num_init = 0, num_local = 0;  // §5.4 forced tokens
   std::int64_t page_size = 64, rows_per_request = 1;
 };
@@ -27,10 +28,12 @@ struct Params : dsa::Params {
 // The index map of a case (validated by parse: row ranges inside the logits, page_slot tables complete).
 layouts::IndexMap index_map(const Case& c, const Params& p);
 
-// Scores of row r's candidates (C entries, -inf past len) with the forced tokens at +inf.
-inline void row_scores(const float* logits_row, std::int64_t start, std::int64_t len, std::int64_t C, const Params& p, double* row) {
+// Scores of row r's candidates (C entries, -inf past len) with the forced tokens at +inf; `logit(col)` is the row's
+// logit at a column, exactly widened (fp32, bf16 or fp16 logits).
+template <class Logit>
+inline void row_scores(const Logit& logit, std::int64_t start, std::int64_t len, std::int64_t C, const Params& p, double* row) {
   const double inf = std::numeric_limits<double>::infinity();
-  for (std::int64_t q = 0; q < C; ++q) row[q] = q < len ? static_cast<double>(logits_row[start + q]) : -inf;
+  for (std::int64_t q = 0; q < C; ++q) row[q] = q < len ? logit(start + q) : -inf;
   for (std::int64_t q = 0; q < std::min(p.num_init, len); ++q) row[q] = inf;
   for (std::int64_t q = std::max<std::int64_t>(len - p.num_local, 0); q < len; ++q) row[q] = inf;
 }

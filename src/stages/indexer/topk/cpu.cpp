@@ -59,7 +59,8 @@ Expected cpu(const Case& c, const Params& p, const RefOptions& opt) {
   Tensor scores(DType::f64, {R, C});
   Tensor value(DType::i32, {R, W});
   std::vector<double> kth(static_cast<std::size_t>(R));
-  const float* lg = logits.data<float>();
+  const bool f32 = logits.dtype() == DType::f32;
+  const float* lg = f32 ? logits.data<float>() : nullptr;
   double* sc = scores.data<double>();
   std::int32_t* out = value.data<std::int32_t>();
   const layouts::IndexMap& mp = *map;
@@ -70,7 +71,8 @@ Expected cpu(const Case& c, const Params& p, const RefOptions& opt) {
     const auto ru = static_cast<std::size_t>(r);
     const std::int64_t len = mp.len[ru], s0 = mp.start[ru];
     double* row = sc + r * C;
-    row_scores(lg + r * C, s0, len, C, p, row);
+    if (f32) row_scores([&](std::int64_t col) { return static_cast<double>(lg[r * C + col]); }, s0, len, C, p, row);
+    else row_scores([&](std::int64_t col) { return logits.value(r * C + col); }, s0, len, C, p, row);
 
     std::vector<std::int64_t> sel;
     if (len <= k) {
@@ -103,6 +105,7 @@ Expected cpu(const Case& c, const Params& p, const RefOptions& opt) {
   t.topk.from_index = [map](std::int64_t r, std::int64_t idx) { return map->from_index(r, idx); };
   t.topk.sorted = p.sorted;
   t.topk.fast_path = p.fast_path;
+  t.topk.short_rows_torch = p.short_rows_torch;
   t.describe = [W](std::int64_t f) { return "row " + std::to_string(f / W) + " col " + std::to_string(f % W); };
   Expected e;
   e.tensors.push_back(std::move(t));

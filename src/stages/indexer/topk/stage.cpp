@@ -101,6 +101,9 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& p) {
   out.index_base = layouts::parse_index_base(a.s("index_base"));
   out.sorted = a.b("sorted");
   out.fast_path = a.b("fast_path");
+  out.short_rows_torch = a.has("short_rows") && a.s("short_rows") == "torch";
+  if (out.short_rows_torch && out.fast_path)
+    p.push_back({c.file, c.name, "attr fast_path", "0 with short_rows=torch (torch.topk has no fast path: set fast_path=0)", "1"});
   out.num_init = a.i("num_init_tokens");
   out.num_local = a.i("num_local_tokens");
   out.page_size = a.i("page_size");
@@ -136,12 +139,16 @@ Stage stage() {
                     str_attr("index_base", "relative", layouts::index_base_names(), layouts::index_base_doc()),
                     bool_attr("sorted", false, "output in descending score order (demo torch.topk)"),
                     bool_attr("fast_path", true, "rows with len <= k emit [0..len-1] then -1 regardless of scores"),
+                    opt_str_attr("short_rows", {"pad", "torch"},
+                                 "rows shorter than k: pad (default) = -1 after the len picks; torch = torch.topk over a "
+                                 "-inf-masked row, whose k - len trailing picks name -inf columns (requires fast_path=0)"),
                     int_attr("num_init_tokens", 0, "sglang forced init tokens (+inf), §5.4"),
                     int_attr("num_local_tokens", 0, "sglang forced local tokens (+inf), §5.4"),
                     int_attr("page_size", 64, "tokens per page (page_slot)"),
                     int_attr("rows_per_request", 1, "rows sharing one page_table row (next_n), page_slot only")};
   s.schema.inputs = {
-      {"logits", {D::f32}, {"R,C"}, false, "scores; row r candidates are logits[r, row_starts[r] : row_starts[r]+lengths[r]]"},
+      {"logits", {D::f32, D::bf16, D::fp16}, {"R,C"}, false,
+       "scores (fp32, bf16 or fp16); row r candidates are logits[r, row_starts[r] : row_starts[r]+lengths[r]]"},
       {"lengths", {D::i32}, {"R"}, false, "valid candidates per row"},
       {"row_starts", {D::i32}, {"R"}, true, "first candidate column per row (default 0)"},
       {"offsets", {D::i32}, {"R"}, true, "ragged_offset: added to relative indices"},
