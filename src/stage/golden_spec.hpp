@@ -54,6 +54,10 @@ struct GoldenSpec {
   bool has_list(const std::string& k) const { return lists.count(k) != 0; }
 };
 
+// Attr values for catalogue rows: I(2048), S("page_slot").
+inline AttrValue I(std::int64_t v) { return AttrValue{v}; }
+inline AttrValue S(const char* v) { return AttrValue{std::string(v)}; }
+
 // A named input generator: builds the `inputs/` of its stage the way an engine would feed them, from a seed only
 // (src/numerics/rng.hpp, one sub-stream per tensor and row: the same bits on every machine and thread count).
 using GenerateFn = std::function<void(const GoldenSpec& spec, std::uint64_t seed, int threads, Case& out)>;

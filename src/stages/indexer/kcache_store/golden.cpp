@@ -19,11 +19,10 @@ namespace dsa::indexer::kcache_store {
 using namespace gen;
 using golden::GenerateFn;
 using golden::Generator;
+using golden::I;
+using golden::S;
 
 namespace {
-
-[[maybe_unused]] AttrValue I(std::int64_t v) { return AttrValue{v}; }
-[[maybe_unused]] AttrValue S(const char* v) { return AttrValue{std::string(v)}; }
 
 void gen_kcache(const GoldenSpec& s, std::uint64_t seed, int threads, Case& c) {
   const Rng root(seed);

@@ -19,10 +19,8 @@ using namespace mutant;
 using cmp::Verdict;
 using V = std::vector<Verdict>;
 
-namespace {
-[[maybe_unused]] AttrValue I(std::int64_t v) { return AttrValue{v}; }
-[[maybe_unused]] AttrValue S(const char* v) { return AttrValue{std::string(v)}; }
-}  // namespace
+using golden::I;
+using golden::S;
 
 std::vector<golden::GoldenSpec> selftest_cases() {
   return {

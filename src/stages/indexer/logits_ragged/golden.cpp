@@ -18,11 +18,10 @@ namespace dsa::indexer::logits_ragged {
 using namespace gen;
 using golden::GenerateFn;
 using golden::Generator;
+using golden::I;
+using golden::S;
 
 namespace {
-
-[[maybe_unused]] AttrValue I(std::int64_t v) { return AttrValue{v}; }
-[[maybe_unused]] AttrValue S(const char* v) { return AttrValue{std::string(v)}; }
 
 struct RaggedRows {
   std::vector<std::int32_t> ks, ke;

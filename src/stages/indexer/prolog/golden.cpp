@@ -19,11 +19,10 @@ namespace dsa::indexer::prolog {
 using namespace gen;
 using golden::GenerateFn;
 using golden::Generator;
+using golden::I;
+using golden::S;
 
 namespace {
-
-[[maybe_unused]] AttrValue I(std::int64_t v) { return AttrValue{v}; }
-[[maybe_unused]] AttrValue S(const char* v) { return AttrValue{std::string(v)}; }
 
 // RoPE tables of the demo (spec v32 §2.2): f_i = 10000^(-2i/64), YaRN (factor 40, low 10, high 23),
 // theta = fl32(pos * f_i'), cos/sin in double (deterministic series) rounded to fp32.

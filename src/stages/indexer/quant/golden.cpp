@@ -18,11 +18,10 @@ namespace dsa::indexer::quant {
 using namespace gen;
 using golden::GenerateFn;
 using golden::Generator;
+using golden::I;
+using golden::S;
 
 namespace {
-
-[[maybe_unused]] AttrValue I(std::int64_t v) { return AttrValue{v}; }
-[[maybe_unused]] AttrValue S(const char* v) { return AttrValue{std::string(v)}; }
 
 enum class QuantDist { gaussian_outliers, saturation, subnormal };
 

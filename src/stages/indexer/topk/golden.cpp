@@ -18,11 +18,10 @@ namespace dsa::indexer::topk {
 using namespace gen;
 using golden::GenerateFn;
 using golden::Generator;
+using golden::I;
+using golden::S;
 
 namespace {
-
-[[maybe_unused]] AttrValue I(std::int64_t v) { return AttrValue{v}; }
-[[maybe_unused]] AttrValue S(const char* v) { return AttrValue{std::string(v)}; }
 
 enum class TopkDist { gaussian, ties_at_kth, near_ties, constant };
 
