@@ -82,9 +82,10 @@ std::vector<std::string> first_divergence(const std::vector<cmp::CheckResult>& r
   return out;
 }
 
-RunReport run_checks(const RunOptions& o, const std::function<void(std::size_t, std::size_t)>& progress) {
+RunReport run_checks(const RunOptions& o, const ProgressFn& progress) {
   RunReport rep;
   std::vector<Case> cases;
+  std::vector<ParamsPtr> params;  // each case's Params, parsed once by the reader's validation
   for (const auto& f : o.files) {
     if (auto e = io::input_file_problem(f); e == "no such file") {  // (other kinds are reported by the reader)
       rep.problems.push_back(f + ": no such file");
@@ -92,6 +93,13 @@ RunReport run_checks(const RunOptions& o, const std::function<void(std::size_t, 
     }
     io::ReadOptions ro = read_options();
     if (o.max_memory > 0) ro.max_total_bytes = o.max_memory;
+    std::map<std::string, ParamsPtr> parsed;  // by case name (unique within a file)
+    ro.validate = [&parsed](const Case& c, bool check_outputs) {
+      BoundCase b;
+      auto p = validate_case(c, check_outputs, &b);
+      if (p.empty()) parsed[c.name] = b.params;
+      return p;
+    };
     io::ReadResult rr = load_file(f, ro);
     std::set<std::string> bad;
     for (const auto& p : rr.problems) {
@@ -102,6 +110,7 @@ RunReport run_checks(const RunOptions& o, const std::function<void(std::size_t, 
       if (bad.count(c.name)) continue;  // reported above; not checked
       if (!o.stage_glob.empty() && ::fnmatch(o.stage_glob.c_str(), c.stage.c_str(), 0) != 0) continue;
       if (!o.case_glob.empty() && ::fnmatch(o.case_glob.c_str(), c.name.c_str(), 0) != 0) continue;
+      params.push_back(parsed.count(c.name) ? parsed[c.name] : nullptr);
       cases.push_back(std::move(c));
     }
   }
@@ -118,11 +127,11 @@ RunReport run_checks(const RunOptions& o, const std::function<void(std::size_t, 
   if (jobs > 1 && copt.threads <= 0) copt.threads = std::max(1, omp_get_max_threads() / jobs);
   auto worker = [&] {
     for (std::size_t i; (i = next++) < cases.size();) {
-      per[i] = check_case(cases[i], copt);
+      per[i] = params[i] ? check_case(BoundCase{&cases[i], find_stage(cases[i].stage), params[i]}, copt) : check_case(cases[i], copt);
       const std::size_t d = ++done;
       if (progress) {
         std::lock_guard<std::mutex> lk(pm);
-        progress(d, cases.size());
+        progress(d, cases.size(), cases[i]);
       }
     }
   };
@@ -189,10 +198,15 @@ int run_check_command(const RunOptions& o, std::ostream& out, std::ostream& err)
   const auto t0 = std::chrono::steady_clock::now();
   const bool tty_err = ::isatty(2) != 0;
   bool progressed = false;
-  auto progress = [&](std::size_t d, std::size_t n) {
+  // On a TTY only (quiet in CI logs and pipes), once the run has taken 2 s: cases done, rate, ETA, the last case.
+  auto progress = [&](std::size_t d, std::size_t n, const Case& c) {
     if (!tty_err) return;
-    if (std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2)) return;
-    std::fprintf(stderr, "\rchecked %zu/%zu case(s)", d, n);
+    const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (sec < 2.0) return;
+    const double rate = static_cast<double>(d) / sec;
+    const double eta = rate > 0 ? static_cast<double>(n - d) / rate : 0.0;
+    std::fprintf(stderr, "\r\033[Kchecked %zu/%zu case(s), %.1f/s, ETA %.0f s; last: %s [%s]", d, n, rate, eta,
+                 printable(c.name).c_str(), printable(c.stage).c_str());
     std::fflush(stderr);
     progressed = true;
   };

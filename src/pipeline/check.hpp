@@ -25,8 +25,9 @@ struct RunOptions {
   std::int64_t max_memory = 0;        // bytes of tensors one file may load (0 = io::default_memory_budget())
 };
 
-// Runs every check; never throws for bad input. `progress(done, total)` is called after each case.
-RunReport run_checks(const RunOptions& o, const std::function<void(std::size_t, std::size_t)>& progress = {});
+// Runs every check; never throws for bad input. `progress(done, total, case)` is called after each case.
+using ProgressFn = std::function<void(std::size_t done, std::size_t total, const Case& last)>;
+RunReport run_checks(const RunOptions& o, const ProgressFn& progress = {});
 
 // The whole command: checks, console report on `out`, problems on `err`, JSON / JUnit files. Returns the exit code.
 int run_check_command(const RunOptions& o, std::ostream& out, std::ostream& err);

@@ -149,6 +149,13 @@ std::vector<CheckResult> precheck(const Case& c, BoundCase& b) {
 std::vector<CheckResult> check_case(const Case& c, const CheckOptions& o) {
   BoundCase b;
   if (auto res = precheck(c, b); !res.empty()) return res;
+  return check_case(b, o);
+}
+
+std::vector<CheckResult> check_case(const BoundCase& b, const CheckOptions& o) {
+  const Case& c = *b.c;
+  if (c.outputs.empty() && c.expected.empty())
+    return {case_error(c, "-", c.where() + ": nothing to check: the case has no outputs/ (kernel results) and no expected/ group")};
   Expected E;
   try {
     E = run_reference(b, reference_options(b, o), o.backend);

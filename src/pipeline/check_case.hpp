@@ -41,6 +41,8 @@ cmp::CheckResult compare_tensor(const BoundCase& b, const std::string& group, co
 // Every check of one case: validation and binding, the reference (once), then each outputs/<name> and
 // expected/<name>. Errors (invalid case, reference throws, no outputs) become one ERROR result.
 std::vector<cmp::CheckResult> check_case(const Case& c, const CheckOptions& o);
+// As check_case, for a case already validated and bound (its Params parsed once, e.g. while reading the file).
+std::vector<cmp::CheckResult> check_case(const BoundCase& b, const CheckOptions& o);
 // As check_case, with the reference already computed as run_reference(b, reference_options(b, o)).
 std::vector<cmp::CheckResult> check_case(const BoundCase& b, const CheckOptions& o, const Expected& reference);
 
