@@ -37,9 +37,13 @@ void add_check(CLI::App& app, int& rc) {
                   "bytes the tensors of one file may take (default: half the machine's memory); larger files are refused "
                   "with exit 2")
       ->check(CLI::PositiveNumber);
+  auto shard = std::make_shared<std::string>();
+  cmd->add_option("--shard", *shard,
+                  "I/N: check only shard I (0 <= I < N) of the cases, a stable partition by file path and case name "
+                  "(for CI matrices; combine the --json reports with dsa-check merge)");
   cmd->add_option("--json", o->json_path, "write the full report as JSON to this file (atomically)");
   cmd->add_option("--junit", o->junit_path, "write a JUnit XML report to this file (one testcase per case x tensor)");
-  cmd->callback([o, rtol, atol, color, nan_bits, &rc] {
+  cmd->callback([o, rtol, atol, color, nan_bits, shard, &rc] {
     try {
       for (const auto& s : *rtol) o->check.tol.rtol.push_back(pipeline::parse_tol_override(s));
       for (const auto& s : *atol) o->check.tol.atol.push_back(pipeline::parse_tol_override(s));
@@ -53,10 +57,44 @@ void add_check(CLI::App& app, int& rc) {
       rc = 2;
       return;
     }
+    if (!shard->empty()) {
+      const auto slash = shard->find('/');
+      std::int64_t i = -1, n = 0;
+      try {
+        std::size_t a = 0, b = 0;
+        i = std::stoll(shard->substr(0, slash), &a);
+        n = slash == std::string::npos ? 0 : std::stoll(shard->substr(slash + 1), &b);
+        if (a != slash || b != shard->size() - slash - 1) n = 0;
+      } catch (const std::exception&) {
+        n = 0;
+      }
+      if (n < 1 || n > 100000 || i < 0 || i >= n) {
+        std::cerr << "error: --shard '" << *shard << "': expected I/N with 0 <= I < N (e.g. 0/4)\n";
+        rc = 2;
+        return;
+      }
+      o->shard_index = i;
+      o->shard_count = n;
+    }
     o->color = *color == "auto" ? -1 : (*color == "always" ? 1 : 0);
     o->check.nan = *nan_bits == "exact" ? cmp::NanPolicy::exact : cmp::NanPolicy::any_code;
     rc = pipeline::run_check_command(*o, std::cout, std::cerr);
   });
+}
+
+void add_merge(CLI::App& app, int& rc) {
+  auto* cmd = app.add_subcommand("merge",
+                                 "Combine the --json reports of several check runs (e.g. --shard i/N) into one report with "
+                                 "the exit code one run over all the cases would give");
+  auto files = std::make_shared<std::vector<std::string>>();
+  auto json = std::make_shared<std::string>();
+  auto junit = std::make_shared<std::string>();
+  auto quiet = std::make_shared<bool>(false);
+  cmd->add_option("reports", *files, "JSON reports written by dsa-check check --json")->required();
+  cmd->add_option("--json", *json, "write the merged report as JSON");
+  cmd->add_option("--junit", *junit, "write the merged report as JUnit XML");
+  cmd->add_flag("-q,--quiet", *quiet, "print only failing checks and the summary");
+  cmd->callback([files, json, junit, quiet, &rc] { rc = pipeline::run_merge_command(*files, *json, *junit, *quiet, std::cout, std::cerr); });
 }
 
 }  // namespace dsa::cli

@@ -18,12 +18,13 @@ void add_inspect(CLI::App& app, int& rc);
 void add_validate(CLI::App& app, int& rc);
 void add_golden(CLI::App& app, int& rc);
 void add_check(CLI::App& app, int& rc);     // cmd_check.cpp
+void add_merge(CLI::App& app, int& rc);     // cmd_check.cpp
 void add_selftest(CLI::App& app, int& rc);  // cmd_selftest.cpp
 void add_cut(CLI::App& app, int& rc);       // cmd_cut.cpp
 void add_backend_diff(CLI::App& app, int& rc);  // cmd_backend_diff.cpp
 
 inline const std::vector<AddCommand>& commands() {
-  static const std::vector<AddCommand> all{add_stages, add_inspect, add_validate, add_golden, add_check, add_selftest, add_cut, add_backend_diff};
+  static const std::vector<AddCommand> all{add_stages, add_inspect, add_validate, add_golden, add_check, add_merge, add_selftest, add_cut, add_backend_diff};
   return all;
 }
 

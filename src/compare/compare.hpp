@@ -61,6 +61,7 @@ struct TopkStats {
 
 struct CheckResult {
   std::string file, case_name, stage, group = "outputs", tensor;  // group: outputs | expected | determinism
+  std::string step;                         // the case's attr `step` ("" when absent): first-divergence groups
   CompareKind kind = CompareKind::bytes;
   Verdict verdict = Verdict::BITEXACT;
   std::string message;                      // one line, human
@@ -76,6 +77,8 @@ struct CheckResult {
   std::string name() const { return case_name + "/" + group + "/" + tensor; }
 };
 nlohmann::json to_json(const CheckResult& r);
+// The inverse of to_json (merging saved shard reports); std::runtime_error naming the missing or malformed field.
+CheckResult from_json(const nlohmann::json& j);
 // Number to JSON: non-finite doubles become the strings "inf", "-inf", "nan".
 nlohmann::json num_json(double x);
 

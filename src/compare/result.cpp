@@ -1,5 +1,7 @@
 // Verdict names and the JSON form of a CheckResult (shared by the JSON report and `merge`-style readers).
 #include <cmath>
+#include <limits>
+#include <stdexcept>
 
 #include "compare/compare.hpp"
 
@@ -40,6 +42,7 @@ nlohmann::json to_json(const CheckResult& r) {
                    {"numel", r.numel}, {"mismatches", r.mismatches},
                    {"tolerance", {{"profile", r.tol.profile}, {"rtol", num_json(r.tol.rtol)}, {"atol", num_json(r.tol.atol)}}},
                    {"notes", r.notes}};
+  if (!r.step.empty()) j["step"] = r.step;
   if (r.first) j["first"] = loc_json(*r.first);
   if (r.worst) j["worst"] = loc_json(*r.worst);
   if (!r.emulation.empty()) j["emulation"] = {{"profile", r.emulation}, {"mismatches", r.emulation_mismatches}};
@@ -58,6 +61,101 @@ nlohmann::json to_json(const CheckResult& r) {
                  {"hard_misses", s.hard_misses}, {"hard_extras", s.hard_extras}, {"examples", s.examples}};
   }
   return j;
+}
+
+namespace {
+double num_from(const nlohmann::json& j) {
+  if (j.is_string()) {
+    const auto s = j.get<std::string>();
+    const double inf = std::numeric_limits<double>::infinity();
+    if (s == "nan") return std::numeric_limits<double>::quiet_NaN();
+    if (s == "inf") return inf;
+    if (s == "-inf") return -inf;
+    throw std::runtime_error("a number, found '" + s + "'");
+  }
+  return j.get<double>();
+}
+Location loc_from(const nlohmann::json& j) {
+  Location l;
+  l.flat = j.at("flat").get<std::int64_t>();
+  l.where = j.at("where").get<std::string>();
+  l.out = num_from(j.at("out"));
+  l.ref = num_from(j.at("ref"));
+  l.err = num_from(j.at("err"));
+  l.bound = num_from(j.at("bound"));
+  l.has_values = false;  // the saved message already carries the values
+  return l;
+}
+}  // namespace
+
+CheckResult from_json(const nlohmann::json& j) {
+  CheckResult r;
+  try {
+    r.file = j.at("file").get<std::string>();
+    r.case_name = j.at("case").get<std::string>();
+    r.stage = j.at("stage").get<std::string>();
+    r.group = j.at("group").get<std::string>();
+    r.tensor = j.at("tensor").get<std::string>();
+    r.step = j.value("step", std::string());
+    const auto kind = j.at("kind").get<std::string>();
+    bool kind_ok = false;
+    for (auto k : {CompareKind::bytes, CompareKind::bounded, CompareKind::topk_set})
+      if (compare_kind_name(k) == kind) r.kind = k, kind_ok = true;
+    if (!kind_ok) throw std::runtime_error("kind '" + kind + "' unknown");
+    const auto v = j.at("verdict").get<std::string>();
+    bool verdict_ok = false;
+    for (auto x : {Verdict::BITEXACT, Verdict::WITHIN_BOUND, Verdict::FAIL, Verdict::NONFINITE, Verdict::MASK_MISMATCH,
+                   Verdict::STRUCTURE, Verdict::SHAPE, Verdict::DTYPE, Verdict::ERROR})
+      if (verdict_name(x) == v) r.verdict = x, verdict_ok = true;
+    if (!verdict_ok) throw std::runtime_error("verdict '" + v + "' unknown");
+    r.message = j.at("message").get<std::string>();
+    r.numel = j.at("numel").get<std::int64_t>();
+    r.mismatches = j.at("mismatches").get<std::int64_t>();
+    const auto& t = j.at("tolerance");
+    r.tol = Tolerance{t.at("profile").get<std::string>(), num_from(t.at("rtol")), num_from(t.at("atol"))};
+    r.notes = j.at("notes").get<std::vector<std::string>>();
+    if (j.contains("first")) r.first = loc_from(j["first"]);
+    if (j.contains("worst")) r.worst = loc_from(j["worst"]);
+    if (j.contains("emulation")) {
+      r.emulation = j["emulation"].at("profile").get<std::string>();
+      r.emulation_mismatches = j["emulation"].at("mismatches").get<std::int64_t>();
+    }
+    if (j.contains("bounded")) {
+      const auto& b = j["bounded"];
+      BoundedStats s;
+      s.compared = b.at("compared").get<std::int64_t>();
+      s.max_abs = num_from(b.at("max_abs"));
+      s.max_rel = num_from(b.at("max_rel"));
+      s.max_err_over_m = num_from(b.at("max_err_over_m"));
+      s.max_ulp = num_from(b.at("max_ulp"));
+      s.ulp_bits = b.at("ulp_bits").get<std::int64_t>();
+      s.ulp_compared = b.value("ulp_compared", std::int64_t{0});
+      s.cosine = num_from(b.at("cosine"));
+      s.calc_diff = num_from(b.at("calc_diff"));
+      s.ratio_rel_1e3 = num_from(b.at("ratio_rel_lt_1e-3"));
+      s.ratio_rel_5e3 = num_from(b.at("ratio_rel_lt_5e-3"));
+      s.min_rtol = num_from(b.at("min_rtol"));
+      r.bounded = s;
+    }
+    if (j.contains("topk")) {
+      const auto& k = j["topk"];
+      TopkStats s;
+      s.rows = k.at("rows").get<std::int64_t>();
+      s.recall = num_from(k.at("recall"));
+      s.min_recall = num_from(k.at("min_recall"));
+      s.jaccard = num_from(k.at("jaccard"));
+      s.band = k.at("band").get<std::int64_t>();
+      s.max_band = k.at("max_band").get<std::int64_t>();
+      s.swaps = k.at("swaps").get<std::int64_t>();
+      s.hard_misses = k.at("hard_misses").get<std::int64_t>();
+      s.hard_extras = k.at("hard_extras").get<std::int64_t>();
+      s.examples = k.at("examples").get<std::vector<std::string>>();
+      r.topk = s;
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error(std::string("a check result as `check --json` writes it: ") + e.what());
+  }
+  return r;
 }
 
 }  // namespace dsa::cmp

@@ -27,27 +27,20 @@
 
 namespace dsa::pipeline {
 
-std::vector<std::string> first_divergence(const std::vector<cmp::CheckResult>& results,
-                                          const std::vector<std::pair<std::string, std::string>>& case_step) {
+std::vector<std::string> first_divergence(const std::vector<cmp::CheckResult>& results) {
   // key (file, step) -> stage order -> (stage, case, any failing)
   struct StageInfo {
     std::string stage, case_name;
     bool fail = false;
   };
   std::map<std::pair<std::string, std::string>, std::map<int, std::vector<StageInfo>>> groups;
-  std::map<std::pair<std::string, std::string>, std::string> step_of;  // (file, case) -> step
-  for (const auto& [k, s] : case_step) {
-    const auto bar = k.find('\x1f');
-    step_of[{k.substr(0, bar), k.substr(bar + 1)}] = s;
-  }
   std::vector<std::pair<std::string, std::string>> order;
   std::set<std::pair<std::string, std::string>> seen_case;
   for (const auto& r : results) {
     if (r.group == "determinism") continue;
     const Stage* st = find_stage(r.stage);
     const int po = st ? st->pipeline_order : 1 << 20;
-    const std::string step = step_of.count({r.file, r.case_name}) ? step_of[{r.file, r.case_name}] : "";
-    const auto key = std::make_pair(r.file, step);
+    const auto key = std::make_pair(r.file, r.step);
     if (!groups.count(key)) order.push_back(key);
     auto& v = groups[key][po];
     auto it = std::find_if(v.begin(), v.end(), [&](const StageInfo& s) { return s.case_name == r.case_name; });
@@ -82,6 +75,15 @@ std::vector<std::string> first_divergence(const std::vector<cmp::CheckResult>& r
   return out;
 }
 
+std::int64_t shard_of(const std::string& file, const std::string& case_name, std::int64_t count) {
+  std::uint64_t h = 1469598103934665603ull;  // FNV-1a 64 over "file\0case": stable across runs and machines
+  for (const std::string* s : {&file, &case_name}) {
+    for (unsigned char ch : *s) h = (h ^ ch) * 1099511628211ull;
+    h = (h ^ 0u) * 1099511628211ull;
+  }
+  return static_cast<std::int64_t>(h % static_cast<std::uint64_t>(count));
+}
+
 RunReport run_checks(const RunOptions& o, const ProgressFn& progress) {
   RunReport rep;
   std::vector<Case> cases;
@@ -110,12 +112,14 @@ RunReport run_checks(const RunOptions& o, const ProgressFn& progress) {
       if (bad.count(c.name)) continue;  // reported above; not checked
       if (!o.stage_glob.empty() && ::fnmatch(o.stage_glob.c_str(), c.stage.c_str(), 0) != 0) continue;
       if (!o.case_glob.empty() && ::fnmatch(o.case_glob.c_str(), c.name.c_str(), 0) != 0) continue;
+      if (o.shard_count > 1 && shard_of(f, c.name, o.shard_count) != o.shard_index) continue;
       params.push_back(parsed.count(c.name) ? parsed[c.name] : nullptr);
       cases.push_back(std::move(c));
     }
   }
   if (cases.empty() && rep.problems.empty())
-    rep.problems.push_back("no case to check" + std::string(o.stage_glob.empty() && o.case_glob.empty() ? "" : " (after --stage/--case filters)"));
+    if (o.shard_count <= 1)
+      rep.problems.push_back("no case to check" + std::string(o.stage_glob.empty() && o.case_glob.empty() ? "" : " (after --stage/--case filters)"));
   // Check cases, in parallel if asked; results land in per-case slots so the report order is deterministic.
   std::vector<std::vector<cmp::CheckResult>> per(cases.size());
   std::atomic<std::size_t> next{0}, done{0};
@@ -142,8 +146,11 @@ RunReport run_checks(const RunOptions& o, const ProgressFn& progress) {
     for (int t = 0; t < jobs; ++t) ts.emplace_back(worker);
     for (auto& t : ts) t.join();
   }
-  for (auto& v : per)
-    for (auto& r : v) rep.results.push_back(std::move(r));
+  for (std::size_t i = 0; i < per.size(); ++i)
+    for (auto& r : per[i]) {
+      if (cases[i].has_attr("step")) r.step = attr_to_string(cases[i].attrs.at("step"));
+      rep.results.push_back(std::move(r));
+    }
   // --deterministic: identical index tensors across dumps of the same case name.
   if (o.check.deterministic) {
     std::map<std::pair<std::string, std::string>, std::vector<const Case*>> by;
@@ -187,11 +194,61 @@ RunReport run_checks(const RunOptions& o, const ProgressFn& progress) {
       rep.results.push_back(std::move(r));
     }
   }
-  std::vector<std::pair<std::string, std::string>> steps;
-  for (const auto& c : cases)
-    if (c.has_attr("step")) steps.push_back({c.file + '\x1f' + c.name, attr_to_string(c.attrs.at("step"))});
-  rep.divergences = first_divergence(rep.results, steps);
+  rep.divergences = first_divergence(rep.results);
   return rep;
+}
+
+RunReport merge_reports(const std::vector<std::string>& files, std::vector<std::string>& errors) {
+  RunReport rep;
+  for (const auto& f : files) {
+    if (auto e = io::input_file_problem(f); !e.empty()) {
+      errors.push_back(f + ": " + e);
+      continue;
+    }
+    std::ifstream in(f, std::ios::binary);
+    nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+    if (j.is_discarded() || !j.is_object() || j.value("tool", "") != "dsa-check" || !j.contains("results")) {
+      errors.push_back(f + ": expected a report written by dsa-check check --json, found something else");
+      continue;
+    }
+    try {
+      for (const auto& p : j.at("problems")) rep.problems.push_back(p.get<std::string>());
+      for (const auto& r : j.at("results")) rep.results.push_back(cmp::from_json(r));
+    } catch (const std::exception& e) {
+      errors.push_back(f + ": " + e.what());
+    }
+  }
+  rep.divergences = first_divergence(rep.results);
+  return rep;
+}
+
+namespace {
+int write_reports(const RunReport& rep, const std::string& json_path, const std::string& junit_path,
+                  const std::vector<std::string>& inputs, std::ostream& err) {
+  int rc = 0;
+  if (!json_path.empty())
+    if (auto e = io::write_text_atomic(json_path, io::json_text(report::report_json(rep)), inputs); !e.empty()) {
+      err << "error: " << e << "\n";
+      rc = 2;
+    }
+  if (!junit_path.empty())
+    if (auto e = io::write_text_atomic(junit_path, report::junit_xml(rep), inputs); !e.empty()) {
+      err << "error: " << e << "\n";
+      rc = 2;
+    }
+  return rc;
+}
+}  // namespace
+
+int run_merge_command(const std::vector<std::string>& files, const std::string& json_path, const std::string& junit_path,
+                      bool quiet, std::ostream& out, std::ostream& err) {
+  std::vector<std::string> errors;
+  const RunReport rep = merge_reports(files, errors);
+  for (const auto& e : errors) err << "error: " << printable(e) << "\n";
+  for (const auto& p : rep.problems) err << "error: " << p << "\n";
+  report::print_console(rep, out, quiet, 0, false);
+  int rc = errors.empty() ? rep.exit_code() : 2;
+  return std::max(rc, write_reports(rep, json_path, junit_path, files, err));
 }
 
 int run_check_command(const RunOptions& o, std::ostream& out, std::ostream& err) {
@@ -216,16 +273,7 @@ int run_check_command(const RunOptions& o, std::ostream& out, std::ostream& err)
   const bool color = o.color < 0 ? ::isatty(1) != 0 : o.color == 1;
   report::print_console(rep, out, o.quiet, o.verbose, color);
   int rc = rep.exit_code();
-  if (!o.json_path.empty())
-    if (auto e = io::write_text_atomic(o.json_path, io::json_text(report::report_json(rep)), o.files); !e.empty()) {
-      err << "error: " << e << "\n";
-      rc = 2;
-    }
-  if (!o.junit_path.empty())
-    if (auto e = io::write_text_atomic(o.junit_path, report::junit_xml(rep), o.files); !e.empty()) {
-      err << "error: " << e << "\n";
-      rc = 2;
-    }
+  rc = std::max(rc, write_reports(rep, o.json_path, o.junit_path, o.files, err));
   return rc;
 }
 

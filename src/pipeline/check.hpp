@@ -23,6 +23,7 @@ struct RunOptions {
   int color = -1;                     // -1 auto (stdout is a TTY), 0 never, 1 always
   std::string json_path, junit_path;
   std::int64_t max_memory = 0;        // bytes of tensors one file may load (0 = io::default_memory_budget())
+  std::int64_t shard_index = 0, shard_count = 1;  // --shard i/N: only the cases with shard_of(...) == i
 };
 
 // Runs every check; never throws for bad input. `progress(done, total, case)` is called after each case.
@@ -33,9 +34,19 @@ RunReport run_checks(const RunOptions& o, const ProgressFn& progress = {});
 int run_check_command(const RunOptions& o, std::ostream& out, std::ostream& err);
 
 
-// First-divergence analysis of results: per file, cases grouped by attr `step` (or the whole file when no case has
+// First-divergence analysis of results: per file, cases grouped by their `step` (or the whole file when no case has
 // one); in each group holding >= 2 stages, the failing stage with the lowest pipeline_order.
-std::vector<std::string> first_divergence(const std::vector<cmp::CheckResult>& results,
-                                          const std::vector<std::pair<std::string, std::string>>& case_step);
+std::vector<std::string> first_divergence(const std::vector<cmp::CheckResult>& results);
+
+// The shard (0..count-1) of a case: a hash of its file path (as given) and name, stable across runs and machines.
+std::int64_t shard_of(const std::string& file, const std::string& case_name, std::int64_t count);
+
+// `dsa-check merge`: the reports `check --json` wrote (e.g. one per shard) as one run: results and problems in the
+// given order, first divergence recomputed; `errors` gets unreadable reports.
+RunReport merge_reports(const std::vector<std::string>& files, std::vector<std::string>& errors);
+// The whole merge command: console summary, JSON / JUnit, the exit code one run over all the cases would give (2 also
+// for an unreadable report).
+int run_merge_command(const std::vector<std::string>& files, const std::string& json_path, const std::string& junit_path,
+                      bool quiet, std::ostream& out, std::ostream& err);
 
 }  // namespace dsa::pipeline

@@ -252,15 +252,19 @@ TEST_CASE("compare: first divergence follows pipeline_order") {
   // Listed out of pipeline order on purpose: topk (50) fails, logits (40) fails, quant (10) passes.
   std::vector<CheckResult> v{res("indexer.topk", "t", false), res("indexer.logits_ragged", "l", false),
                              res("indexer.quant", "q", true)};
-  auto d = pipeline::first_divergence(v, {});
+  auto d = pipeline::first_divergence(v);
   REQUIRE(d.size() == 1);
   CHECK(d[0] == "first divergence in f.h5: stage indexer.logits_ragged (case 'l'), 1 later failing case(s)");
   // Grouped by step: step 1 has only one stage -> no line; step 2 holds two stages.
-  d = pipeline::first_divergence(v, {{"f.h5\x1ft", "2"}, {"f.h5\x1fl", "1"}, {"f.h5\x1fq", "2"}});
+  v[0].step = "2";
+  v[1].step = "1";
+  v[2].step = "2";
+  d = pipeline::first_divergence(v);
   REQUIRE(d.size() == 1);
   CHECK(d[0] == "first divergence in f.h5 (step 2): stage indexer.topk (case 't')");
   v[0].verdict = v[1].verdict = Verdict::WITHIN_BOUND;
-  d = pipeline::first_divergence(v, {});
+  for (auto& x : v) x.step.clear();
+  d = pipeline::first_divergence(v);
   REQUIRE(d.size() == 1);
   CHECK(d[0] == "no divergence in f.h5: all 3 stages pass");
 }
