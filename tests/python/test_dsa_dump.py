@@ -512,3 +512,20 @@ def test_capture_torch_topk_defaults_pass_a_correct_torch_topk(cli, tmp_path):
     dsa_dump.capture_topk(masked, lengths, picks, k, out=str(plain))
     r = run(cli, "check", plain)
     assert r.returncode == 1 and "fast_path=0" in r.stdout, r.stdout
+
+
+def test_repeated_captures_with_default_names_all_land(cli, tmp_path):
+    """Captures without name= into one DumpWriter get indexer_topk, indexer_topk_1, ...; an explicit duplicate name
+    is a ValueError that leaves the cases already added (the writer is still usable)."""
+    logits = np.array([[4.0, 3.0, 2.0, 1.0]], np.float32)
+    idx = np.array([[0, 1]], np.int32)
+    p = tmp_path / "many.h5"
+    with dsa_dump.DumpWriter(str(p)) as w:
+        for _ in range(3):
+            dsa_dump.capture_topk(logits, [4], idx, 2, out=w)
+        dsa_dump.capture_topk(logits, [4], idx, 2, name="mine", out=w)
+        with pytest.raises(ValueError):
+            dsa_dump.capture_topk(logits, [4], idx, 2, name="mine", out=w)
+    assert [c.name for c in dsa_dump.read_dump(str(p))] == ["indexer_topk", "indexer_topk_1", "indexer_topk_2", "mine"]
+    r = run(cli, "check", p)
+    assert r.returncode == 0 and "4 passed, 0 failed" in r.stdout, r.stdout + r.stderr

@@ -99,7 +99,7 @@ def _emit(case: Case, out: Out) -> Case:
 
 def _case(stage: str, name: Optional[str], inputs: Dict[str, Any], outputs: Dict[str, Any],
           attrs: Dict[str, Any]) -> Case:
-    return Case(name=name or stage.replace(".", "_"), stage=stage,
+    return Case(name=name or stage.replace(".", "_"), stage=stage, auto_name=name is None,
                 attrs={k: v for k, v in attrs.items() if v is not None},
                 inputs={k: v for k, v in inputs.items() if v is not None},
                 outputs={k: v for k, v in outputs.items() if v is not None})

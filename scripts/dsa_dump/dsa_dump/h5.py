@@ -38,6 +38,7 @@ class Case:
     expected: Dict[str, Any] = field(default_factory=dict)
     dtypes: Dict[str, str] = field(default_factory=dict)
     raw: Dict[str, np.ndarray] = field(default_factory=dict)  # "inputs/q" -> stored bits
+    auto_name: bool = False  # the name is a helper's default: a DumpWriter suffixes it (_1, _2, ...) when taken
 
     def group(self, g: str) -> Dict[str, Any]:
         return {"inputs": self.inputs, "outputs": self.outputs, "expected": self.expected}[g]
@@ -167,10 +168,20 @@ class DumpWriter:
         except Exception:
             pass
 
+    def unique_name(self, base: str) -> str:
+        """`base`, or `base_1`, `base_2`, ... when that case name is already in this file."""
+        name, n = base, 0
+        while name in self.case_names:
+            n += 1
+            name = f"{base}_{n}"
+        return name
+
     def add(self, case: Case) -> None:
-        """Adds a Case (as returned by the capture_* helpers or read_dump)."""
-        self.add_case(case.name, case.stage, case.inputs, case.outputs, case.expected, case.attrs,
-                      dtypes=case.dtypes)
+        """Adds a Case (as returned by the capture_* helpers or read_dump). A helper's default name (no name= given)
+        is suffixed _1, _2, ... when it is taken, so repeated captures into one writer all land; an explicit name
+        must be unique (ValueError, raised before anything of the case is written: the cases already added stay)."""
+        name = self.unique_name(case.name) if case.auto_name else case.name
+        self.add_case(name, case.stage, case.inputs, case.outputs, case.expected, case.attrs, dtypes=case.dtypes)
 
     def add_case(self, name: str, stage: str, inputs: Mapping[str, Any], outputs: Optional[Mapping[str, Any]] = None,
                  expected: Optional[Mapping[str, Any]] = None, attrs: Optional[Mapping[str, Any]] = None,
