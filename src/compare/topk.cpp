@@ -154,6 +154,8 @@ class TopkJudge {
         if (idx >= 0 && t_.from_index(row, idx - 1) >= 0) ++plus1_;
         if (t_.from_index(row, idx + 1) >= 0) ++minus1_;
         if (idx >= 0 && idx < tr.len && t_.to_index(row, idx) != idx) ++relative_;
+        for (std::size_t b = 0; b < t_.other_bases.size(); ++b)
+          if (idx >= 0 && t_.other_bases[b].second(row, idx) >= 0) ++other_ok_[b];
         note(row * W_ + i, rs() + "index " + std::to_string(idx) + " is not a candidate of the row (len " +
                                std::to_string(tr.len) + ")", true);
         continue;
@@ -256,6 +258,11 @@ class TopkJudge {
       if (invalid_ && plus1_ == invalid_) m << "; hint: every invalid index is one past a candidate (index base +1?)";
       else if (invalid_ && minus1_ == invalid_) m << "; hint: every invalid index is one before a candidate (index base -1?)";
       else if (invalid_ && relative_ == invalid_) m << "; hint: invalid indices look like relative positions (missing index-base transform?)";
+      for (std::size_t b = 0; b < t_.other_bases.size(); ++b)
+        if (invalid_ && other_ok_[b] == invalid_) {
+          m << "; hint: every invalid index is a candidate under index_base=" << t_.other_bases[b].first << " (wrong index base?)";
+          break;
+        }
     } else if (st_.hard_misses || st_.hard_extras) {
       r_.verdict = Verdict::FAIL;
       m << st_.hard_misses << " hard miss(es), " << st_.hard_extras << " out-of-band selection(s); first: " << st_.examples.front()
@@ -296,6 +303,7 @@ class TopkJudge {
   CheckResult r_;
   TopkStats st_;
   std::int64_t structure_ = 0, plus1_ = 0, minus1_ = 0, relative_ = 0, invalid_ = 0;
+  std::vector<std::int64_t> other_ok_ = std::vector<std::int64_t>(t_.other_bases.size(), 0);  // invalid but valid there
   std::string first_structure_;
   double recall_sum_ = 0, jac_sum_ = 0;
   std::int64_t rows_scored_ = 0;

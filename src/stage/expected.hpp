@@ -32,6 +32,9 @@ struct TopkRef {
   std::function<std::int64_t(std::int64_t row, std::int64_t p)> to_index;
   // Emitted index value -> candidate position, or -1 if the value is not a valid candidate of the row.
   std::function<std::int64_t(std::int64_t row, std::int64_t idx)> from_index;
+  // The other index bases the case's tensors allow (name, emitted index -> candidate position or -1): an invalid index
+  // that is valid under one of them gets the hint "index_base=<name>?".
+  std::vector<std::pair<std::string, std::function<std::int64_t(std::int64_t row, std::int64_t idx)>>> other_bases;
   bool sorted = false;               // output must be in descending score order (demo torch.topk sorted=True)
   bool fast_path = true;             // len <= k: output must be exactly [0..len-1] (mapped) then -1
   bool short_rows_torch = false;     // len < k: the k - len trailing entries may name non-candidate columns of the

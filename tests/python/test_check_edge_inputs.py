@@ -122,3 +122,23 @@ def test_torch_topk_conventions(tmp_path, run_cli):
     _torch_topk_file(p, logits, [3, 6], np.array([[1, 2, 3, 4, 5], [5, 0, 2, 1, 3]]), sorted=1, fast_path=0, short_rows="torch")
     r = run_cli("check", str(p))
     assert r.returncode == 1, r.stdout
+
+
+def test_absolute_indices_in_a_relative_case_get_the_index_base_hint(tmp_path, run_cli):
+    """An engine that emits absolute columns (row_start + p) where the case declares relative positions: the invalid
+    indices are candidates under index_base=absolute, and the message says so."""
+    logits = np.full((1, 20), -5.0, np.float32)
+    logits[0, 10:14] = [4.0, 3.0, 2.0, 1.0]
+    p = tmp_path / "abs_in_rel.h5"
+    with h5py.File(p, "w") as f:
+        g = f.create_group("t")
+        g.attrs["schema_version"] = 1
+        g.attrs["stage"] = "indexer.topk"
+        g.attrs["k"] = 2
+        g.create_dataset("inputs/logits", data=logits)
+        g.create_dataset("inputs/lengths", data=np.array([4], np.int32))
+        g.create_dataset("inputs/row_starts", data=np.array([10], np.int32))
+        g.create_dataset("outputs/indices", data=np.array([[10, 11]], np.int32))
+    r = run_cli("check", str(p))
+    assert r.returncode == 1 and "STRUCTURE" in r.stdout
+    assert "every invalid index is a candidate under index_base=absolute (wrong index base?)" in r.stdout, r.stdout

@@ -106,6 +106,17 @@ Expected cpu(const Case& c, const Params& p, const RefOptions& opt) {
   t.topk.sorted = p.sorted;
   t.topk.fast_path = p.fast_path;
   t.topk.short_rows_torch = p.short_rows_torch;
+  // Hints: the same rows read through every other index base these inputs make possible.
+  for (std::size_t b = 0; b < layouts::index_base_names().size(); ++b) {
+    Params q = p;
+    q.index_base = static_cast<layouts::IndexBase>(b);
+    if (q.index_base == p.index_base || (q.index_base == layouts::IndexBase::ragged_offset && !c.input_opt("offsets")) ||
+        (q.index_base == layouts::IndexBase::page_slot && !c.input_opt("page_table")))
+      continue;
+    auto other = std::make_shared<const layouts::IndexMap>(index_map(c, q));
+    t.topk.other_bases.emplace_back(layouts::index_base_names()[b],
+                                    [other](std::int64_t r, std::int64_t idx) { return other->from_index(r, idx); });
+  }
   t.describe = [W](std::int64_t f) { return "row " + std::to_string(f / W) + " col " + std::to_string(f % W); };
   Expected e;
   e.tensors.push_back(std::move(t));
