@@ -131,11 +131,14 @@ CheckResult case_error(const Case& c, const std::string& tensor, const std::stri
   return r;
 }
 
+std::vector<CheckResult> nothing_to_check(const Case& c) {
+  return {case_error(c, "-", c.where() + ": nothing to check: the case has no outputs/ (kernel results) and no expected/ group")};
+}
+
 // Checks before any reference runs: the case is valid and bound, and has something to check.
 std::vector<CheckResult> precheck(const Case& c, BoundCase& b) {
   if (!find_stage(c.stage)) return {case_error(c, "-", c.where() + ": unknown stage '" + c.stage + "'")};
-  if (c.outputs.empty() && c.expected.empty())
-    return {case_error(c, "-", c.where() + ": nothing to check: the case has no outputs/ (kernel results) and no expected/ group")};
+  if (c.outputs.empty() && c.expected.empty()) return nothing_to_check(c);
   if (auto p = validate_case(c, true, &b); !p.empty()) {
     std::vector<CheckResult> res;
     for (const auto& q : p) res.push_back(case_error(c, "-", q.str()));
@@ -154,8 +157,7 @@ std::vector<CheckResult> check_case(const Case& c, const CheckOptions& o) {
 
 std::vector<CheckResult> check_case(const BoundCase& b, const CheckOptions& o) {
   const Case& c = *b.c;
-  if (c.outputs.empty() && c.expected.empty())
-    return {case_error(c, "-", c.where() + ": nothing to check: the case has no outputs/ (kernel results) and no expected/ group")};
+  if (c.outputs.empty() && c.expected.empty()) return nothing_to_check(c);
   Expected E;
   try {
     E = run_reference(b, reference_options(b, o), o.backend);
@@ -171,10 +173,7 @@ std::vector<CheckResult> check_case(const BoundCase& b, const CheckOptions& o) {
 std::vector<CheckResult> check_case(const BoundCase& b, const CheckOptions& o, const Expected& E) {
   const Case& c = *b.c;
   const Stage* st = b.stage;
-  if (c.outputs.empty() && c.expected.empty()) {
-    BoundCase unused;
-    return precheck(c, unused);
-  }
+  if (c.outputs.empty() && c.expected.empty()) return nothing_to_check(c);
   std::vector<CheckResult> res;
   // Stage output order first, then anything else (alphabetical).
   std::vector<std::string> order;
