@@ -33,11 +33,13 @@
 // EMULATION `deepgemm-sm90`: s_h by profiles::sm90::wgmma_dot, head reduction profiles::sm90::head_reduce, bf16 = RNE of
 // the fp32 value; columns the kernel's clean pass sets to -inf are -inf.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
 
 #include "numerics/formats.hpp"
+#include "stage/expected.hpp"
 #include "stages/indexer/common/logits_simd.hpp"
 #include "tensor/tensor.hpp"
 
@@ -106,6 +108,36 @@ struct LogitsOut {
   double* M;
   std::uint8_t* defined;
   bool bf16;
+};
+
+// The reference tensors of a logits stage [rows, cols]: value -inf everywhere (bf16 or fp32), magnitude M, and the
+// defined mask (all 1 when every column is defined, else set by reduce_keys as logits are written).
+struct LogitsTensors {
+  Tensor value, mag, def;
+  bool bf16;
+  LogitsTensors(i64 rows, i64 cols, bool bf16_, bool all_defined)
+      : value(bf16_ ? DType::bf16 : DType::f32, {rows, cols}), mag(DType::f64, {rows, cols}), def(DType::u8, {rows, cols}), bf16(bf16_) {
+    fill_neg_inf(value);
+    if (all_defined) std::fill_n(def.data<std::uint8_t>(), def.numel(), std::uint8_t{1});
+  }
+  LogitsOut out() { return {value, mag.data<double>(), def.data<std::uint8_t>(), bf16}; }
+  // An emulation tensor of the same dtype and shape, -inf where the kernel writes nothing.
+  Tensor emulation() const {
+    Tensor t(value.dtype(), value.shape());
+    fill_neg_inf(t);
+    return t;
+  }
+  // The bounded RefTensor "logits" over these tensors (the stage adds emulations and describe).
+  RefTensor ref(bool mask_must_match) const {
+    RefTensor r;
+    r.name = "logits";
+    r.kind = CompareKind::bounded;
+    r.mask_must_match = mask_must_match;
+    r.value = value;
+    r.magnitude = mag;
+    r.defined = def;
+    return r;
+  }
 };
 
 void reduce_keys(const Isa& isa, const double* c0, sz ldc, int n, const WeightsF64& wf, const float* w, sz wo, int H,

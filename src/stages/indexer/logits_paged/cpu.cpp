@@ -38,14 +38,8 @@ Expected cpu(const Case& c, const Params& p, const RefOptions& opt) {
       nvalid[static_cast<sz>(b * NN + t)] = valid_columns(cl.data<std::int32_t>(), cl.rank() == 2, b, t, NN, cols, MB * ps);
   auto page_of = [&](i64 b, i64 j) { return static_cast<i64>(btp[b * MB + j / ps]); };
 
-  Tensor value(bf16 ? DType::bf16 : DType::f32, {R, cols});
-  Tensor mag(DType::f64, {R, cols});
-  Tensor def(DType::u8, {R, cols});
-  fill_neg_inf(value);
-  if (clean) std::fill_n(def.data<std::uint8_t>(), def.numel(), std::uint8_t{1});
-  double* Mp = mag.data<double>();
-  std::uint8_t* dp = def.data<std::uint8_t>();
-  const LogitsOut out{value, Mp, dp, bf16};
+  LogitsTensors lt(R, cols, bf16, clean);
+  const LogitsOut out = lt.out();
 
   const WeightsF64 wf(wt);
   const i64 kb = 120;
@@ -93,13 +87,9 @@ Expected cpu(const Case& c, const Params& p, const RefOptions& opt) {
     }
   }
 
-  RefTensor rt;
-  rt.name = "logits";
-  rt.kind = CompareKind::bounded;
-  rt.mask_must_match = clean;
+  RefTensor rt = lt.ref(clean);
   if (opt.emulates(profiles::kDeepgemmSm90)) {
-    Tensor emu(value.dtype(), {R, cols});
-    fill_neg_inf(emu);
+    Tensor emu = lt.emulation();
 #pragma omp parallel num_threads(threads)
     {
       profiles::sm90::EmuRow er(H, D);
@@ -126,9 +116,6 @@ Expected cpu(const Case& c, const Params& p, const RefOptions& opt) {
       s += " (page " + std::to_string(btc.data<std::int32_t>()[b * MB + j / ps]) + " slot " + std::to_string(j % ps) + ")";
     return s;
   };
-  rt.value = value;
-  rt.magnitude = mag;
-  rt.defined = def;
   Expected e;
   e.tensors.push_back(std::move(rt));
   return e;

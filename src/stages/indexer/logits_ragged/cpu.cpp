@@ -32,15 +32,9 @@ Expected cpu(const Case& c, const Params& p, const RefOptions& opt) {
   const float* sc = kvs.data<float>();
   const float* w = wt.data<float>();
 
-  Tensor value(bf16 ? DType::bf16 : DType::f32, {S, cols});
-  Tensor mag(DType::f64, {S, cols});
-  Tensor def(DType::u8, {S, cols});
-  fill_neg_inf(value);
   const bool all_defined = clean && msk == 0;
-  if (all_defined) std::fill_n(def.data<std::uint8_t>(), def.numel(), std::uint8_t{1});
-  double* Mp = mag.data<double>();
-  std::uint8_t* dp = def.data<std::uint8_t>();
-  const LogitsOut out{value, Mp, dp, bf16};
+  LogitsTensors lt(S, cols, bf16, all_defined);
+  const LogitsOut out = lt.out();
 
   auto row_lo = [&rows](i64 i) { return rows.lo(i); };
   auto row_hi = [&rows](i64 i) { return rows.hi(i); };
@@ -87,14 +81,10 @@ Expected cpu(const Case& c, const Params& p, const RefOptions& opt) {
     }
   }
 
-  RefTensor rt;
-  rt.name = "logits";
-  rt.kind = CompareKind::bounded;
-  rt.mask_must_match = all_defined;
+  RefTensor rt = lt.ref(all_defined);
 
   if (opt.emulates(profiles::kDeepgemmSm90)) {
-    Tensor emu(value.dtype(), {S, cols});
-    fill_neg_inf(emu);
+    Tensor emu = lt.emulation();
     std::vector<std::int32_t> ksig(static_cast<sz>(N * D)), kexp(ksig.size());
     std::vector<std::uint8_t> knan(static_cast<sz>(N));
     for (i64 j = 0; j < N; ++j)
@@ -121,9 +111,6 @@ Expected cpu(const Case& c, const Params& p, const RefOptions& opt) {
       return "row " + std::to_string(i) + " col " + std::to_string(t) + " (key " + std::to_string(ksv[static_cast<sz>(i)] + t) + ")";
     return "row " + std::to_string(i) + " key " + std::to_string(t);
   };
-  rt.value = value;
-  rt.magnitude = mag;
-  rt.defined = def;
   Expected e;
   e.tensors.push_back(std::move(rt));
   return e;
