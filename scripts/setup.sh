@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what dsa-check needs to build and test, only what is missing (idempotent, quiet when present).
-# Debian 12 packages + PyPI (numpy, h5py, ml_dtypes, pytest).
+# Debian 12 packages + PyPI (numpy, h5py, ml_dtypes, pytest, pytest-xdist).
 set -euo pipefail
 APT_PKGS=(build-essential cmake ninja-build pkg-config libcli11-dev libhdf5-dev doctest-dev
           nlohmann-json3-dev libssl-dev libbenchmark-dev python3 python3-pip)
@@ -19,9 +19,10 @@ if ((${#missing[@]})); then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-PY_PKGS=(numpy h5py ml_dtypes pytest)
+# pip name, or pip-name:import-name where they differ (pytest-xdist: the plugin test runs pytest -n 2).
+PY_PKGS=(numpy h5py ml_dtypes pytest pytest-xdist:xdist)
 pymissing=()
-for m in "${PY_PKGS[@]}"; do python3 -c "import $m" 2>/dev/null || pymissing+=("$m"); done
+for p in "${PY_PKGS[@]}"; do python3 -c "import ${p#*:}" 2>/dev/null || pymissing+=("${p%%:*}"); done
 if ((${#pymissing[@]})); then
   echo "setup: pip installing ${pymissing[*]}"
   python3 -m pip install -q "${pymissing[@]}" 2>/dev/null || python3 -m pip install -q --break-system-packages "${pymissing[@]}"
