@@ -112,7 +112,7 @@ def test_planted_bugs_fail_with_verdict_and_divergence_location(kit, goldens):
     # a positional top-k: hard misses, with dsa-check's B22 hint
     assert "FAIL           topk_lengths_sparse/outputs/indices  [indexer.topk]" in out
     assert "hint: B22: 3 row(s) with len > k select exactly the first k positions" in out
-    assert "DsaCheckFailure: dsa-check check failed on golden case 'topk_lengths_sparse' [indexer.topk]" in out
+    assert "DsaCheckFailure: dsa-check: FAIL topk_lengths_sparse/outputs/indices [indexer.topk] at row 4 col 0" in out
     assert "dump: " in out and "golden: " + str(goldens) in out
 
 
@@ -125,7 +125,8 @@ def test_junitxml_holds_the_failure_text(kit, goldens):
     failures = {c.get("name"): c.find("failure") for c in cases}
     f = failures["test_relu_missing[ragged_chunked_prefill::ragged_chunked_prefill]"]
     assert f is not None
-    assert "dsa-check check failed on golden case 'ragged_chunked_prefill'" in f.get("message")
+    assert f.get("message").startswith("dsa_dump.pytest_plugin.DsaCheckFailure: dsa-check: FAIL "
+                                       "ragged_chunked_prefill/outputs/logits [indexer.logits_ragged] at row 0 key 0")
     assert "FAIL           ragged_chunked_prefill/outputs/logits" in f.text
     assert "outputs/logits at row 0 key 0 (out 22.459476, ref 19.956215)" in f.text
 

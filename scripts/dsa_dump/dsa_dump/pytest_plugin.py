@@ -440,9 +440,18 @@ def _result_line(r: Mapping[str, Any]) -> str:
             f"[{r.get('stage', '?')}]  {r.get('message', '')}")
 
 
-def _failure_text(report: Mapping[str, Any], head: str, tail: str) -> str:
-    lines = [head]
+def _failure_text(report: Mapping[str, Any], what: str, tail: str) -> str:
+    """The first line stands alone (JUnit's failure message, CI annotations): the first failing tensor's verdict and
+    location; then dsa-check's verdict lines, the first divergence, the golden and the checked file."""
     bad = [r for r in report.get("results", []) if not r.get("pass", False)]
+    head = f"dsa-check check failed on {what}"
+    if bad:
+        r, first = bad[0], bad[0].get("first") or {}
+        where = str(first.get("where", "")).split(": ")[0]  # top-k: "row 4 col 0: <why>" -> "row 4 col 0"
+        more = f" (+{len(bad) - 1} more failing tensor(s))" if len(bad) > 1 else ""
+        head = (f"dsa-check: {r.get('verdict')} {r.get('case')}/{r.get('group')}/{r.get('tensor')} [{r.get('stage')}]"
+                + (f" at {where}" if where else "") + more)
+    lines = [head]
     for r in bad:
         lines.append(_result_line(r))
         for n in r.get("notes", []) or []:
@@ -576,16 +585,15 @@ class DsaCase:
         __tracebackhide__ = True
         rc, report, out, err, dump = self.run(outputs, tolerance, no_emulation, extra_args)
         what = f"golden case '{self.name}' [{self.stage}]"
-        tail = f"golden: {self.file}\ndump: {dump}  (dsa-check check {dump} -v shows every metric)"
+        tail = f"golden: {self.file}\ndump: {dump}  (`dsa-check check -v` on it prints every metric)"
         if rc == 0 and report is not None:
             res = CheckResults(report.get("results", []))
             res.report, res.dump, res.stdout = report, dump, out
             return res
         if rc == 1 and report is not None:
-            raise DsaCheckFailure(_failure_text(report, f"dsa-check check failed on {what} (exit 1):", tail),
-                                  report, dump)
-        lines = [f"dsa-check check could not judge {what}: input/schema error (exit {rc}):"]
-        lines += [ln for ln in (err or "").strip().splitlines()] or ["(no error output)"]
+            raise DsaCheckFailure(_failure_text(report, what, tail), report, dump)
+        errs = [ln for ln in (err or "").strip().splitlines()] or ["(no error output)"]
+        lines = [f"dsa-check check: input/schema error (exit {rc}) on {what}: {errs[0]}", *errs[1:]]
         lines += [ln for ln in (out or "").splitlines() if ln.startswith("ERROR")]
         lines.append(tail)
         raise DsaCheckInputError("\n".join(lines), report, dump)
