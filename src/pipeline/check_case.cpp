@@ -35,6 +35,42 @@ const Profile* requested_emulation(const BoundCase& b, const CheckOptions& o) {
   return k && k->emulates(b.stage->name) ? k : nullptr;
 }
 
+std::vector<std::string> hypothesis_findings(const BoundCase& b, const Tensor& out, const RefTensor& ref, const Tolerance& tol) {
+  std::vector<std::string> f;
+  const std::uint8_t* def = ref.defined.defined() ? ref.defined.data<std::uint8_t>() : nullptr;
+  const bool has_m = ref.magnitude.defined() && ref.magnitude.numel() == ref.value.numel();
+  const double* mag = has_m ? ref.magnitude.data<double>() : nullptr;
+  int p = 24, emin = -126;
+  detail::ulp_format(out.dtype(), p, emin);
+  auto failing = [&](std::int64_t i) {
+    if (def && !def[i]) return false;
+    const double o = out.value(i), e = ref.value.value(i);
+    return std::isfinite(o) && std::isfinite(e) && std::fabs(o - e) > tol.rtol * (mag ? mag[i] : std::fabs(e)) + tol.atol;
+  };
+  for (const auto& h : b.stage->hypotheses) {
+    if (h.tensor != ref.name || !h.value) continue;
+    // A fixed sample of at most 64 failing elements (evenly spread; deterministic).
+    std::int64_t n_fail = 0;
+    for (std::int64_t i = 0; i < out.numel(); ++i) n_fail += failing(i);
+    if (n_fail == 0) continue;
+    const std::int64_t stride = std::max<std::int64_t>(1, n_fail / 64);
+    std::int64_t seen = 0, tried = 0, matched = 0;
+    for (std::int64_t i = 0; i < out.numel() && tried < 64; ++i) {
+      if (!failing(i) || seen++ % stride != 0) continue;
+      const auto alt = h.value(*b.c, *b.params, i);
+      if (!alt || !std::isfinite(alt->value)) continue;
+      ++tried;
+      // The buggy kernel errs like a correct one around its own value, then rounds to the output dtype.
+      const double slack = tol.rtol * std::fabs(alt->magnitude) + tol.atol + detail::ulp_at(alt->value, p, emin);
+      if (std::fabs(out.value(i) - alt->value) <= slack) ++matched;
+    }
+    if (tried > 0 && matched * 10 >= tried * 9)
+      f.push_back(h.bug + kHypothesisMatch + " (" + h.doc + ") at " + std::to_string(matched) +
+                  " of " + std::to_string(tried) + " sampled failing element(s)");
+  }
+  return f;
+}
+
 CheckResult compare_tensor(const BoundCase& b, const std::string& group, const Tensor& out, const RefTensor& ref,
                            const CheckOptions& o) {
   const Case& c = *b.c;
@@ -101,6 +137,11 @@ CheckResult compare_tensor(const BoundCase& b, const std::string& group, const T
   r.file = c.file;
   r.case_name = c.name;
   r.stage = c.stage;
+  if (r.verdict == Verdict::FAIL && ref.kind == CompareKind::bounded)
+    for (auto& f : hypothesis_findings(b, out, ref, resolve_tolerance(b, ref.name, o.tol))) {
+      r.message += "; hint: " + f;
+      r.notes.push_back(f);
+    }
   if (r.verdict != Verdict::ERROR && r.verdict != Verdict::SHAPE && r.verdict != Verdict::DTYPE) {
     for (auto& f : sanity_findings(b, ref.name, out, &ref)) {
       if (!r.pass()) r.message += "; hint: " + f;

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <set>
 
 #include "io/h5io.hpp"
 #include "pipeline/check_case.hpp"
@@ -82,13 +83,22 @@ SelftestSummary run_selftest(const SelftestOptions& o, std::ostream& out) {
           for (auto v : m.expect)
             if (r.verdict == v && !hit) hit = &r;
         }
-        killed = hit && !error;
+        // The hypothesis hints check gave must be exactly the mutant's diagnosis (none when it has none).
+        std::set<std::string> named;
+        for (const auto& r : mr)
+          for (const auto& n : r.notes)
+            if (auto pos = n.find(pipeline::kHypothesisMatch); pos != std::string::npos) named.insert(n.substr(0, pos));
+        const std::set<std::string> want_named = m.diagnosis.empty() ? std::set<std::string>{} : std::set<std::string>{m.diagnosis};
+        const bool diagnosed = named == want_named;
+        killed = hit && !error && diagnosed;
         s.killed += killed ? 1 : 0;
         if (!killed) s.survivors.push_back(m.name);
         std::string want;
         for (auto v : m.expect) want += (want.empty() ? "" : "|") + std::string(cmp::verdict_name(v));
         out << (killed ? "KILLED   " : "SURVIVED ") << m.name << " [" << m.bug << "] expect " << want << ": "
-            << (err.empty() ? verdicts(mr) : "error: " + err) << "\n";
+            << (err.empty() ? verdicts(mr) : "error: " + err)
+            << (m.diagnosis.empty() ? "" : ", diagnosed " + m.diagnosis + (named.count(m.diagnosis) ? "" : " MISSING"))
+            << (hit && !diagnosed && named.size() > want_named.size() ? ", wrong hypothesis hint" : "") << "\n";
         if (hit && (o.verbose || !killed)) out << "         " << hit->tensor << ": " << hit->message << "\n";
         else if (!killed)
           for (const auto& r : mr) out << "         " << r.tensor << ": " << r.message << "\n";

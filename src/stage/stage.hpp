@@ -12,6 +12,7 @@
 
 #include <array>
 #include <functional>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -55,6 +56,21 @@ using ImplFn = std::function<Expected(const Case& c, const Params& p, const RefO
 // Reference-free findings on a kernel output beyond the RefTensor flags (e.g. the K cache's written scales, B5).
 using SanityFn = std::function<void(const Case& c, const std::string& tensor, const Tensor& out, std::vector<std::string>& findings)>;
 
+// A known bug as a value: what a kernel with that bug writes at one element of a bounded output. When a bounded
+// output FAILs, `check` evaluates it at a sample of the failing elements and names the bug when the kernel output
+// matches it there (a hint, never a verdict).
+struct Hypothesis {
+  std::string tensor;  // the bounded output it explains
+  std::string bug;     // B-number(s) of validation_anchors.md / real_bugs_2026.md
+  std::string doc;     // "head scores summed without ReLU"
+  // The buggy kernel's value at flat index `flat` (exact or in f64) and its magnitude M (the bound of a kernel
+  // with the bug is rtol * M + atol, like a correct kernel's), or nullopt where the element is not defined.
+  struct Value {
+    double value, magnitude;
+  };
+  std::function<std::optional<Value>(const Case& c, const Params& p, std::int64_t flat)> value;
+};
+
 // A selftest mutant: a real bug's shape applied to plausible outputs of a base case, and the verdicts that count as
 // "caught with the right kind".
 struct Mutant {
@@ -65,6 +81,8 @@ struct Mutant {
   std::string doc;
   // Mutates the outputs of `c` (which hold plausible outputs of reference `E`); see src/stage/mutant_kit.hpp.
   std::function<void(Case& c, const Expected& E, std::uint64_t seed)> apply;
+  // The Stage::hypotheses bug `check` must name in a hint on this mutant ("" = none may be named).
+  std::string diagnosis = {};
 };
 
 struct Stage {
@@ -81,6 +99,7 @@ struct Stage {
   std::vector<golden::GoldenSpec> goldens;     // catalogue rows (committed or on demand)
   std::vector<golden::GoldenSpec> selftest;    // small cases the mutants start from (same generators)
   std::vector<Mutant> mutants;
+  std::vector<Hypothesis> hypotheses;  // known bugs `check` tests a failing bounded output against
 
   const ImplFn* impl_for(Backend b) const;    // null when the backend has no implementation of this stage
   std::vector<std::string> emulated_by() const;  // profiles that emulate this stage

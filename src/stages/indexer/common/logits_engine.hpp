@@ -36,6 +36,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "numerics/formats.hpp"
@@ -139,6 +140,28 @@ struct LogitsTensors {
     return r;
   }
 };
+
+// Known bugs as values (Stage::hypotheses): the logit of query row `q` (codes [H, D]) against key `k` (codes [D])
+// as a kernel with the bug computes it, in f64 (the s_h are exact, see (1)).
+enum class LogitBug { no_relu, no_kv_scale };
+inline std::pair<double, double> buggy_logit(LogitBug bug, const std::uint8_t* q, const std::uint8_t* k, float scale,
+                                             const float* w, i64 H, i64 D) {
+  double sum = 0, mag = 0;
+  for (i64 h = 0; h < H; ++h) {
+    double s = 0;
+    for (i64 d = 0; d < D; ++d)
+      s += static_cast<double>(num::e4m3_to_f32(q[h * D + d])) * static_cast<double>(num::e4m3_to_f32(k[d]));
+    if (bug != LogitBug::no_relu) s = std::max(s, 0.0);
+    sum += s * static_cast<double>(w[h]);
+    mag += std::fabs(s * static_cast<double>(w[h]));
+  }
+  const double sc = bug == LogitBug::no_kv_scale ? 1.0 : static_cast<double>(scale);
+  return {sum * sc, mag * std::fabs(sc)};  // value, magnitude M
+}
+inline const char* logit_bug_id(LogitBug b) { return b == LogitBug::no_relu ? "B4" : "B6"; }
+inline const char* logit_bug_doc(LogitBug b) {
+  return b == LogitBug::no_relu ? "head scores summed without ReLU" : "kv_scale not applied";
+}
 
 void reduce_keys(const Isa& isa, const double* c0, sz ldc, int n, const WeightsF64& wf, const float* w, sz wo, int H,
                  const float* scales, std::vector<double>& acc, std::vector<double>& mg, LogitsOut out, i64 o0);

@@ -5,6 +5,8 @@
 #include <limits>
 #include <stdexcept>
 
+#include "layouts/indexer_kcache.hpp"
+#include "numerics/formats.hpp"
 #include "numerics/rng.hpp"
 #include "stage/mutant_kit.hpp"
 #include "stages/indexer/common/kcache_misread.hpp"
@@ -54,7 +56,38 @@ std::vector<Mutant> mutants() {
        })},
       {"paged_scale_interleaved", "B5", "paged", V{Verdict::FAIL, Verdict::NONFINITE},
        "K cache read as 132-byte token records (scale at the token-interleaved offset)",
-       mutant::buggy([](Case& c) { c.inputs["kv_cache"] = misread_as_token_records(c.input("kv_cache")); })}
+       mutant::buggy([](Case& c) { c.inputs["kv_cache"] = misread_as_token_records(c.input("kv_cache")); })},
+      {"paged_k_scale_dropped", "B6", "paged", V{Verdict::FAIL}, "the cache's per-token scales not applied (read as 1)",
+       mutant::buggy([](Case& c) {
+         edit_input(c, "kv_cache", [](Tensor& t) {
+           const auto v = layouts::IndexerKCacheView::of(t);
+           const float one = 1.0f;
+           for (std::int64_t pg = 0; pg < v.num_pages; ++pg)
+             for (std::int64_t s = 0; s < v.layout.page_size; ++s)
+               std::memcpy(t.raw() + v.layout.scale_offset(pg, s), &one, sizeof one);
+         });
+       }), "B6"},
+      {"paged_relu_missing", "B4", "paged", V{Verdict::FAIL}, "head scores summed without ReLU",
+       [](Case& c, const Expected& E, std::uint64_t) {
+         // Every defined logit replaced by the no-ReLU value (its own f64 loop here, not the hypothesis code).
+         Tensor& o = output(c, "logits");
+         const RefTensor& rt = reft(E, "logits");
+         const Tensor &q = c.input("q"), &bt = c.input("block_table"), &w = c.input("weights");
+         const auto v = layouts::IndexerKCacheView::of(c.input("kv_cache"));
+         const std::int64_t NN = q.dim(1), H = q.dim(2), D = q.dim(3), W = o.dim(1), ps = v.layout.page_size;
+         for (std::int64_t f : finite_defined(rt)) {
+           const std::int64_t r = f / W, j = f % W, b = r / NN;
+           const std::int64_t page = bt.data<std::int32_t>()[b * bt.dim(1) + j / ps];
+           double sum = 0;
+           for (std::int64_t h = 0; h < H; ++h) {
+             double s = 0;
+             for (std::int64_t d = 0; d < D; ++d)
+               s += q.value((r * H + h) * D + d) * num::e4m3_to_f32(v.values(page, j % ps)[d]);
+             sum += s * w.value(r * H + h);
+           }
+           o.set_value(f, sum * v.scale(page, j % ps));
+         }
+       }, "B4"}
   };
 }
 

@@ -36,7 +36,7 @@ std::vector<golden::GoldenSpec> selftest_cases() {
 std::vector<Mutant> mutants() {
   return {
       {"ragged_k_scale_dropped", "B6", "ragged", V{Verdict::FAIL}, "kv_scale not applied (read as 1)",
-       mutant::buggy([](Case& c) { edit_input(c, "kv_scale", [](Tensor& t) { for (auto& x : t.span<float>()) x = 1.0f; }); })},
+       mutant::buggy([](Case& c) { edit_input(c, "kv_scale", [](Tensor& t) { for (auto& x : t.span<float>()) x = 1.0f; }); }), "B6"},
       {"ragged_relu_missing", "B4", "ragged", V{Verdict::FAIL}, "head scores summed without ReLU",
        [](Case& c, const Expected& E, std::uint64_t) {
          Tensor& o = output(c, "logits");
@@ -53,7 +53,7 @@ std::vector<Mutant> mutants() {
            }
            o.set_value(f, sum * sc.value(j));
          }
-       }},
+       }, "B4"},
       {"ragged_causal_off_by_one", "B15", "ragged", V{Verdict::MASK_MISMATCH}, "one key past ke[i] is visible",
        mutant::buggy([](Case& c) {
          const std::int64_t N = c.input("kv").dim(0);
