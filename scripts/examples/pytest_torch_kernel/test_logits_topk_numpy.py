@@ -50,10 +50,9 @@ def topk_indices(logits, lengths, row_starts=None, offsets=None, page_table=None
         score[start + max(n - num_local_tokens, 0):start + n] = np.inf
         if fast_path and n <= k:
             p = np.arange(n)  # the fast path: [0..len-1] regardless of the scores
-        elif sorted or short_rows == "torch" or C <= k:
-            p = np.argsort(-score, kind="stable")[:k] - start
-        else:
-            p = np.argpartition(-score, k - 1)[:k] - start
+        else:  # descending score, NaN above +inf (as torch.topk); stable: ties by position
+            nan = np.isnan(score)
+            p = np.lexsort((-np.where(nan, 0.0, score), ~nan))[:k] - start
         valid = (p >= 0) & (p < n)
         if short_rows != "torch":
             p, valid = p[valid], valid[valid]  # -1 padding after the picks
