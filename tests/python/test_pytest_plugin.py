@@ -23,12 +23,26 @@ pytest_plugins = ["pytester"]
 PLUGIN = ("-p", "dsa_dump.pytest_plugin", "-W", "ignore::pytest.PytestAssertRewriteWarning")  # in-process: imported
 
 
+LOGITS_CASES = ("ragged_all_negative_bf16", "ragged_chunked_prefill", "ragged_cp_split", "ragged_h32_compressed")
+TOPK_CASES = ("topk_absolute_sorted", "topk_constant_rows", "topk_lengths_sparse", "topk_near_ties",
+              "topk_page_slot_mtp", "topk_ragged_offset_chunked", "topk_ties_at_kth")
+
+
 @pytest.fixture(scope="module")
 def goldens(dsa_check_bin, tmp_path_factory):
     """The committed catalogue, generated once for this module."""
     d = tmp_path_factory.mktemp("goldens")
     subprocess.run([str(dsa_check_bin), "golden", "--committed", "--out", str(d)], check=True, capture_output=True,
                    timeout=120)
+    return d
+
+
+@pytest.fixture(scope="module")
+def subset(goldens, tmp_path_factory):
+    """The 11 logits_ragged / top-k goldens the example is run on here (counts stay put as the catalogue grows)."""
+    d = tmp_path_factory.mktemp("subset")
+    for name in LOGITS_CASES + TOPK_CASES:
+        (d / f"{name}.h5").write_bytes((goldens / f"{name}.h5").read_bytes())
     return d
 
 
@@ -85,16 +99,15 @@ def _outcomes(result):
     return {k: v for k, v in result.parseoutcomes().items() if k in ("passed", "failed", "errors", "error", "skipped")}
 
 
-def test_correct_numpy_kernel_passes_every_logits_and_topk_golden(kit, goldens, dsa_check_bin):
-    r = kit.runpytest(*PLUGIN, "--dsa-goldens", str(goldens), "-v")
+def test_correct_numpy_kernel_passes_the_logits_and_topk_goldens(kit, subset, dsa_check_bin):
+    r = kit.runpytest(*PLUGIN, "--dsa-goldens", str(subset), "-v")
     r.assert_outcomes(passed=11)
     out = r.stdout.str()
-    for case in ("ragged_all_negative_bf16", "ragged_chunked_prefill", "ragged_cp_split", "ragged_h32_compressed"):
+    for case in LOGITS_CASES:
         assert f"test_mqa_logits[{case}::{case}] PASSED" in out
-    for case in ("topk_absolute_sorted", "topk_constant_rows", "topk_lengths_sparse", "topk_near_ties",
-                 "topk_page_slot_mtp", "topk_ragged_offset_chunked", "topk_ties_at_kth"):
+    for case in TOPK_CASES:
         assert f"test_topk[{case}::{case}] PASSED" in out
-    assert f"dsa-check: {dsa_check_bin}; goldens: {goldens}" in out  # the report header
+    assert f"dsa-check: {dsa_check_bin}; goldens: {subset}" in out  # the report header
 
 
 def test_planted_bugs_fail_with_verdict_and_divergence_location(kit, goldens):
@@ -131,17 +144,20 @@ def test_junitxml_holds_the_failure_text(kit, goldens):
     assert "outputs/logits at row 0 key 0 (out 22.459476, ref 19.956215)" in f.text
 
 
-def test_xdist_two_workers_generate_the_cache_once(kit):
+def test_xdist_two_workers(kit, subset, goldens):
     pytest.importorskip("xdist", reason="pytest-xdist is not installed (scripts/setup.sh installs it)")
     kit.makepyfile(test_bugs=BUGS)
-    r = kit.runpytest_subprocess(*PLUGIN, "-n", "2", timeout=300)
+    r = kit.runpytest_subprocess(*PLUGIN, "-n", "2", "--dsa-goldens", str(subset), timeout=300)
     out = r.stdout.str()
     assert "2 workers [14 items]" in out, out
     r.assert_outcomes(passed=11, failed=3)
-    assert "hint: B22" in out
+    assert "hint: B22" in out and "MASK_MISMATCH  ragged_chunked_prefill/outputs/logits" in out
+    # both workers need the generated goldens at once: one cache entry, no temp dir left behind
+    r = kit.runpytest_subprocess(*PLUGIN, "-n", "2", "test_bugs.py", timeout=300)
+    r.assert_outcomes(failed=3)
     entries = list((kit.path / ".pytest_cache" / "d" / "dsa_check_goldens").iterdir())
-    assert len(entries) == 1 and (entries[0] / "MANIFEST").is_file(), entries  # one entry, no temp dir left
-    assert len(list(entries[0].glob("*.h5"))) == 22
+    assert len(entries) == 1 and (entries[0] / "MANIFEST").is_file(), entries
+    assert sorted(p.name for p in entries[0].glob("*.h5")) == sorted(p.name for p in goldens.glob("*.h5"))
 
 
 def test_generated_goldens_are_cached_per_binary_and_reused(kit, dsa_check_bin):
@@ -195,8 +211,9 @@ def test_t(dsa_case):
     r = kit.runpytest(*PLUGIN, "--dsa-goldens", str(goldens), "test_one.py")
     assert r.ret == pytest.ExitCode.INTERRUPTED
     out = r.stdout.str()
+    n = len(list(goldens.glob("*.h5")))  # one case per golden file
     assert ("@pytest.mark.dsa_golden on test_one.py::test_t: no golden case matches stages=['indexer.flash_mla*', "
-            f"'indexer.nope'] cases=None in --dsa-goldens {goldens} (22 case(s) there: indexer.kcache_store: "
+            f"'indexer.nope'] cases=None in --dsa-goldens {goldens} ({n} case(s) there: indexer.kcache_store: "
             "kcache_shuffled_padded; indexer.logits_paged: paged_decode_n1") in out
     assert "indexer.topk: topk_absolute_sorted, topk_constant_rows" in out
     assert "0 passed" not in out and "no tests ran" not in out
@@ -290,8 +307,8 @@ def test_tolerance_arguments():
         t({"rtoll": 1})
 
 
-def test_torch_example_passes(kit, goldens):
+def test_torch_example_passes(kit, subset):
     pytest.importorskip("torch", reason="torch is not installed: the torch example is not run")
     kit.makepyfile(test_logits_topk=(EXAMPLES / "test_logits_topk.py").read_text())
-    r = kit.runpytest(*PLUGIN, "--dsa-goldens", str(goldens), "test_logits_topk.py")
+    r = kit.runpytest(*PLUGIN, "--dsa-goldens", str(subset), "test_logits_topk.py")
     r.assert_outcomes(passed=11)
