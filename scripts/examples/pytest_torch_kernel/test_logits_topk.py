@@ -45,7 +45,8 @@ def topk_indices(logits, lengths, row_starts=None, offsets=None, page_table=None
     start = row_starts.long().unsqueeze(1) if row_starts is not None else torch.zeros_like(n)
     p = torch.arange(C, device=dev).unsqueeze(0) - start                         # relative position of a column
     cand = (p >= 0) & (p < n)
-    score = logits.float().masked_fill(~cand, float("-inf"))
+    score = logits.double()  # exact; a candidate's -inf must rank above the non-candidates' (-DBL_MAX < any fp32)
+    score = score.masked_fill(score == float("-inf"), torch.finfo(torch.float64).min).masked_fill(~cand, float("-inf"))
     score = score.masked_fill(cand & ((p < num_init_tokens) | (p >= n - num_local_tokens)), float("inf"))  # sglang
     kk = min(k, C)
     pick = score.topk(kk, dim=1, sorted=bool(sorted)).indices - start             # relative positions

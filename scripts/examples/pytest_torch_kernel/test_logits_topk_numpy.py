@@ -44,8 +44,9 @@ def topk_indices(logits, lengths, row_starts=None, offsets=None, page_table=None
     for r in range(R):
         n = int(lengths[r])
         start = int(row_starts[r]) if row_starts is not None else 0
-        score = np.full(C, -np.inf)
-        score[start:start + n] = x[r, start:start + n]
+        score = np.full(C, -np.inf)  # non-candidates; a candidate's -inf ranks above them (-DBL_MAX, below all fp32)
+        score[start:start + n] = np.where(x[r, start:start + n] == -np.inf, np.finfo(np.float64).min,
+                                          x[r, start:start + n])
         score[start:start + min(num_init_tokens, n)] = np.inf  # sglang forced init / local tokens
         score[start + max(n - num_local_tokens, 0):start + n] = np.inf
         if fast_path and n <= k:
