@@ -39,6 +39,18 @@ Case make_case(const GoldenSpec& spec, std::optional<std::uint64_t> seed, int th
   } catch (const std::exception& e) {
     throw std::runtime_error("golden case '" + spec.name + "': generator '" + g->name + "' failed: " + e.what());
   }
+  for (const auto& p : spec.poison) {
+    auto it = c.inputs.find(p.tensor);
+    if (it == c.inputs.end() || it->second.rank() == 0 || !dtype_is_float(it->second.dtype()))
+      throw std::runtime_error("golden case '" + spec.name + "': poison: no float input '" + p.tensor + "'");
+    Tensor t = it->second.clone();
+    const std::int64_t rows = t.dim(0), per = rows ? t.numel() / rows : 0;
+    if (p.row < 0 || p.row >= rows || p.elem < -1 || p.elem >= per)
+      throw std::runtime_error("golden case '" + spec.name + "': poison: " + p.tensor + " row " + std::to_string(p.row) +
+                               " elem " + std::to_string(p.elem) + " out of range");
+    for (std::int64_t e = p.elem < 0 ? 0 : p.elem; e < (p.elem < 0 ? per : p.elem + 1); ++e) t.set_value(p.row * per + e, p.value);
+    it->second = t;
+  }
   c.attrs["golden_generator"] = AttrValue{g->name};
   c.attrs["golden_seed"] = AttrValue{std::to_string(sd)};  // string: seeds span the full uint64 range
   BoundCase b;

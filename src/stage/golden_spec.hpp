@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -23,6 +24,20 @@ struct ModelConfig {
   std::int64_t rope_dim = 64;    // qk_rope_head_dim
 };
 
+// A non-finite value written into a generated input after its generator ran: element `elem` of row `row` (index
+// along dim 0; the row is every element with that first index) of input `tensor`, or the whole row when elem = -1.
+// `value` is NaN or +-inf, stored in the tensor's dtype (e4m3fn has no inf: +-inf stores its NaN code, as torch's
+// cast does).
+struct Poison {
+  std::string tensor;
+  std::int64_t row = 0;
+  std::int64_t elem = -1;
+  double value = 0;
+};
+
+inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+inline constexpr double kInf = std::numeric_limits<double>::infinity();
+
 struct GoldenSpec {
   std::string name;        // file name stem: <name>.h5, case group <name>
   std::string stage;       // registry stage name
@@ -35,6 +50,7 @@ struct GoldenSpec {
   std::map<std::string, std::vector<std::int64_t>> lists;
   std::map<std::string, double> params;
   Attrs attrs;             // stage options written on the case (index base, clean_logits, next_n, dtype, ...)
+  std::vector<Poison> poison;  // NaN / inf planted in float inputs after generation (NaN-policy goldens)
   bool committed = true;   // part of the committed goldens in golden/ (false: too large, generate on demand)
   std::string doc;         // one line: what this case is adversarial about
 

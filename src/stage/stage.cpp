@@ -46,12 +46,54 @@ std::vector<Problem> validate_case(const Case& c, bool check_outputs, BoundCase*
   return problems;
 }
 
+namespace {
+
+// The CUDA-canonical NaN code of a float format (what sm_90 arithmetic and its cvt instructions write for any NaN):
+// f32 0x7FFFFFFF, f64 0x7FFF...F, bf16 / fp16 0x7FFF, e4m3fn / e5m2 0x7F.
+template <typename U>
+void canonicalize(Tensor& t, U mag_mask, U nan_above, U canon) {
+  const U* p = t.data<U>();
+  std::int64_t first = -1;
+  for (std::int64_t i = 0; i < t.numel() && first < 0; ++i)
+    if (static_cast<U>(p[i] & mag_mask) > nan_above && p[i] != canon) first = i;
+  if (first < 0) return;
+  t = t.clone();  // never write through storage a reference might share with an input
+  U* q = t.data<U>();
+  for (std::int64_t i = first; i < t.numel(); ++i)
+    if (static_cast<U>(q[i] & mag_mask) > nan_above) q[i] = canon;
+}
+
+void canonicalize_nans(Tensor& t) {
+  if (!t.defined()) return;
+  switch (t.dtype()) {
+    case DType::f32: canonicalize<std::uint32_t>(t, 0x7FFFFFFFu, 0x7F800000u, 0x7FFFFFFFu); break;
+    case DType::f64:
+      canonicalize<std::uint64_t>(t, 0x7FFFFFFFFFFFFFFFull, 0x7FF0000000000000ull, 0x7FFFFFFFFFFFFFFFull);
+      break;
+    case DType::bf16: canonicalize<std::uint16_t>(t, 0x7FFF, 0x7F80, 0x7FFF); break;
+    case DType::fp16: canonicalize<std::uint16_t>(t, 0x7FFF, 0x7C00, 0x7FFF); break;
+    case DType::fp8_e4m3fn: canonicalize<std::uint8_t>(t, 0x7F, 0x7E, 0x7F); break;
+    case DType::fp8_e5m2: canonicalize<std::uint8_t>(t, 0x7F, 0x7C, 0x7F); break;
+    default: break;
+  }
+}
+
+}  // namespace
+
 Expected run_reference(const BoundCase& b, const RefOptions& opt, Backend backend) {
   const ImplFn* f = b.stage->impl_for(backend);
   if (!f)
     throw std::runtime_error(b.c->where() + ": stage " + b.stage->name + " has no " + std::string(backend_name(backend)) +
                              " implementation");
-  return (*f)(*b.c, *b.params, opt);
+  Expected E = (*f)(*b.c, *b.params, opt);
+  // NaN policy (README "NaN policy"): every NaN the reference writes into a float output carries the CUDA-canonical
+  // code, whatever the host's arithmetic gave (x86's default NaN is negative) — one place for every stage and
+  // backend. Byte tensors (caches) are data moves and keep their bytes.
+  for (auto& t : E.tensors) {
+    canonicalize_nans(t.value);
+    for (auto& [name, e] : t.emulations) canonicalize_nans(e);
+  }
+  return E;
 }
 
 Expected run_reference(const Case& c, const RefOptions& opt, Backend backend) {

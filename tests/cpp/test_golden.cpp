@@ -93,6 +93,53 @@ TEST_CASE("golden: catalogue covers every registered stage and names the require
   for (std::int64_t l : {0, 1, 2047, 2048, 2049, 65535, 65537}) CHECK_MESSAGE(lens.count(l), "length " << l);
 }
 
+TEST_CASE("golden: every stage with float inputs has a NaN/inf golden, and its NaNs carry the CUDA-canonical codes") {
+  std::set<std::string> poisoned;
+  for (const auto& spec : catalogue()) {
+    if (spec.poison.empty()) continue;
+    CHECK(spec.committed);
+    poisoned.insert(spec.stage);
+    const Case c = make_case(spec, std::nullopt, 1);
+    // The planted values are there.
+    for (const auto& p : spec.poison) {
+      const Tensor& t = c.input(p.tensor);
+      const std::int64_t per = t.numel() / t.dim(0), at = p.row * per + (p.elem < 0 ? 0 : p.elem);
+      const double v = t.value(at);
+      if (std::isnan(p.value) || t.dtype() == DType::fp8_e4m3fn) CHECK(std::isnan(v));
+      else CHECK(v == p.value);
+    }
+    std::int64_t nans = 0;
+    for (const auto& [n, t] : c.expected) {
+      if (!dtype_is_float(t.dtype())) continue;
+      for (std::int64_t i = 0; i < t.numel(); ++i) {
+        if (!std::isnan(t.value(i))) continue;
+        ++nans;
+        const std::uint64_t b = t.bits(i);
+        switch (t.dtype()) {
+          case DType::f32: CHECK(b == 0x7FFFFFFFu); break;
+          case DType::bf16: case DType::fp16: CHECK(b == 0x7FFFu); break;
+          case DType::fp8_e4m3fn: case DType::fp8_e5m2: CHECK(b == 0x7Fu); break;
+          default: break;
+        }
+      }
+    }
+    // Every float-output stage's NaN golden has NaNs in its expected outputs (the K cache is bytes: kept as given).
+    if (spec.stage != "indexer.kcache_store" && spec.stage != "indexer.topk") CHECK_MESSAGE(nans > 0, spec.name);
+    if (spec.stage == "indexer.kcache_store") {  // both NaN codes survive the data move
+      const Tensor& kv = c.expected.at("kv_cache");
+      std::set<std::uint8_t> bytes(kv.data<std::uint8_t>(), kv.data<std::uint8_t>() + kv.numel());
+      CHECK(bytes.count(0x7F));
+      CHECK(bytes.count(0xFF));
+    }
+  }
+  for (const Stage& st : stages()) {
+    bool reads_float = false;
+    for (const auto& in : st.schema.inputs)
+      for (DType d : in.dtypes) reads_float = reads_float || dtype_is_float(d);
+    if (reads_float) CHECK_MESSAGE(poisoned.count(st.name) == 1, st.name);
+  }
+}
+
 TEST_CASE("golden: deterministic sin/cos agree with libm to 2 ulp (absolute)") {
   for (int i = 0; i < 4000; ++i) {
     const double x = -20000.0 + 10.0 * i + 0.123456789 * i;

@@ -464,11 +464,12 @@ def test_dump_writer_validates_the_finished_file_with_the_cli(cli, tmp_path):
 
 
 def test_nan_codes_of_torch_cuda_are_not_errors(cli, tmp_path):
-    """NaN policy: torch's CUDA fp8 cast writes NaN as 0x7F and its fp32 NaN as 0x7FFFFFFF; our reference may use other
-    NaN codes of the same formats. A correct kernel fed a NaN row passes by default (the note names the NaN codes);
-    --nan-bits exact requires the reference's bits; a NaN where the reference is finite still fails."""
+    """NaN policy: the reference writes the CUDA-canonical NaN codes (torch's CUDA fp8 cast writes a NaN block as
+    0x7F codes and its fp32 NaN scale as 0x7FFFFFFF): such a kernel is BITEXACT, even under --nan-bits exact. Other
+    NaN codes of the same formats (x86 / CPU casts: 0xFF, 0xFFC00000) pass by default, with a note naming them,
+    and fail under --nan-bits exact; a NaN where the reference is finite still fails."""
     x = rand_bf16((2, 256), 5)
-    x[1, 7] = np.nan  # row 1: both blocks? only block 0 sees the NaN
+    x[1, 7] = np.nan  # row 1: only block 0 sees the NaN
     y_ok, s_ok = act_quant_ue8m0(x[:1])
     y = np.zeros((2, 256), np.uint8)
     s = np.zeros((2, 2), np.float32)
@@ -482,9 +483,19 @@ def test_nan_codes_of_torch_cuda_are_not_errors(cli, tmp_path):
     p = tmp_path / "nan.h5"
     with dsa_dump.DumpWriter(str(p)) as w:
         w.add_case("q", "indexer.quant", inputs={"x": x}, outputs={"y": dsa_dump.Bits(y, "fp8_e4m3fn"), "scale": s})
+    for extra in ([], ["--nan-bits", "exact"]):
+        r = run(cli, "check", *extra, p)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert r.stdout.count("BITEXACT") == 2 and "up to NaN codes" not in r.stdout, r.stdout
+    # x86-signed NaN codes: equal up to NaN codes by default, a failure when the bits must match.
+    y[1, :128] = 0xFF
+    s.view(np.uint32)[1, 0] = 0xFFC00000
+    p = tmp_path / "nan_x86.h5"
+    with dsa_dump.DumpWriter(str(p)) as w:
+        w.add_case("q", "indexer.quant", inputs={"x": x}, outputs={"y": dsa_dump.Bits(y, "fp8_e4m3fn"), "scale": s})
     r = run(cli, "check", p)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "up to NaN codes" in r.stdout and "out 0x7fffffff" in r.stdout, r.stdout
+    assert "up to NaN codes" in r.stdout and "out 0xffc00000" in r.stdout, r.stdout
     r = run(cli, "check", "--nan-bits", "exact", p)
     assert r.returncode == 1, r.stdout + r.stderr
     s[0, 0] = np.nan  # a NaN where the reference is finite

@@ -21,6 +21,8 @@ using golden::GenerateFn;
 using golden::Generator;
 using golden::I;
 using golden::S;
+using golden::kInf;
+using golden::kNaN;
 
 namespace {
 
@@ -57,6 +59,10 @@ std::vector<Generator> generators() {
 
 std::vector<GoldenSpec> goldens() {
   return {
+      {.name = "kcache_nonfinite", .stage = "indexer.kcache_store", .generator = "kcache.shuffled_slots", .seed = 302,
+       .dims = {{"T", 20}, {"P", 1}}, .params = {{"pad_frac", 0.1}}, .attrs = {{"page_size", I(64)}},
+       .poison = {{"k_scale", 3, -1, kNaN}, {"k_scale", 4, -1, kInf}, {"k_fp8", 5, 0, kNaN}, {"k_fp8", 6, -1, -kNaN}},
+       .doc = "NaN policy: NaN / inf scales and NaN codes (0x7F, 0xFF) in k are stored as given (a data move keeps its bytes)"},
       {.name = "kcache_shuffled_padded", .stage = "indexer.kcache_store", .generator = "kcache.shuffled_slots", .seed = 301,
        .dims = {{"T", 150}, {"P", 4}}, .params = {{"pad_frac", 0.1}}, .attrs = {{"page_size", I(64)}},
        .doc = "shuffled slots over 4 pages, padded tokens (slot -1), poisoned cache bytes that must survive"},

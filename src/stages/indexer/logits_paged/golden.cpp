@@ -21,6 +21,8 @@ using golden::GenerateFn;
 using golden::Generator;
 using golden::I;
 using golden::S;
+using golden::kInf;
+using golden::kNaN;
 
 namespace {
 
@@ -92,6 +94,10 @@ std::vector<Generator> generators() {
 
 std::vector<GoldenSpec> goldens() {
   return {
+      {.name = "paged_nonfinite", .stage = "indexer.logits_paged", .generator = "logits.paged_mtp", .seed = 504,
+       .dims = {{"next_n", 2}, {"H", 32}, {"D", 64}}, .lists = {{"context_lens", {70, 33}}}, .attrs = {{"clean_logits", I(1)}},
+       .poison = {{"q", 0, 40, kNaN}, {"weights", 2, 3, -kInf}, {"weights", 3, -1, kNaN}},
+       .doc = "NaN policy: a NaN fp8 query element, a -inf gate and an all-NaN gate row in the paged decode logits"},
       {.name = "paged_decode_n1", .stage = "indexer.logits_paged", .generator = "logits.paged_mtp", .seed = 501,
        .dims = {{"next_n", 1}}, .lists = {{"context_lens", {1, 64, 65, 200, 0}}}, .attrs = {{"clean_logits", I(1)}},
        .doc = "decode, lengths 1/64/65/200 and an empty request, shuffled sparse block table, poisoned page tails"},

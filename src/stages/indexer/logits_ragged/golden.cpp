@@ -20,6 +20,8 @@ using golden::GenerateFn;
 using golden::Generator;
 using golden::I;
 using golden::S;
+using golden::kInf;
+using golden::kNaN;
 
 namespace {
 
@@ -98,6 +100,11 @@ std::vector<Generator> generators() {
 
 std::vector<GoldenSpec> goldens() {
   return {
+      {.name = "ragged_nonfinite", .stage = "indexer.logits_ragged", .generator = "logits.ragged_prefill", .seed = 406,
+       .dims = {{"H", 32}, {"D", 64}, {"tail_keys", 2}}, .lists = {{"prefix", {0, 20}}, {"rows", {6, 6}}},
+       .attrs = {{"clean_logits", I(1)}, {"logits_dtype", S("float32")}},
+       .poison = {{"q", 2, 5, kNaN}, {"kv", 7, 0, kNaN}, {"weights", 3, 1, kInf}, {"kv_scale", 10, -1, kInf}, {"weights", 8, 0, kNaN}},
+       .doc = "NaN policy: a NaN fp8 query element, a NaN key, +inf / NaN gates, an inf kv_scale: NaN and inf logits where IEEE says so"},
       {.name = "ragged_chunked_prefill", .stage = "indexer.logits_ragged", .generator = "logits.ragged_prefill", .seed = 401,
        .dims = {{"tail_keys", 5}}, .lists = {{"prefix", {0, 190}}, {"rows", {12, 12}}},
        .attrs = {{"clean_logits", I(1)}, {"logits_dtype", S("float32")}},

@@ -21,6 +21,8 @@ using golden::GenerateFn;
 using golden::Generator;
 using golden::I;
 using golden::S;
+using golden::kInf;
+using golden::kNaN;
 
 namespace {
 
@@ -100,6 +102,10 @@ std::vector<Generator> generators() {
 
 std::vector<GoldenSpec> goldens() {
   return {
+      {.name = "prolog_nonfinite_rows", .stage = "indexer.prolog", .generator = "prolog.gaussian", .seed = 203,
+       .dims = {{"T", 4}, {"start_pos", 10}}, .attrs = {{"rope_layout", S("neox")}, {"hadamard", I(1)}},
+       .poison = {{"q", 1, 5, kNaN}, {"k", 2, -1, kInf}, {"w", 3, 0, -kInf}, {"k", 3, 70, kNaN}},
+       .doc = "NaN policy: a NaN in q (Hadamard spreads it over its head), an all-inf k row (LayerNorm gives NaN), -inf gate, NaN in k's rope part"},
       {.name = "prolog_neox_hadamard", .stage = "indexer.prolog", .generator = "prolog.gaussian", .seed = 201,
        .dims = {{"T", 12}, {"start_pos", 4090}}, .attrs = {{"rope_layout", S("neox")}, {"hadamard", I(1)}},
        .doc = "V3.2 demo path: LayerNorm k, NeoX RoPE (YaRN tables, positions across 4096), Hadamard-128, ue8m0 act_quant"},

@@ -20,6 +20,8 @@ using golden::GenerateFn;
 using golden::Generator;
 using golden::I;
 using golden::S;
+using golden::kInf;
+using golden::kNaN;
 
 namespace {
 
@@ -100,6 +102,10 @@ std::vector<Generator> generators() {
 
 std::vector<GoldenSpec> goldens() {
   return {
+      {.name = "quant_nonfinite_rows", .stage = "indexer.quant", .generator = "quant.gaussian_outliers", .seed = 106,
+       .dims = {{"T", 6}, {"K", 256}}, .attrs = {{"scale_fmt", S("ue8m0")}},
+       .poison = {{"x", 1, -1, kNaN}, {"x", 2, 3, kInf}, {"x", 3, 130, -kInf}, {"x", 4, 0, kNaN}, {"x", 4, 200, kInf}},
+       .doc = "NaN policy: an all-NaN row, one +inf, one -inf, a NaN and +inf in two blocks of a row (CUDA-canonical NaN codes in y and scale)"},
       {.name = "quant_gaussian_outliers", .stage = "indexer.quant", .generator = "quant.gaussian_outliers", .seed = 101,
        .dims = {{"T", 64}, {"K", 512}}, .params = {{"outlier_p", 0.01}, {"zero_block_every", 16}},
        .attrs = {{"scale_fmt", S("ue8m0")}},

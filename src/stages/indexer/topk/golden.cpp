@@ -20,6 +20,8 @@ using golden::GenerateFn;
 using golden::Generator;
 using golden::I;
 using golden::S;
+using golden::kInf;
+using golden::kNaN;
 
 namespace {
 
@@ -131,6 +133,11 @@ std::vector<Generator> generators() {
 
 std::vector<GoldenSpec> goldens() {
   return {
+      {.name = "topk_nonfinite_rows", .stage = "indexer.topk", .generator = "topk.gaussian", .seed = 609,
+       .lists = {{"lengths", {300, 300, 300, 300, 100}}}, .params = {{"outside_garbage", 0}}, .attrs = {{"k", I(64)}},
+       .poison = {{"logits", 1, -1, kNaN}, {"logits", 2, 17, kInf}, {"logits", 2, 18, kInf}, {"logits", 3, 5, -kInf},
+                  {"logits", 3, 6, kNaN}, {"logits", 4, 50, kNaN}},
+       .doc = "NaN policy: an all-NaN row (any selection), +inf scores, NaN candidates (ranked above +inf, as torch.topk), -inf, a NaN in a short row"},
       {.name = "topk_lengths_sparse", .stage = "indexer.topk", .generator = "topk.gaussian", .seed = 601,
        .lists = {{"lengths", {0, 1, 2047, 2048, 2049, 3000, 4096}}}, .attrs = {{"k", I(2048)}},
        .doc = "lengths 0, 1, k-1, k, k+1 (fast path edge) and rows longer than k (sparsity engaged); +1e20 garbage outside"},
