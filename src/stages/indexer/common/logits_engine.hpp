@@ -50,8 +50,9 @@ using i64 = std::int64_t;
 using sz = std::size_t;
 
 // Exactly rounded head reduction (see (2)).
-// A NaN result is written as the positive canonical quiet NaN: its sign would depend on the operation order of
-// the ISA path (x86's default NaN is negative), and the reference must give the same bits on every machine.
+// A NaN result is written as one fixed code: its sign would depend on the operation order of the ISA path (x86's
+// default NaN is negative), and the reference must give the same bits on every machine (run_reference then writes
+// every NaN as the CUDA-canonical code, README "NaN policy").
 inline std::uint32_t round_to(double v, bool bf16) {
   if (std::isnan(v)) return bf16 ? 0x7FC0u : 0x7FC00000u;
   return bf16 ? num::f64_to_bf16(v) : num::f32_bits(static_cast<float>(v));
