@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command: installs what is missing, builds, runs every C++ (ctest) and Python (pytest) test, then
-# builds and runs the C++ suite again under AddressSanitizer + UndefinedBehaviorSanitizer.
+# builds and runs the C++ suite again under AddressSanitizer + UndefinedBehaviorSanitizer, then fuzzes the reader
+# for 90 s (scripts/fuzz.sh, clang-14 libFuzzer).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
@@ -38,3 +39,6 @@ echo "== C++ tests under ASan + UBSan"
 
 echo "== C++ tests (release)"
 (cd build && ctest --output-on-failure -j "$(nproc)")
+
+echo "== fuzz (libFuzzer, 90 s; scripts/fuzz.sh SECONDS JOBS for long runs)"
+DSA_CHECK_BIN="$ROOT/build/dsa-check" bash scripts/fuzz.sh "${DSA_FUZZ_SECONDS:-90}" "$(nproc)"

@@ -3,7 +3,15 @@
 #include "io/paths.hpp"
 
 #include <hdf5.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <chrono>
+#include <thread>
 
 #include <atomic>
 #include <cstring>
@@ -123,6 +131,10 @@ bool read_attr(hid_t obj, const std::string& name, AttrValue& out, std::string& 
       H5free_memory(p);
     } else {
       const std::size_t sz = H5Tget_size(type);
+      if (sz > (std::size_t{1} << 20)) {  // a corrupt type must not make us allocate its declared size
+        err = "a fixed-length string attribute of " + std::to_string(sz) + " bytes (at most 1 MiB)";
+        return false;
+      }
       std::string s(sz, '\0');
       H mt(H5Tcopy(type), H5Tclose);
       if (H5Aread(a, mt, s.data()) < 0) {
@@ -425,6 +437,7 @@ std::optional<Tensor> read_dataset(hid_t group, const std::string& gname, const 
     return problem("memory for " + std::to_string(nbytes) + " bytes", "an allocation failure (out of memory)");
   }
   ctx.budget_left -= nbytes;
+  if (opt.metadata_only) return Tensor();  // the isolated walk of a big file: everything but the data
   if (numel > 0) {
     // Read raw bits: memory type = the file type in native byte order (no value conversion; works for 16-bit
     // floats, which have no native type in HDF5 1.10, and for opaque types).
@@ -509,6 +522,89 @@ std::int64_t default_memory_budget() {
   return std::max<std::int64_t>(phys / 2, std::int64_t{1} << 30);
 }
 
+namespace {
+
+// ReadOptions::isolate: the same read in a forked child; "" when it finished, else what happened to it.
+std::string isolated_walk(const std::string& path, const ReadOptions& opt) {
+  struct stat st {};
+  const bool small = ::stat(path.c_str(), &st) == 0 && st.st_size <= opt.isolate_data_bytes;
+  std::int64_t rss_before = 0;  // resident pages the child starts with (shared with us)
+  if (std::FILE* f = std::fopen("/proc/self/statm", "r")) {
+    long vm = 0, res = 0;
+    if (std::fscanf(f, "%ld %ld", &vm, &res) == 2) rss_before = static_cast<std::int64_t>(res) * ::sysconf(_SC_PAGE_SIZE);
+    std::fclose(f);
+  }
+  int fds[2];
+  if (::pipe(fds) != 0) return "";  // cannot isolate: read in-process as before
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    return "";
+  }
+  if (pid == 0) {
+    ::close(fds[0]);
+    // Quiet child: a sanitizer's or HDF5's report of the crash is the parent's to give, in one line.
+    if (const int fd = ::open("/dev/null", O_WRONLY); fd >= 0) {
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+    }
+    ReadOptions o;
+    o.isolate = false;
+    o.metadata_only = !small;
+    o.load_outputs = opt.load_outputs;
+    o.max_bytes_per_tensor = opt.max_bytes_per_tensor;
+    o.max_total_bytes = opt.max_total_bytes;
+    const ReadResult r = read_file(path, o);
+    std::int64_t tensor_bytes = 0;  // what the parent will hold anyway: the tensors
+    for (const auto& c : r.cases)
+      for (const auto* g : {&c.inputs, &c.outputs, &c.expected})
+        for (const auto& kv : *g) tensor_bytes += static_cast<std::int64_t>(kv.second.nbytes());
+    if (::write(fds[1], &tensor_bytes, sizeof tensor_bytes) != sizeof tensor_bytes) ::_exit(3);
+    ::_exit(0);  // no atexit handlers, no flushing of the parent's buffers
+  }
+  ::close(fds[1]);
+  const std::int64_t size = st.st_size > 0 ? static_cast<std::int64_t>(st.st_size) : 0;
+  const int limit_s = opt.isolate_timeout_s > 0 ? opt.isolate_timeout_s
+                                                : 10 + static_cast<int>(std::min<std::int64_t>(size / (small ? 8 << 20 : 256 << 20), 3600));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(limit_s);
+  int status = 0;
+  struct rusage ru {};
+  for (auto wait = std::chrono::microseconds(50);;) {
+    const pid_t r = ::wait4(pid, &status, WNOHANG, &ru);
+    if (r == pid) break;
+    if (r < 0) return "";  // not our child any more (SIGCHLD ignored by the caller): nothing to say
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      return "a file the HDF5 library did not finish parsing in " + std::to_string(limit_s) +
+             " s (corrupt metadata that loops; parsed in a child process, which was killed)";
+    }
+    std::this_thread::sleep_for(wait);
+    wait = std::min(wait * 2, std::chrono::microseconds(20000));
+  }
+  if (WIFSIGNALED(status))
+    return "a corrupt file: the HDF5 library crashed parsing it (signal " + std::to_string(WTERMSIG(status)) + " " +
+           ::strsignal(WTERMSIG(status)) + ", in a child process: nothing of it was read)";
+  // Memory HDF5 itself allocates for corrupt declared sizes (the child's peak beyond what it shared with us):
+  // the parent would allocate the same.
+  std::int64_t tensor_bytes = 0;
+  const bool got = ::read(fds[0], &tensor_bytes, sizeof tensor_bytes) == sizeof tensor_bytes;
+  ::close(fds[0]);
+  const std::int64_t overhead = static_cast<std::int64_t>(ru.ru_maxrss) * 1024 - rss_before - tensor_bytes;
+  const std::int64_t allowed = (std::int64_t{256} << 20) + 4 * size;
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && got && overhead > allowed)
+    return "a file whose metadata takes " + std::to_string(overhead >> 20) + " MiB to parse beyond its tensors (at most " +
+           std::to_string(allowed >> 20) + " MiB expected: corrupt declared sizes; measured in a child process)";
+  if (WIFEXITED(status) && WEXITSTATUS(status) != 0)
+    return "a corrupt file: parsing it failed in a child process (exit " + std::to_string(WEXITSTATUS(status)) +
+           ", e.g. a sanitizer report inside the HDF5 library)";
+  return "";
+}
+
+}  // namespace
+
 ReadResult read_file(const std::string& path, const ReadOptions& opt) {
   ReadResult res;
   QuietErrors quiet;
@@ -523,6 +619,8 @@ ReadResult read_file(const std::string& path, const ReadOptions& opt) {
     return file_problem("a regular HDF5 file", e);
   }
   if (H5Fis_hdf5(path.c_str()) <= 0) return file_problem("an HDF5 file", "not HDF5 (no HDF5 signature)");
+  if (opt.isolate)
+    if (auto e = isolated_walk(path, opt); !e.empty()) return file_problem("a file HDF5 can parse", e);
   H file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
   if (!file.ok()) {
     // Name the real cause: a file an HDF5 writer holds open is locked (it opens without locking).

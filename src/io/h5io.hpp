@@ -34,6 +34,17 @@ struct ReadOptions {
   bool apply_defaults = true;  // add the defaults to each case (off: attrs exactly as stored; validation sees them)
   std::int64_t max_bytes_per_tensor = std::int64_t{64} << 30;  // refuse absurd sizes before allocating
   std::int64_t max_total_bytes = default_memory_budget();      // all tensors of one file (--max-memory)
+  // Parse the file first in a child process (fork): the HDF5 library itself can crash or loop on a corrupt file
+  // (a mangled global-heap address in a string attribute segfaults inside H5Aread in HDF5 1.10). The child walks
+  // every group, attribute and dataset the real read will touch (and reads the data when the file is at most
+  // isolate_data_bytes); if it dies by a signal or does not finish in time (isolate_timeout_s, 0 = 10 s plus 1 s
+  // per 8 MiB of file read in full, per 256 MiB walked), the file is reported as corrupt and never parsed in this
+  // process (HDF5 1.10 loops forever on some mangled global heaps). Off in the fuzz harness (it must see the crash
+  // itself).
+  bool isolate = true;
+  std::int64_t isolate_data_bytes = std::int64_t{256} << 20;
+  int isolate_timeout_s = 0;
+  bool metadata_only = false;  // internal: the child's walk without the data of big files
 };
 
 // Reads every case of a file. Never throws for bad input: problems are returned (every problem of the file,

@@ -227,8 +227,8 @@ std::vector<Problem> validate_schema(const Case& c, const Schema& sc, bool check
       auto it = m.find(s->name);
       b.check(group, *s, it == m.end() ? nullptr : &it->second);
     }
-    for (const auto& [name, t] : m) {
-      (void)t;
+    for (const auto& entry : m) {
+      const std::string& name = entry.first;  // not a structured binding: clang 14 (the fuzz build) cannot capture one
       bool known = std::any_of(specs.begin(), specs.end(), [&](const TensorSpec* s) { return s->name == name; });
       if (!known) {
         std::string names;

@@ -19,6 +19,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CORPUS = os.path.join(HERE, "corpus")
+FUZZ_FOUND = os.path.join(HERE, "fuzz_found")  # inputs scripts/fuzz.sh found (kept as found; expected.json beside)
 SANITIZER_MARKS = ("AddressSanitizer", "LeakSanitizer", "runtime error:", "UndefinedBehaviorSanitizer")
 
 
@@ -67,12 +68,17 @@ def main():
     ap.add_argument("--asan", action="store_true", help="sanitizer build: no address-space limit")
     a = ap.parse_args()
     r = Runner(os.path.abspath(a.bin), a.asan)
-    with open(os.path.join(CORPUS, "expected.json")) as f:
-        expected = json.load(f)
+    expected = {}
     work = tempfile.mkdtemp(prefix="dsa_hostile_")
     try:
-        for name in os.listdir(CORPUS):
-            shutil.copy(os.path.join(CORPUS, name), work)
+        for d in (CORPUS, FUZZ_FOUND):
+            with open(os.path.join(d, "expected.json")) as f:
+                e = json.load(f)
+            assert not set(e) & set(expected), "a file name in both corpus/ and fuzz_found/"
+            expected.update(e)
+            for name in os.listdir(d):
+                if name != "expected.json":
+                    shutil.copy(os.path.join(d, name), work)
         for name, e in sorted(expected.items()):
             r.check(name, [e["cmd"], name], work, e["rc"], e["contains"], inputs=[name])
         # ---- the filesystem around the files ---------------------------------------------------------------
