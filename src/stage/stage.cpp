@@ -53,13 +53,14 @@ namespace {
 template <typename U>
 void canonicalize(Tensor& t, U mag_mask, U nan_above, U canon) {
   const U* p = t.data<U>();
-  std::int64_t first = -1;
-  for (std::int64_t i = 0; i < t.numel() && first < 0; ++i)
-    if (static_cast<U>(p[i] & mag_mask) > nan_above && p[i] != canon) first = i;
-  if (first < 0) return;
+  const std::int64_t n = t.numel();
+  U any = 0;  // a branch-free OR-reduction (vectorized): references are large and NaN-free almost always
+#pragma omp simd reduction(| : any)
+  for (std::int64_t i = 0; i < n; ++i) any |= static_cast<U>(static_cast<U>(p[i] & mag_mask) > nan_above ? p[i] ^ canon : 0);
+  if (!any) return;
   t = t.clone();  // never write through storage a reference might share with an input
   U* q = t.data<U>();
-  for (std::int64_t i = first; i < t.numel(); ++i)
+  for (std::int64_t i = 0; i < n; ++i)
     if (static_cast<U>(q[i] & mag_mask) > nan_above) q[i] = canon;
 }
 

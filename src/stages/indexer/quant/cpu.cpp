@@ -15,12 +15,20 @@ Expected cpu(const Case& c, const Params& p, const RefOptions& opt) {
   Tensor y(DType::fp8_e4m3fn, {T, K});
   Tensor scale(DType::f32, {T, nb});
   const bool is_bf16 = x.dtype() == DType::bf16;
-#pragma omp parallel for schedule(static) num_threads(opt.thread_count())
-  for (std::int64_t t = 0; t < T; ++t) {
+  const std::uint16_t* xb = is_bf16 ? x.data<std::uint16_t>() : nullptr;
+  const float* xf = is_bf16 ? nullptr : x.data<float>();
+  std::uint8_t* yp = y.data<std::uint8_t>();
+  float* sp = scale.data<float>();
+#pragma omp parallel num_threads(opt.thread_count())
+  {
     std::vector<float> row(static_cast<std::size_t>(K));
-    for (std::int64_t i = 0; i < K; ++i)
-      row[static_cast<std::size_t>(i)] = is_bf16 ? num::bf16_to_f32(x.data<std::uint16_t>()[t * K + i]) : x.data<float>()[t * K + i];
-    quantize_row(row.data(), K, p, y.data<std::uint8_t>() + t * K, scale.data<float>() + t * nb);
+#pragma omp for schedule(static)
+    for (std::int64_t t = 0; t < T; ++t) {
+      const float* r = xf ? xf + t * K : row.data();
+      if (xb)
+        for (std::int64_t i = 0; i < K; ++i) row[static_cast<std::size_t>(i)] = num::bf16_to_f32(xb[t * K + i]);
+      quantize_row(r, K, p, yp + t * K, sp + t * nb);
+    }
   }
   Expected e;
   RefTensor ry;
