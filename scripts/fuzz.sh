@@ -41,7 +41,8 @@ echo "fuzz: ${execs:-0} executions in ${SECS} s with ${JOBS} worker(s); corpus $
 # Sort the findings. Each artifact is run again alone (a fork-mode job runs many inputs: a report can come from
 # HDF5 state an earlier input corrupted, and then does not reproduce). A reproducible report whose first frame
 # outside libc / the sanitizer's interceptors / the allocator lies in libhdf5 is HDF5's own bug. In every case the
-# release CLI must answer the file with exit 0, 1 or 2 within 60 s (it parses in a child process first).
+# release CLI must answer the file with exit 0, 1 or 2 within 60 s and 6 GiB of address space (it parses in a
+# child process first).
 set +e +o pipefail  # greps below may match nothing
 ours=0; hdf5=0; flaky=0
 CLI="${DSA_CHECK_BIN:-$ROOT/build/dsa-check}"
@@ -51,15 +52,18 @@ for a in "$B"/artifacts/crash-* "$B"/artifacts/leak-* "$B"/artifacts/timeout-* "
     timeout-*) rep=""; rrc=124 ;;  # a hang reproduces in >= 20 s: judged by the CLI alone
     *) rep="$( (cd "$B" && timeout 30 ./dsa_fuzz_load -rss_limit_mb=2048 "$a") 2>&1)"; rrc=$? ;;
   esac
-  first=$(printf '%s\n' "$rep" | grep -E '^ *#[0-9]+ ' | grep -vE '__interceptor_|libc\.so|sysdeps|/string/|libclang_rt|in malloc|in calloc|in realloc|operator new|fuzzer::' | head -1)
+  first=$(printf '%s\n' "$rep" | grep -E '^ *#[0-9]+ ' |
+          grep -vE '__interceptor_|__sanitizer|__asan|__lsan|__ubsan|fuzzer::|libc\.so|libc_start|sysdeps|/string/|libclang_rt|in malloc|in calloc|in realloc|operator new| in main | in _start' |
+          head -1)
   if [ "$rrc" = 0 ]; then kind=flaky
-  elif [ "$rrc" = 124 ] || [ -z "$first" ]; then kind=hdf5  # a hang or a memory limit with no stack: judged by the CLI
+  elif [ "$rrc" = 124 ] || [ -z "$first" ] || printf '%s' "$rep" | grep -q "out-of-memory (used:"; then
+    kind=hdf5  # a hang, or the RSS limit (its stack is the watchdog's, not the allocator's): judged by the CLI
   else case "$first" in *libhdf5*) kind=hdf5 ;; *) kind=ours ;; esac
   fi
   if [ -x "$CLI" ]; then
     cp "$a" "$B/probe.h5"
-    timeout 60 "$CLI" check "$B/probe.h5" >/dev/null 2>&1; rc=$?
-    case "$rc" in 0|1|2) ;; *) kind=ours; first="release CLI exit $rc on it (wanted 0, 1 or 2 within 60 s); $first" ;; esac
+    (ulimit -v 6291456; timeout 60 "$CLI" check "$B/probe.h5" >/dev/null 2>&1); rc=$?
+    case "$rc" in 0|1|2) ;; *) kind=ours; first="release CLI exit $rc on it (wanted 0, 1 or 2 within 60 s and 6 GiB); $first" ;; esac
   fi
   case "$kind" in
     hdf5) hdf5=$((hdf5 + 1)) ;;
