@@ -53,7 +53,7 @@ for a in "$B"/artifacts/crash-* "$B"/artifacts/leak-* "$B"/artifacts/timeout-* "
     *) rep="$( (cd "$B" && timeout 30 ./dsa_fuzz_load -rss_limit_mb=2048 "$a") 2>&1)"; rrc=$? ;;
   esac
   first=$(printf '%s\n' "$rep" | grep -E '^ *#[0-9]+ ' |
-          grep -vE '__interceptor_|__sanitizer|__asan|__lsan|__ubsan|fuzzer::|libc\.so|libc_start|sysdeps|/string/|libclang_rt|in malloc|in calloc|in realloc|operator new| in main | in _start' |
+          grep -vE '__interceptor_|__sanitizer|__asan|__lsan|__ubsan|fuzzer::|libc\.so|libc_start|sysdeps|/string/|libclang_rt|in malloc|in calloc|in realloc| in free | in posix_memalign| in aligned_alloc| in strdup|operator new|operator delete| in main | in _start' |
           head -1)
   if [ "$rrc" = 0 ]; then kind=flaky
   elif [ "$rrc" = 124 ] || [ -z "$first" ] || printf '%s' "$rep" | grep -q "out-of-memory (used:"; then
