@@ -574,19 +574,25 @@ std::string isolated_walk(const std::string& path, const ReadOptions& opt) {
   for (auto wait = std::chrono::microseconds(50);;) {
     const pid_t r = ::wait4(pid, &status, WNOHANG, &ru);
     if (r == pid) break;
-    if (r < 0) return "";  // not our child any more (SIGCHLD ignored by the caller): nothing to say
+    if (r < 0) {  // not our child any more (SIGCHLD ignored by the caller): nothing to say
+      ::close(fds[0]);
+      return "";
+    }
     if (std::chrono::steady_clock::now() > deadline) {
       ::kill(pid, SIGKILL);
       ::waitpid(pid, &status, 0);
+      ::close(fds[0]);
       return "a file the HDF5 library did not finish parsing in " + std::to_string(limit_s) +
              " s (corrupt metadata that loops; parsed in a child process, which was killed)";
     }
     std::this_thread::sleep_for(wait);
     wait = std::min(wait * 2, std::chrono::microseconds(20000));
   }
-  if (WIFSIGNALED(status))
+  if (WIFSIGNALED(status)) {
+    ::close(fds[0]);
     return "a corrupt file: the HDF5 library crashed parsing it (signal " + std::to_string(WTERMSIG(status)) + " " +
            ::strsignal(WTERMSIG(status)) + ", in a child process: nothing of it was read)";
+  }
   // Memory HDF5 itself allocates for corrupt declared sizes (the child's peak beyond what it shared with us):
   // the parent would allocate the same.
   std::int64_t tensor_bytes = 0;
