@@ -36,11 +36,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <utility>
 #include <vector>
 
 #include "numerics/formats.hpp"
 #include "stage/expected.hpp"
+#include "stage/stage.hpp"
 #include "stages/indexer/common/logits_simd.hpp"
 #include "tensor/tensor.hpp"
 
@@ -162,6 +164,31 @@ inline std::pair<double, double> buggy_logit(LogitBug bug, const std::uint8_t* q
 inline const char* logit_bug_id(LogitBug b) { return b == LogitBug::no_relu ? "B4" : "B6"; }
 inline const char* logit_bug_doc(LogitBug b) {
   return b == LogitBug::no_relu ? "head scores summed without ReLU" : "kv_scale not applied";
+}
+
+// What a logit is computed from: the query row's codes [H, D] and gates [H], the key's codes [D] and scale.
+struct LogitOperands {
+  const std::uint8_t* q;
+  const float* w;
+  const std::uint8_t* k;
+  float scale;
+  i64 H, D;
+};
+
+// The Stage::hypotheses of a logits stage, one per LogitBug. `operands(case, params, flat)` locates logit `flat`
+// (the stage's layout), nullopt where it is not defined.
+template <typename P, typename OperandsFn>
+std::vector<Hypothesis> logit_hypotheses(OperandsFn operands) {
+  std::vector<Hypothesis> hs;
+  for (auto bug : {LogitBug::no_relu, LogitBug::no_kv_scale})
+    hs.push_back({"logits", logit_bug_id(bug), logit_bug_doc(bug),
+                  [bug, operands](const Case& c, const dsa::Params& pb, i64 f) -> std::optional<Hypothesis::Value> {
+                    const std::optional<LogitOperands> o = operands(c, static_cast<const P&>(pb), f);
+                    if (!o) return std::nullopt;
+                    const auto [v, m] = buggy_logit(bug, o->q, o->k, o->scale, o->w, o->H, o->D);
+                    return Hypothesis::Value{v, m};
+                  }});
+  return hs;
 }
 
 void reduce_keys(const Isa& isa, const double* c0, sz ldc, int n, const WeightsF64& wf, const float* w, sz wo, int H,

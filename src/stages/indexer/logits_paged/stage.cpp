@@ -63,26 +63,17 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& p) {
   return r;
 }
 
-// Known bugs as values at flat logit index f (row r = b*next_n + t, column j = key position of request b).
-std::vector<Hypothesis> hypotheses() {
-  std::vector<Hypothesis> hs;
-  for (auto bug : {logits::LogitBug::no_relu, logits::LogitBug::no_kv_scale})
-    hs.push_back({"logits", logits::logit_bug_id(bug), logits::logit_bug_doc(bug),
-                  [bug](const Case& c, const dsa::Params& pb, std::int64_t f) -> std::optional<Hypothesis::Value> {
-                    const auto& p = static_cast<const Params&>(pb);
-                    const Tensor &q = c.input("q"), &bt = c.input("block_table"), &cl = c.input("context_lens");
-                    const auto kvv = layouts::IndexerKCacheView::of(c.input("kv_cache"));
-                    const std::int64_t NN = q.dim(1), H = q.dim(2), D = q.dim(3), MB = bt.dim(1), ps = kvv.layout.page_size;
-                    const std::int64_t r = f / p.max_context_len, j = f % p.max_context_len, b = r / NN, t = r % NN;
-                    if (j >= valid_columns(cl.data<std::int32_t>(), cl.rank() == 2, b, t, NN, p.max_context_len, MB * ps))
-                      return std::nullopt;
-                    const std::int64_t page = bt.data<std::int32_t>()[b * MB + j / ps];
-                    if (page < 0 || page >= kvv.num_pages) return std::nullopt;
-                    const auto [v, m] = logits::buggy_logit(bug, q.data<std::uint8_t>() + r * H * D, kvv.values(page, j % ps), kvv.scale(page, j % ps),
-                                               c.input("weights").data<float>() + r * H, H, D);
-                    return Hypothesis::Value{v, m};
-                  }});
-  return hs;
+// Known bugs as values: logit f = (row r = b*next_n + t, column j = key position of request b).
+std::optional<logits::LogitOperands> operands(const Case& c, const Params& p, std::int64_t f) {
+  const Tensor &q = c.input("q"), &bt = c.input("block_table"), &cl = c.input("context_lens");
+  const auto kvv = layouts::IndexerKCacheView::of(c.input("kv_cache"));
+  const std::int64_t NN = q.dim(1), H = q.dim(2), D = q.dim(3), MB = bt.dim(1), ps = kvv.layout.page_size;
+  const std::int64_t r = f / p.max_context_len, j = f % p.max_context_len, b = r / NN, t = r % NN;
+  if (j >= valid_columns(cl.data<std::int32_t>(), cl.rank() == 2, b, t, NN, p.max_context_len, MB * ps)) return std::nullopt;
+  const std::int64_t page = bt.data<std::int32_t>()[b * MB + j / ps];
+  if (page < 0 || page >= kvv.num_pages) return std::nullopt;
+  return logits::LogitOperands{q.data<std::uint8_t>() + r * H * D, c.input("weights").data<float>() + r * H,
+                               kvv.values(page, j % ps), kvv.scale(page, j % ps), H, D};
 }
 
 }  // namespace
@@ -112,7 +103,7 @@ Stage stage() {
   s.goldens = goldens();
   s.selftest = selftest_cases();
   s.mutants = mutants();
-  s.hypotheses = hypotheses();
+  s.hypotheses = logits::logit_hypotheses<Params>(&operands);
   return s;
 }
 

@@ -48,23 +48,15 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& p) {
   return r;
 }
 
-// Known bugs as values at flat logit index f (row i, column col -> key j).
-std::vector<Hypothesis> hypotheses() {
-  std::vector<Hypothesis> hs;
-  for (auto bug : {logits::LogitBug::no_relu, logits::LogitBug::no_kv_scale})
-    hs.push_back({"logits", logits::logit_bug_id(bug), logits::logit_bug_doc(bug),
-                  [bug](const Case& c, const dsa::Params& pb, std::int64_t f) -> std::optional<Hypothesis::Value> {
-                    const auto& p = static_cast<const Params&>(pb);
-                    const Tensor &q = c.input("q"), &kv = c.input("kv");
-                    const Rows rows{c.input("ks").data<std::int32_t>(), c.input("ke").data<std::int32_t>(), kv.dim(0), p.max_seqlen_k};
-                    const std::int64_t i = f / rows.cols(), col = f % rows.cols(), H = q.dim(1), D = q.dim(2);
-                    const std::int64_t j = p.max_seqlen_k > 0 ? rows.lo(i) + col : col;
-                    if (j < rows.lo(i) || j >= rows.hi(i)) return std::nullopt;
-                    const auto [v, m] = logits::buggy_logit(bug, q.data<std::uint8_t>() + i * H * D, kv.data<std::uint8_t>() + j * D,
-                                               c.input("kv_scale").data<float>()[j], c.input("weights").data<float>() + i * H, H, D);
-                    return Hypothesis::Value{v, m};
-                  }});
-  return hs;
+// Known bugs as values: logit f = (row i, column col -> key j).
+std::optional<logits::LogitOperands> operands(const Case& c, const Params& p, std::int64_t f) {
+  const Tensor &q = c.input("q"), &kv = c.input("kv");
+  const Rows rows{c.input("ks").data<std::int32_t>(), c.input("ke").data<std::int32_t>(), kv.dim(0), p.max_seqlen_k};
+  const std::int64_t i = f / rows.cols(), col = f % rows.cols(), H = q.dim(1), D = q.dim(2);
+  const std::int64_t j = p.max_seqlen_k > 0 ? rows.lo(i) + col : col;
+  if (j < rows.lo(i) || j >= rows.hi(i)) return std::nullopt;
+  return logits::LogitOperands{q.data<std::uint8_t>() + i * H * D, c.input("weights").data<float>() + i * H,
+                               kv.data<std::uint8_t>() + j * D, c.input("kv_scale").data<float>()[j], H, D};
 }
 
 }  // namespace
@@ -94,7 +86,7 @@ Stage stage() {
   s.goldens = goldens();
   s.selftest = selftest_cases();
   s.mutants = mutants();
-  s.hypotheses = hypotheses();
+  s.hypotheses = logits::logit_hypotheses<Params>(&operands);
   return s;
 }
 
