@@ -124,6 +124,31 @@ CheckResult compare_bounded(const Tensor& out, const RefTensor& ref, const Toler
   }
   if (r.verdict != Verdict::BITEXACT && r.verdict != Verdict::WITHIN_BOUND && r.verdict != Verdict::FAIL && s.compared)
     m << "; finite part: max err/M " << detail::fmt(s.max_err_over_m);
+  for (const auto& pm : ref.peers) {
+    std::int64_t beyond = 0;
+    double pxy = 0, pxx = 0, pyy = 0;
+    for (std::int64_t i = 0; i < v.numel(); ++i) {
+      if (def && !def[i]) continue;
+      const double o = out.value(i), e = v.value(i);
+      if (!std::isfinite(e) || !std::isfinite(o)) {
+        beyond += !((std::isnan(e) && std::isnan(o)) || o == e);
+        continue;
+      }
+      const double d = std::fabs(o - e);
+      beyond += !(d < pm.abs_tol || d / (std::fabs(e) + pm.rel_eps) < pm.rel_tol);
+      pxy += o * e, pxx += o * o, pyy += e * e;
+    }
+    const double cd = pxx + pyy == 0 ? 0.0 : 1.0 - 2.0 * pxy / (pxx + pyy);
+    const bool use_cos = pm.cos_tol >= 0;
+    std::ostringstream pmsg;
+    pmsg << pm.name << " (abs " << detail::fmt(pm.abs_tol) << ", rel " << detail::fmt(pm.rel_tol);
+    if (use_cos) pmsg << ", cos_diff " << detail::fmt(pm.cos_tol);
+    pmsg << "): " << (beyond == 0 && (!use_cos || cd <= pm.cos_tol) ? "pass" : "fail") << ", " << beyond
+         << " element(s) beyond abs/rel";
+    if (use_cos) pmsg << ", cos_diff " << detail::fmt(cd);
+    m << "; " << pmsg.str();
+    r.notes.push_back("for information: " + pmsg.str());
+  }
   r.message = m.str();
   return r;
 }

@@ -2,6 +2,7 @@
 
 #include "layouts/index_base.hpp"
 #include "layouts/indexer_kcache.hpp"
+#include "layouts/mla_kcache.hpp"
 
 namespace dsa::layouts {
 
@@ -10,7 +11,10 @@ const std::vector<LayoutInfo>& all() {
     std::vector<LayoutInfo> l{
         {IndexerKCache::kName, "cache",
          "V3.2 indexer K cache: pages of page_size tokens, planar: page_size*D fp8 e4m3fn codes then page_size fp32 "
-         "scales; tensor u8 [P, page_size, 1, D+4] (spec v32 §3.4)"}};
+         "scales; tensor u8 [P, page_size, 1, D+4] (spec v32 §3.4)"},
+        {MlaKCache::kName, "cache",
+         "V3.2 sparse-MLA KV cache (FlashMLA FP8 with scale, vLLM fp8_ds_mla): 656-byte token records in pages of 64: 512 "
+         "e4m3fn codes of c, 4 fp32 tile scales (128 dims each), 64 bf16 k_pe; tensor u8 [blocks, 64, 1, 656] (spec v32 §6.3)"}};
     for (const auto& n : index_base_names()) l.push_back({n, "index_base", index_base_doc(n)});
     return l;
   }();

@@ -98,6 +98,12 @@ inline float inv448_f32() { return f32_from_bits(0x3B124925u); }
 // handled exactly with frexp; t == 0 (eps below ~3e-43, amax 0) gives scale 0 = 2^ceil(log2 0) like exp2f(-inf) in
 // vLLM. NaN amax gives NaN, amax = inf gives inf (e = 128). eps default is the demo's 1e-4 (fp32 0x38D1B717); vLLM's fused path uses 1e-10.
 float ue8m0_scale(float amax, float eps = 1e-4f);
+// 2^ceil(log2 t) by the same trick (t >= 0 or NaN).
+float pow2_ceil(float t);
+// FlashMLA @HEAD / vLLM fp8_ds_mla (2026-07+): 2^ceil(log2(max(fl32(amax/448), eps))) (zero tile: 2^-13 for eps 1e-4).
+float pow2_div_scale(float amax, float eps = 1e-4f);
+// vLLM concat_and_cache_ds_mla (2026 version): max(fl32(amax/448), floor) with floor = FLT_MIN; floor 0 = plain amax/448.
+float fp32_scale_floor(float amax, float floor);
 // Plain fp32 scales. `div`: fl32(max(amax, eps) / 448) (DeepGEMM tests, vLLM non-ue8m0);
 // `mul`: fl32(max(amax, eps) * fl32(1/448)) (the demo's scale_fmt=None).
 float fp32_scale_div(float amax, float eps = 1e-4f);

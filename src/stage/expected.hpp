@@ -41,6 +41,15 @@ struct TopkRef {
                                      // row (torch.topk over a -inf-masked row) instead of -1
 };
 
+// A peer project's own pass/fail metric (e.g. FlashMLA's tests/lib.py check_is_allclose), evaluated beside the
+// verdict and reported for information: non-finite positions must coincide, then per element
+// |a - r| < abs_tol or |a - r| / (|r| + rel_eps) < rel_tol, and cos_diff = 1 - 2 sum(a r) / sum(a^2 + r^2) <= cos_tol
+// (cos_tol < 0: no cosine criterion).
+struct PeerMetric {
+  std::string name;
+  double abs_tol = 0, rel_tol = 0, rel_eps = 0, cos_tol = 0;
+};
+
 struct RefTensor {
   std::string name;          // the output's name (outputs/<name>)
   CompareKind kind = CompareKind::bytes;
@@ -48,6 +57,7 @@ struct RefTensor {
   Tensor magnitude;          // bounded: f64, same numel: M per element (empty => |value|)
   Tensor defined;            // u8 same numel: 1 = this element is defined and compared (empty => all)
   bool mask_must_match = false;  // bounded: -inf pattern must match exactly (clean_logits)
+  std::vector<PeerMetric> peers; // bounded: peer metrics reported beside the verdict (never decide it)
   TopkRef topk;              // topk_set only
   // Bit-exact emulations of particular kernels (profile name -> value with the dtype/shape of `value`).
   std::map<std::string, Tensor> emulations;

@@ -1,7 +1,9 @@
 // THE stage table: one line per stage, in pipeline order. Adding a stage = one folder under src/stages/ + one line
 // here (README "Adding a stage").
 #include "stage/stage.hpp"
+#include "stages/attn/table.hpp"
 #include "stages/indexer/table.hpp"
+#include "stages/mla/table.hpp"
 
 namespace dsa {
 
@@ -13,6 +15,9 @@ const std::vector<Stage>& stages() {
       indexer::logits_ragged::stage(),  // indexer.logits_ragged  DeepGEMM fp8_mqa_logits (v32 §3.2)
       indexer::logits_paged::stage(),   // indexer.logits_paged   DeepGEMM fp8_paged_mqa_logits (v32 §3.3)
       indexer::topk::stage(),           // indexer.topk           top-k with index bases (v32 §5)
+      mla::kcache_store::stage(),       // mla.kcache_store       656-byte fp8 MLA cache writer (v32 §6.3)
+      attn::sparse_mla_prefill::stage(),  // attn.sparse_mla_prefill  FlashMLA flash_mla_sparse_fwd (v32 §6.1)
+      attn::sparse_mla_decode::stage(),   // attn.sparse_mla_decode   FlashMLA sparse fp8 decode (v32 §6.2)
   };
   return all;
 }

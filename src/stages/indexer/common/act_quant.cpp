@@ -51,7 +51,9 @@ float quantize_block(const float* x, std::int64_t n, const QuantParams& p, std::
   switch (p.fmt) {
     case ScaleFmt::ue8m0: s = num::ue8m0_scale(amax, p.amax_eps); break;
     case ScaleFmt::fp32_div: s = num::fp32_scale_div(amax, p.amax_eps); break;
-    default: s = num::fp32_scale_mul(amax, p.amax_eps); break;
+    case ScaleFmt::fp32_mul: s = num::fp32_scale_mul(amax, p.amax_eps); break;
+    case ScaleFmt::pow2_div: s = num::pow2_div_scale(amax, p.amax_eps); break;
+    default: s = num::fp32_scale_floor(amax, p.amax_eps); break;
   }
   const float inv = 1.0f / s;  // fl32(1/s), used by the mul_inv form
   // x / s == x * (1/s) bit for bit when s is a power of two whose reciprocal is exact (both round the same exact

@@ -1,0 +1,87 @@
+// attn.sparse_mla_decode: selftest cases and mutants modelled on real bugs (v32 spec §6.2/§6.3, real_bugs_2026
+// B25, B32-B35), each with the verdict it must get.
+#include <cmath>
+#include <cstring>
+
+#include "numerics/formats.hpp"
+#include "stage/mutant_kit.hpp"
+#include "stages/attn/sparse_mla_decode/core.hpp"
+
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
+namespace dsa::attn::sparse_mla_decode {
+
+using namespace mutant;
+using cmp::Verdict;
+using V = std::vector<Verdict>;
+using golden::S;
+using L = layouts::MlaKCache;
+
+std::vector<golden::GoldenSpec> selftest_cases() {
+  const char* st = "attn.sparse_mla_decode";
+  const char* g = "sparse_decode.random";
+  const AttrValue mla_scale{0.1352337788608801};
+  return {
+      {.name = "mla_decode", .stage = st, .generator = g, .seed = 21, .dims = {{"B", 2}, {"S", 2}, {"H", 16}, {"P", 3}, {"K", 128}},
+       .params = {{"invalid_frac", 0.1}, {"lonely_every", 4}, {"poison_unused", 1}}, .attrs = {{"softmax_scale", mla_scale}},
+       .doc = "MTP decode, poisoned unused records, a lonely row"},
+      {.name = "mla_decode_nonpow2", .stage = st, .generator = g, .seed = 22, .dims = {{"B", 2}, {"S", 1}, {"H", 16}, {"P", 3}, {"K", 128}},
+       .params = {{"invalid_frac", 0.05}, {"writer", 1}, {"sink", 2.0}}, .attrs = {{"softmax_scale", mla_scale}},
+       .doc = "amax/448 scales (bf16-rounded by the kernel), sinks"},
+  };
+}
+
+std::vector<Mutant> mutants() {
+  return {
+      {"mla_decode_minus1_as_token0", "B34", "mla_decode", V{Verdict::FAIL, Verdict::NONFINITE},
+       "-1 indices read as slot 0 (which holds NaN bytes) instead of masked",
+       buggy([](Case& c) {
+         edit_input(c, "indices", [](Tensor& t) {
+           for (std::int64_t i = 0; i < t.numel(); ++i)
+             if (t.int_at(i) == -1) iset(t, i, 0);
+         });
+       })},
+      {"mla_decode_default_scale", "v32 §6.2", "mla_decode", V{Verdict::FAIL},
+       "softmax_scale left at FlashMLA's default 576^-0.5 where V3.2 passes the MLA scale",
+       buggy([](Case& c) { set_attr(c, "softmax_scale", AttrValue{0.041666666666666664}); })},
+      {"mla_decode_scale_tile_shifted", "v32 §6.3", "mla_decode", V{Verdict::FAIL, Verdict::NONFINITE},
+       "tile j dequantized with the scale of tile j+1 mod 4",
+       buggy([](Case& c) {
+         edit_input(c, "k_cache", [](Tensor& t) {
+           for (std::int64_t r = 0; r < t.numel() / L::kRecord; ++r) {
+             std::uint8_t* rec = t.data<std::uint8_t>() + r * L::kRecord + L::kScaleOff;
+             std::uint8_t s[16];
+             std::memcpy(s, rec, 16);
+             for (int j = 0; j < 4; ++j) std::memcpy(rec + 4 * j, s + 4 * ((j + 1) % 4), 4);
+           }
+         });
+       })},
+      {"mla_decode_rope_dropped", "v32 §7", "mla_decode", V{Verdict::FAIL}, "k_pe of the cache left out of q.k",
+       buggy([](Case& c) {
+         edit_input(c, "q", [](Tensor& t) {
+           for (std::int64_t x = 0; x < t.numel(); ++x)
+             if (x % 576 >= 512) t.data<std::uint16_t>()[x] = 0;
+         });
+       })},
+      {"mla_decode_fp32_scale_read", "B25", "mla_decode_nonpow2", V{Verdict::FAIL},
+       "non-pow2 scales read as fp32 where the SM90 kernel rounds them to bf16 (the tests' dequantize instead of the kernel's)",
+       buggy([](Case& c) { set_attr(c, "dequant", S("f32_scale")); })},
+      {"mla_decode_sink_ignored", "B35", "mla_decode_nonpow2", V{Verdict::FAIL}, "attn_sink accepted but not applied",
+       buggy([](Case& c) { c.inputs.erase("attn_sink"); })},
+      {"mla_decode_lse_base2", "B35", "mla_decode", V{Verdict::FAIL}, "lse returned in log2 units (x log2 e)",
+       [](Case& c, const Expected&, std::uint64_t) {
+         Tensor& l = output(c, "lse");
+         for (std::int64_t i = 0; i < l.numel(); ++i)
+           if (std::isfinite(l.data<float>()[i])) l.data<float>()[i] = static_cast<float>(l.data<float>()[i] * 1.4426950408889634);
+       }},
+      {"mla_decode_lonely_lse_neg_inf", "B35", "mla_decode", V{Verdict::NONFINITE},
+       "rows without a valid index return lse -inf (the 2025 prefill convention) instead of +inf",
+       [](Case& c, const Expected&, std::uint64_t) {
+         Tensor& l = output(c, "lse");
+         for (std::int64_t i = 0; i < l.numel(); ++i)
+           if (std::isinf(l.data<float>()[i])) l.data<float>()[i] = -std::numeric_limits<float>::infinity();
+       }},
+  };
+}
+
+}  // namespace dsa::attn::sparse_mla_decode

@@ -1,0 +1,115 @@
+// attn.sparse_mla_decode: schema, parse (index range = structural error of the input), findings, table entry.
+#include <cmath>
+#include <cstring>
+
+#include "stages/attn/common/structure.hpp"
+#include "stages/attn/sparse_mla_decode/core.hpp"
+#include "stages/attn/table.hpp"
+
+namespace dsa::attn::sparse_mla_decode {
+namespace {
+
+const char* kName = "attn.sparse_mla_decode";
+using L = layouts::MlaKCache;
+
+Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& p) {
+  Params r;
+  r.softmax_scale = a.f("softmax_scale");
+  if (!std::isfinite(r.softmax_scale))
+    p.push_back({c.file, c.name, "attr softmax_scale", "a finite number", std::to_string(r.softmax_scale)});
+  r.bf16_scale = a.s("dequant") == "bf16_scale";
+  r.cv.base2 = false;
+  r.cv.lonely_lse_pos_inf = true;
+  r.cv.lse_includes_sink = a.b("lse_includes_sink");
+  const Tensor& cache = c.input("k_cache");
+  r.layout.page_size = cache.dim(1);
+  const Tensor& idx = c.input("indices");
+  const std::int64_t cap = cache.dim(0) * cache.dim(1), K = idx.dim(2);
+  for (std::int64_t f = 0; f < idx.numel(); ++f) {
+    const std::int64_t v = idx.int_at(f);
+    if (v == -1 || (v >= 0 && v < cap)) continue;
+    const std::int64_t row = f / K;
+    p.push_back({c.file, c.name, "inputs/indices",
+                 "-1 or page*page_size+offset in [0, num_blocks*page_size = " + std::to_string(cap) +
+                     ") (only -1 is masked on SM90: any other value is read out of bounds, so the input is invalid)",
+                 "batch " + std::to_string(row / idx.dim(1)) + " q token " + std::to_string(row % idx.dim(1)) + " position " +
+                     std::to_string(f % K) + ": " + std::to_string(v)});
+    break;
+  }
+  if (const Tensor* tl = c.input_opt("topk_length"))
+    for (std::int64_t i = 0; i < tl->numel(); ++i)
+      if (tl->int_at(i) < 0 || tl->int_at(i) > K) {
+        p.push_back({c.file, c.name, "inputs/topk_length", "0 <= topk_length <= topk = " + std::to_string(K),
+                     "batch " + std::to_string(i) + ": " + std::to_string(tl->int_at(i))});
+        break;
+      }
+  return r;
+}
+
+void sanity(const Case& c, const std::string& tensor, const Tensor&, std::vector<std::string>& f) {
+  if (tensor != "out") return;
+  const Tensor& idx = c.input("indices");
+  const std::int64_t K = idx.dim(2);
+  const auto d = duplicate_rows(idx, K, -1, "flash_mla_with_kvcache weights such a key once per occurrence (so does the reference).");
+  if (!d.empty()) f.push_back(d);
+  if (K % 64 != 0) f.push_back("topk = " + std::to_string(K) + " is not a multiple of 64: FlashMLA's sparse decode rejects it (pad with -1)");
+  if (c.input("k_cache").dim(1) != 64)
+    f.push_back("page_size " + std::to_string(c.input("k_cache").dim(1)) + ": the V3.2 release (@1408756) requires 64-token pages");
+  // B25: scales the SM90 reader rounds to bf16 (non-pow2) make the decode differ from the writer's quantization.
+  const Tensor& cache = c.input("k_cache");
+  std::int64_t nonpow2 = 0;
+  for (std::int64_t f2 = 0; f2 < idx.numel(); ++f2) {
+    const std::int64_t v = idx.int_at(f2);
+    if (v < 0) continue;
+    const layouts::MlaToken tok{cache.data<std::uint8_t>() + v * L::kRecord};
+    for (std::int64_t j = 0; j < L::kTiles; ++j) {
+      const float s = tok.scale(j);
+      std::uint32_t u;
+      std::memcpy(&u, &s, 4);
+      nonpow2 += std::isfinite(s) && (u & 0x7FFFFFu) != 0;
+    }
+  }
+  if (nonpow2)
+    f.push_back("B25: " + std::to_string(nonpow2) + " scale(s) of selected cache tokens are not powers of two: the SM90 "
+                "kernel rounds them to bf16 (dequant bf16_scale models it), SM100 readers to E8M0");
+}
+
+}  // namespace
+
+Stage stage() {
+  using D = DType;
+  Stage s;
+  s.name = kName;
+  s.summary = "FlashMLA flash_mla_with_kvcache sparse fp8 decode over the 656-byte MLA cache (out, natural lse)";
+  s.spec = "v32 §6.2, §6.3, §7";
+  s.pipeline_order = 80;
+  s.default_tolerance = "derived-bound";
+  s.schema.attrs = {
+      num_attr("softmax_scale", 0.041666666666666664,
+               "softmax scale; FlashMLA's default is 576^-0.5 = 0.041666666666666664, V3.2 serving passes the MLA scale "
+               "0.1352337788608801"),
+      str_attr("dequant", "bf16_scale", {"bf16_scale", "f32_scale"},
+               "in-kernel dequant: bf16(bf16(fp8)*bf16(scale)) (FlashMLA SM90) or bf16(fl32(fp8*scale)) (the tests' "
+               "dequantize_k_cache); identical for power-of-two scales"),
+      bool_attr("lse_includes_sink", false, "public lse = logaddexp(lse, sink) (FlashMLA's lse is sink-exclusive: false)")};
+  s.schema.inputs = {
+      {"q", {D::bf16}, {"b,s_q,h_q,576"}, false, "queries [q_nope.W_UK (512) | q_pe (64)]; s_q = 1 + MTP draft tokens"},
+      {"k_cache", {D::u8}, {"num_blocks,page_size,1,656"}, false, "the fp8 MLA cache (layout mla_fp8_656)"},
+      {"indices", {D::i32, D::i64}, {"b,s_q,topk"}, false, "page*page_size+offset per selected token; -1 = invalid"},
+      {"block_table", {D::i32}, {"b,?"}, true, "engine block table (unused by the sparse path; kept for provenance)"},
+      {"cache_seqlens", {D::i32}, {"b"}, true, "engine sequence lengths (unused by the sparse path; kept for provenance)"},
+      {"attn_sink", {D::f32}, {"h_q"}, true, "per-head sink logit (FlashMLA @HEAD): out *= 1/(1 + e^(sink - lse))"},
+      {"topk_length", {D::i32, D::i64}, {"b"}, true, "per batch: only the first topk_length indices count (FlashMLA @HEAD)"}};
+  s.schema.outputs = {{{"out", {D::bf16}, {"b,s_q,h_q,512"}, false, "attention output (latent, before W_UV)"}, CompareKind::bounded},
+                      {{"lse", {D::f32}, {"b,h_q,s_q"}, false, "natural log-sum-exp per batch, head, q token"}, CompareKind::bounded}};
+  s.parse = typed_parse(&parse);
+  s.impl[static_cast<std::size_t>(Backend::cpu)] = typed_impl(&cpu);
+  s.sanity = sanity;
+  s.generators = generators();
+  s.goldens = goldens();
+  s.selftest = selftest_cases();
+  s.mutants = mutants();
+  return s;
+}
+
+}  // namespace dsa::attn::sparse_mla_decode

@@ -1,0 +1,28 @@
+// attn.sparse_mla_prefill — FlashMLA flash_mla_sparse_fwd (spec v32 §6.1): per query row i and head h, over the valid
+// indices V_i = {indices[i][0][p] : p < topk_length[i], 0 <= idx < s_kv} (duplicates counted), with
+// z_t = sm_scale * q[i,h,:] . kv[t,0,:] over all d_qk (576 or 512) dims:
+//   out[i,h,:512]   = sum_t softmax(z)_t kv[t,0,:512]  (x 1/(1 + e^(sink_h - lse)) with attn_sink)   -> bf16 once
+//   max_logits[i,h] = max_t z_t                    (x log2 e when lse_base = 2)                      -> fp32 once
+//   lse[i,h]        = ln sum_t e^(z_t)             (x log2 e when lse_base = 2)                      -> fp32 once
+// Rows without a valid index: out 0, max_logits -inf, lse +inf (lse_base e, FlashMLA 2026+) or -inf (lse_base 2,
+// the 2025 release). The arithmetic and the error bounds: src/stages/attn/common/sparse_attn.hpp.
+#pragma once
+#include "stage/stage.hpp"
+#include "stages/attn/common/head_out.hpp"
+
+namespace dsa::attn::sparse_mla_prefill {
+
+struct Params : dsa::Params {
+  double sm_scale = 0;
+  Conventions cv;
+  std::int64_t dv = 512;
+  std::string tolerance_policy() const override { return "derived-bound"; }
+};
+
+Expected cpu(const Case& c, const Params& p, const RefOptions& opt);
+std::vector<golden::Generator> generators();
+std::vector<golden::GoldenSpec> goldens();
+std::vector<golden::GoldenSpec> selftest_cases();
+std::vector<Mutant> mutants();
+
+}  // namespace dsa::attn::sparse_mla_prefill

@@ -1,0 +1,84 @@
+// attn.sparse_mla_prefill: schema, parse, input-structure findings, table entry.
+#include <cmath>
+
+#include "stages/attn/common/structure.hpp"
+#include "stages/attn/sparse_mla_prefill/core.hpp"
+#include "stages/attn/table.hpp"
+
+namespace dsa::attn::sparse_mla_prefill {
+namespace {
+
+const char* kName = "attn.sparse_mla_prefill";
+
+Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& p) {
+  Params r;
+  r.sm_scale = a.f("sm_scale");
+  if (!std::isfinite(r.sm_scale)) p.push_back({c.file, c.name, "attr sm_scale", "a finite number", std::to_string(r.sm_scale)});
+  r.cv.base2 = a.s("lse_base") == "2";
+  r.cv.lonely_lse_pos_inf = !r.cv.base2;
+  r.cv.lse_includes_sink = a.b("lse_includes_sink");
+  const std::int64_t D = c.input("q").dim(2), K = c.input("indices").dim(2);
+  if (D != 576 && D != 512)
+    p.push_back({c.file, c.name, "inputs/q", "d_qk = 576 (V3.2: 512 latent + 64 rope) or 512 (FlashMLA @HEAD)", std::to_string(D)});
+  if (r.cv.base2 && c.input_opt("attn_sink"))
+    p.push_back({c.file, c.name, "inputs/attn_sink", "absent with lse_base = 2 (the 2025 release has no sinks)", "present"});
+  if (const Tensor* tl = c.input_opt("topk_length"))
+    for (std::int64_t i = 0; i < tl->numel(); ++i)
+      if (tl->int_at(i) < 0 || tl->int_at(i) > K) {
+        p.push_back({c.file, c.name, "inputs/topk_length", "0 <= topk_length <= topk = " + std::to_string(K),
+                     "row " + std::to_string(i) + ": " + std::to_string(tl->int_at(i))});
+        break;
+      }
+  return r;
+}
+
+void sanity(const Case& c, const std::string& tensor, const Tensor&, std::vector<std::string>& f) {
+  if (tensor != "out") return;
+  const Tensor& idx = c.input("indices");
+  const std::int64_t K = idx.dim(2), H = c.input("q").dim(1);
+  const auto d = duplicate_rows(idx, K, c.input("kv").dim(0),
+                                "flash_mla_sparse_fwd weights such a key once per occurrence (so does the reference).");
+  if (!d.empty()) f.push_back(d);
+  if (K % 128 != 0)
+    f.push_back("topk = " + std::to_string(K) + " is not a multiple of 128: FlashMLA's SM90 sparse prefill rejects it (pad with -1)");
+  if (H % 64 != 0)
+    f.push_back("h_q = " + std::to_string(H) + " is not a multiple of 64: FlashMLA's SM90 sparse prefill rejects it");
+}
+
+}  // namespace
+
+Stage stage() {
+  using D = DType;
+  Stage s;
+  s.name = kName;
+  s.summary = "FlashMLA flash_mla_sparse_fwd: sparse MLA prefill over top-k indices (bf16 kv, out/max_logits/lse)";
+  s.spec = "v32 §6.1, §7";
+  s.pipeline_order = 70;
+  s.default_tolerance = "derived-bound";
+  s.schema.attrs = {
+      num_attr("sm_scale", 0.1352337788608801,
+               "softmax scale (V3.2 MLA scale 192^-0.5 * mscale^2 = 0.1352337788608801; FlashMLA requires it explicitly)"),
+      str_attr("lse_base", "e", {"e", "2"},
+               "e: natural max_logits/lse, lonely rows lse +inf (FlashMLA @082094b, 2026+); 2: log2 units, lonely rows lse "
+               "-inf (the 2025 V3.2 release @1408756)"),
+      bool_attr("lse_includes_sink", false, "public lse = logaddexp(lse, sink) (FlashMLA's lse is sink-exclusive: false)")};
+  s.schema.inputs = {
+      {"q", {D::bf16}, {"s_q,h_q,d_qk"}, false, "queries [q_nope.W_UK (512) | q_pe (64)] (d_qk 576) or 512 dims"},
+      {"kv", {D::bf16}, {"s_kv,1,d_qk"}, false, "bf16 latent keys [c (512) | k_pe (64)]; values = the first 512 dims"},
+      {"indices", {D::i32, D::i64}, {"s_q,1,topk"}, false, "selected kv rows per query row; invalid = negative or >= s_kv"},
+      {"attn_sink", {D::f32}, {"h_q"}, true, "per-head sink logit (FlashMLA @HEAD): out *= 1/(1 + e^(sink - lse))"},
+      {"topk_length", {D::i32, D::i64}, {"s_q"}, true, "per row: only the first topk_length indices count (FlashMLA @HEAD)"}};
+  s.schema.outputs = {{{"out", {D::bf16}, {"s_q,h_q,512"}, false, "attention output (latent, before W_UV)"}, CompareKind::bounded},
+                      {{"max_logits", {D::f32}, {"s_q,h_q"}, false, "max scaled score per row and head"}, CompareKind::bounded},
+                      {{"lse", {D::f32}, {"s_q,h_q"}, false, "log-sum-exp of the scaled scores per row and head"}, CompareKind::bounded}};
+  s.parse = typed_parse(&parse);
+  s.impl[static_cast<std::size_t>(Backend::cpu)] = typed_impl(&cpu);
+  s.sanity = sanity;
+  s.generators = generators();
+  s.goldens = goldens();
+  s.selftest = selftest_cases();
+  s.mutants = mutants();
+  return s;
+}
+
+}  // namespace dsa::attn::sparse_mla_prefill

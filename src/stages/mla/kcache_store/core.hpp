@@ -1,0 +1,35 @@
+// mla.kcache_store — write [c (512) | k_pe (64)] tokens into the 656-byte fp8 MLA cache (spec v32 §6.3, layout
+// `mla_fp8_656`), bit-exact. kv_cache = copy of kv_cache_in; for each token t with slot = slot_mapping[t] >= 0
+// (page = slot / page_size, offset = slot % page_size):
+//   per tile j (dims [128j, 128j+128)): amax = max |c| (exact), scale s_j by `scale_fmt`:
+//     ue8m0       2^ceil(log2(fl32(max(amax, 1e-4) * fl32(1/448))))   DeepSeek demo act_quant(kv, 128, "ue8m0")
+//     pow2        2^ceil(log2(max(fl32(amax/448), 1e-4)))             FlashMLA @HEAD tests, vLLM fp8_ds_mla (2026-07+)
+//     amax448     fl32(amax/448), no eps (zero tile: scale 0, codes NaN) FlashMLA tests @1408756, sglang Triton
+//     amax448_eps fl32(max(amax, amax_eps)/448)                       vLLM non-ue8m0 path
+//     flt_min     max(fl32(amax/448), FLT_MIN)                        vLLM concat_and_cache_ds_mla (2026 version)
+//   codes = e4m3(clamp(c/s, +-448)) (`scale_apply` div) or e4m3(clamp(fl32(c * fl32(1/s)), +-448)) (mul_inv), RNE,
+//   a NaN quotient (0/0) stored as 0x7F (the CUDA cast's NaN code);
+//   the 4 scales as raw fp32, k_pe as raw bf16 bits.
+// slot -1 = padded token, skipped. parse() rejects out-of-range and duplicate slots (order-independent store).
+#pragma once
+#include "layouts/mla_kcache.hpp"
+#include "stage/stage.hpp"
+#include "stages/indexer/common/act_quant.hpp"
+
+namespace dsa::mla::kcache_store {
+
+struct Params : dsa::Params {
+  layouts::MlaKCache layout;
+  indexer::QuantParams quant;  // fmt, apply, eps; clamp on
+};
+
+// Quantizes and stores one token: c (512 bf16 bits), k_pe (64 bf16 bits) into record `rec` (656 bytes).
+void store_token(const Params& p, const std::uint16_t* c, const std::uint16_t* k_pe, std::uint8_t* rec);
+
+Expected cpu(const Case& c, const Params& p, const RefOptions& opt);
+std::vector<golden::Generator> generators();
+std::vector<golden::GoldenSpec> goldens();
+std::vector<golden::GoldenSpec> selftest_cases();
+std::vector<Mutant> mutants();
+
+}  // namespace dsa::mla::kcache_store

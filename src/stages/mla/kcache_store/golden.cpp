@@ -1,0 +1,94 @@
+// mla.kcache_store: input generators and golden catalogue rows (README "Golden data"). Seeds are fixed: changing a
+// row changes the committed goldens and their MANIFEST, which the reproducibility gate in scripts/test.sh reports.
+#include <cmath>
+#include <stdexcept>
+
+#include "numerics/formats.hpp"
+#include "stages/indexer/common/gen.hpp"
+#include "stages/mla/kcache_store/core.hpp"
+
+// The rows use designated initializers and leave unused fields at their defaults on purpose.
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
+namespace dsa::mla::kcache_store {
+
+using namespace indexer::gen;
+using golden::Generator;
+using golden::GoldenSpec;
+using golden::I;
+using golden::S;
+
+namespace {
+
+using L = layouts::MlaKCache;
+
+// c: per token and tile, N(0, 2^U{-3..3}) with outliers; a fraction of tiles all zero (zero-tile scale rules) and one
+// tile per token holding an exact power-of-two amax 448 * 2^e (ties of the ceil(log2) rules).
+void gen_mla_kcache(const GoldenSpec& s, std::uint64_t seed, int threads, Case& c) {
+  const Rng root(seed);
+  const std::int64_t T = s.dim("T", 48), P = s.dim("P", 1), ps = s.model.page_size;
+  if (T > P * ps) throw std::invalid_argument(s.name + ": T must be <= P * page_size");
+  const double zero_frac = s.param("zero_tile_frac", 0.1);
+  Tensor kc(DType::bf16, {T, L::kNope}), pe(DType::bf16, {T, L::kRope});
+  for_rows(root, kKv, T, threads, [&](std::int64_t t, Rng& rng) {
+    std::uint16_t* row = kc.data<std::uint16_t>() + t * L::kNope;
+    const std::int64_t exact_tile = rng.randint(0, L::kTiles - 1);
+    for (std::int64_t j = 0; j < L::kTiles; ++j) {
+      const bool zero = rng.uniform() < zero_frac;
+      const double sigma = pow2(rng.randint(-3, 3));
+      for (std::int64_t d = 0; d < L::kTile; ++d)
+        row[j * L::kTile + d] = num::f64_to_bf16(zero ? 0.0 : gauss_outlier(rng, sigma, 0.01));
+      if (!zero && j == exact_tile) {
+        const double a = 448.0 * pow2(rng.randint(-6, 2));
+        for (std::int64_t d = 0; d < L::kTile; ++d)
+          if (std::fabs(num::bf16_to_f64(row[j * L::kTile + d])) > a) row[j * L::kTile + d] = num::f64_to_bf16(0.5 * a);
+        row[j * L::kTile + rng.randint(0, L::kTile - 1)] = num::f64_to_bf16(rng.uniform() < 0.5 ? a : -a);
+      }
+    }
+  });
+  for_rows(root, kK, T, threads, [&](std::int64_t t, Rng& rng) {
+    for (std::int64_t r = 0; r < L::kRope; ++r) pe.data<std::uint16_t>()[t * L::kRope + r] = num::f64_to_bf16(rng.normal());
+  });
+  const auto perm = permutation(root.fork(kPerm), P * ps);
+  Tensor slots(DType::i64, {T});
+  const double pad = s.param("pad_frac", 0.1);
+  for_rows(root, kPad, T, threads, [&](std::int64_t t, Rng& rng) {
+    slots.data<std::int64_t>()[t] = rng.uniform() < pad ? -1 : perm[static_cast<std::size_t>(t)];
+  });
+  Tensor cache(DType::u8, {P, ps, 1, L::kRecord});
+  poison_bytes(root, P * ps, L::kRecord, threads, cache.data<std::uint8_t>());
+  c.inputs = {{"kv_c", kc}, {"k_pe", pe}, {"slot_mapping", slots}, {"kv_cache_in", cache}};
+}
+
+}  // namespace
+
+std::vector<Generator> generators() {
+  return {{"mla_kcache.shuffled_slots", "mla.kcache_store",
+           "c = bf16 N(0, 2^U{-3..3}) per 128-dim tile with 1% outliers, zero_tile_frac of the tiles all zero, one tile per "
+           "token with |amax| = 448*2^k exactly; k_pe bf16 N(0,1); slot_mapping a random permutation of the P*64 slots "
+           "with pad_frac padded (-1); kv_cache_in random poison bytes. dims T, P; params pad_frac, zero_tile_frac",
+           gen_mla_kcache}};
+}
+
+std::vector<GoldenSpec> goldens() {
+  const char* st = "mla.kcache_store";
+  const char* g = "mla_kcache.shuffled_slots";
+  return {
+      {.name = "mla_kcache_pow2", .stage = st, .generator = g, .seed = 601, .dims = {{"T", 48}, {"P", 1}},
+       .attrs = {{"scale_fmt", S("pow2")}},
+       .doc = "pow2 scales 2^ceil(log2(max(amax/448,1e-4))) (FlashMLA @HEAD, vLLM 2026-07+): zero tiles 2^-13, amax = 448*2^k ties"},
+      {.name = "mla_kcache_ue8m0", .stage = st, .generator = g, .seed = 602, .dims = {{"T", 48}, {"P", 1}},
+       .attrs = {{"scale_fmt", S("ue8m0")}},
+       .doc = "DeepSeek demo act_quant ue8m0 scales (eps before the multiply by fl32(1/448): zero tiles 2^-22)"},
+      {.name = "mla_kcache_amax448_zero_tiles", .stage = st, .generator = g, .seed = 603, .dims = {{"T", 40}, {"P", 1}},
+       .params = {{"zero_tile_frac", 0.25}}, .attrs = {{"scale_fmt", S("amax448")}, {"scale_apply", S("mul_inv")}},
+       .doc = "amax/448 without eps, x*(1/s) (sglang Triton): zero tiles store scale 0 and NaN codes 0x7F"},
+      {.name = "mla_kcache_flt_min", .stage = st, .generator = g, .seed = 604, .dims = {{"T", 40}, {"P", 1}},
+       .params = {{"zero_tile_frac", 0.25}}, .attrs = {{"scale_fmt", S("flt_min")}},
+       .poison = {{"kv_c", 3, -1, golden::kNaN}, {"kv_c", 5, 200, golden::kInf}},
+       .doc = "max(amax/448, FLT_MIN) (vLLM 2026): zero tiles store FLT_MIN and zero codes; non-pow2 scales (B25 finding); "
+              "NaN policy: a NaN token (NaN scales, 0x7F codes) and an inf in tile 1 of token 5 (scale inf)"},
+  };
+}
+
+}  // namespace dsa::mla::kcache_store

@@ -1,0 +1,108 @@
+// mla.kcache_store: schema, parse, the written-scale contract (B25), table entry.
+#include <cmath>
+#include <cstring>
+#include <map>
+
+#include "stages/indexer/common/attrs.hpp"
+#include "stages/mla/kcache_store/core.hpp"
+#include "stages/mla/table.hpp"
+
+namespace dsa::mla::kcache_store {
+namespace {
+
+using L = layouts::MlaKCache;
+
+Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& p) {
+  Params r;
+  r.layout.page_size = c.input("kv_cache_in").dim(1);
+  const std::string fmt = a.s("scale_fmt");
+  r.quant.clamp = true;
+  r.quant.apply = indexer::parse_scale_apply(a.s("scale_apply"));
+  if (fmt == "ue8m0") r.quant.fmt = indexer::ScaleFmt::ue8m0, r.quant.amax_eps = 1e-4f;
+  else if (fmt == "pow2") r.quant.fmt = indexer::ScaleFmt::pow2_div, r.quant.amax_eps = 1e-4f;
+  else if (fmt == "amax448") r.quant.fmt = indexer::ScaleFmt::fp32_floor, r.quant.amax_eps = 0.0f;
+  else if (fmt == "flt_min") r.quant.fmt = indexer::ScaleFmt::fp32_floor, r.quant.amax_eps = std::numeric_limits<float>::min();
+  else {
+    indexer::check_finite_attr(c, a, "amax_eps", false, p);
+    r.quant.fmt = indexer::ScaleFmt::fp32_div, r.quant.amax_eps = static_cast<float>(a.f("amax_eps"));
+  }
+  const Tensor& sm = c.input("slot_mapping");
+  const std::int64_t cap = c.input("kv_cache_in").dim(0) * r.layout.page_size;
+  std::map<std::int64_t, std::int64_t> seen;
+  for (std::int64_t t = 0; t < sm.numel(); ++t) {
+    const std::int64_t v = sm.int_at(t);
+    if (v == -1) continue;
+    if (v < 0 || v >= cap) {
+      p.push_back({c.file, c.name, "inputs/slot_mapping", "-1 or a slot in [0, num_blocks*page_size = " + std::to_string(cap) + ")",
+                   "token " + std::to_string(t) + ": " + std::to_string(v)});
+      break;
+    }
+    if (auto [it, fresh] = seen.emplace(v, t); !fresh) {
+      p.push_back({c.file, c.name, "inputs/slot_mapping", "distinct slots",
+                   "tokens " + std::to_string(it->second) + " and " + std::to_string(t) + " both store into slot " + std::to_string(v)});
+      break;
+    }
+  }
+  return r;
+}
+
+// B25: a written scale that is not a power of two is read differently by each FlashMLA reader (SM90 rounds it to
+// bf16, SM100 to E8M0), so the decode does not see what the writer quantized with.
+void sanity(const Case& c, const std::string& tensor, const Tensor& out, std::vector<std::string>& f) {
+  if (tensor != "kv_cache" || out.rank() != 4 || out.dtype() != DType::u8 || out.dim(3) != L::kRecord) return;
+  const Tensor* sm = c.input_opt("slot_mapping");
+  const std::int64_t cap = out.dim(0) * out.dim(1);
+  std::int64_t bad = 0, first = -1;
+  float first_s = 0;
+  for (std::int64_t i = 0; sm && i < sm->numel(); ++i) {
+    const auto slot = sm->int_at(i);
+    if (slot < 0 || slot >= cap) continue;
+    const layouts::MlaToken tok{out.data<std::uint8_t>() + slot * L::kRecord};
+    for (std::int64_t j = 0; j < L::kTiles; ++j) {
+      const float s = tok.scale(j);
+      std::uint32_t u;
+      std::memcpy(&u, &s, 4);
+      if (std::isfinite(s) && s > 0 && (u & 0x7FFFFFu) == 0 && (u >> 23) != 0) continue;
+      if (first < 0) first = slot, first_s = s;
+      ++bad;
+    }
+  }
+  if (bad)
+    f.push_back("B25: " + std::to_string(bad) + " written scale(s) are not positive powers of two (first: slot " +
+                std::to_string(first) + ", page " + std::to_string(first / out.dim(1)) + " token " +
+                std::to_string(first % out.dim(1)) + ", scale " + std::to_string(first_s) +
+                "); FlashMLA's SM90 decode rounds such scales to bf16 and SM100 to E8M0, so the reader does not "
+                "dequantize with the scale the writer used (scale_fmt pow2 is the 2026 contract)");
+}
+
+}  // namespace
+
+Stage stage() {
+  using D = DType;
+  Stage s;
+  s.name = "mla.kcache_store";
+  s.summary = "write [c | k_pe] tokens into the 656-byte fp8 MLA cache (FlashMLA FP8 with scale, vLLM fp8_ds_mla)";
+  s.spec = "v32 §6.3";
+  s.pipeline_order = 60;
+  s.schema.attrs = {
+      str_attr("scale_fmt", "pow2", {"ue8m0", "pow2", "amax448", "amax448_eps", "flt_min"},
+               "tile scale: ue8m0 2^ceil(log2(max(amax,1e-4)*fl32(1/448))) (DeepSeek demo); pow2 "
+               "2^ceil(log2(max(amax/448,1e-4))) (FlashMLA @HEAD, vLLM 2026-07+); amax448 amax/448 without eps (FlashMLA "
+               "@1408756 tests, sglang Triton); amax448_eps max(amax,amax_eps)/448; flt_min max(amax/448, FLT_MIN) (vLLM 2026)"),
+      indexer::scale_apply_attr(), indexer::amax_eps_attr(), indexer::page_size_attr()};
+  s.schema.inputs = {{"kv_c", {D::bf16}, {"T,512"}, false, "latent c per token (after kv_norm), dims 0..511"},
+                     {"k_pe", {D::bf16}, {"T,64"}, false, "RoPE part per token (after rotary), stored unquantized"},
+                     {"slot_mapping", {D::i32, D::i64}, {"T"}, false, "cache slot page*page_size+offset per token; -1 = padded token, skipped"},
+                     {"kv_cache_in", {D::u8}, {"P,page_size,1,656"}, false, "cache bytes before the store (layout mla_fp8_656)"}};
+  s.schema.outputs = {{{"kv_cache", {D::u8}, {"P,page_size,1,656"}, false, "cache bytes after the store"}, CompareKind::bytes}};
+  s.parse = typed_parse(&parse);
+  s.impl[static_cast<std::size_t>(Backend::cpu)] = typed_impl(&cpu);
+  s.sanity = sanity;
+  s.generators = generators();
+  s.goldens = goldens();
+  s.selftest = selftest_cases();
+  s.mutants = mutants();
+  return s;
+}
+
+}  // namespace dsa::mla::kcache_store

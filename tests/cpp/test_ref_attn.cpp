@@ -1,0 +1,165 @@
+// Sparse attention (attn.*) and the MLA cache writer (mla.kcache_store): micro-kernel paths, the fp64 engine
+// against a direct long-double evaluation, scale conventions and dequant values from the spec, structural errors.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "layouts/mla_kcache.hpp"
+#include "numerics/formats.hpp"
+#include "numerics/rng.hpp"
+#include "ref_test_util.hpp"
+#include "stages/attn/common/sparse_attn.hpp"
+#include "stages/attn/sparse_mla_decode/core.hpp"
+#include "stages/mla/kcache_store/core.hpp"
+
+using namespace dsa;
+
+namespace {
+std::vector<double> randv(Rng& r, std::size_t n, double scale = 1.0) {
+  std::vector<double> v(n);
+  for (auto& x : v) x = num::bf16_to_f64(num::f64_to_bf16(scale * r.normal()));
+  return v;
+}
+}  // namespace
+
+TEST_CASE("attn: generic and AVX2 micro-kernels give identical bits") {
+  Rng r(7);
+  const std::int64_t Hp = 8, D = 576, np = 24, n = 21, dv = 512;
+  auto Q = randv(r, Hp * D), Kp = randv(r, np * D), P = randv(r, Hp * np), V = randv(r, n * D);
+  std::vector<double> a(Hp * np), b(Hp * np), oa(Hp * dv), ob(Hp * dv);
+  attn::gemm_qk(Q.data(), Hp, Kp.data(), np, D, a.data(), false);
+  attn::gemm_qk(Q.data(), Hp, Kp.data(), np, D, b.data(), true);
+  CHECK(std::memcmp(a.data(), b.data(), a.size() * 8) == 0);
+  for (bool abs_v : {false, true}) {
+    attn::gemm_pv(P.data(), Hp, np, V.data(), D, n, dv, abs_v, oa.data(), false);
+    attn::gemm_pv(P.data(), Hp, np, V.data(), D, n, dv, abs_v, ob.data(), true);
+    CHECK(std::memcmp(oa.data(), ob.data(), oa.size() * 8) == 0);
+  }
+}
+
+TEST_CASE("attn: the fp64 row engine matches a direct long-double softmax attention") {
+  Rng r(11);
+  const std::int64_t H = 5, D = 576, dv = 512, n = 37;
+  const double sm = 0.1352337788608801;
+  attn::RowEngine e;
+  e.reset(H, D, dv, n);
+  auto Q = randv(r, H * D), K = randv(r, n * D, 0.5);
+  for (std::int64_t h = 0; h < H; ++h) std::copy_n(Q.data() + h * D, D, e.q(h));
+  for (std::int64_t t = 0; t < n; ++t) std::copy_n(K.data() + t * D, D, e.key(t));
+  e.run(sm);
+  for (std::int64_t h = 0; h < H; ++h) {
+    std::vector<long double> z(n);
+    long double m = -INFINITY;
+    for (std::int64_t t = 0; t < n; ++t) {
+      long double s = 0;
+      for (std::int64_t d = 0; d < D; ++d) s += static_cast<long double>(Q[h * D + d]) * K[t * D + d];
+      z[t] = s * sm;
+      m = std::max(m, z[t]);
+    }
+    long double L = 0;
+    for (auto& x : z) L += std::exp(x - m);
+    const long double lse = m + std::log(L);
+    CHECK(std::fabs(static_cast<double>(lse) - e.head(h).lse) <= 1e-13 * std::fabs(static_cast<double>(lse)) + 1e-14);
+    CHECK(std::fabs(static_cast<double>(m) - e.head(h).m) <= 1e-13 * std::fabs(static_cast<double>(m)));
+    for (std::int64_t c = 0; c < dv; c += 37) {
+      long double o = 0, mg = 0;
+      for (std::int64_t t = 0; t < n; ++t) {
+        o += std::exp(z[t] - lse) * K[t * D + c];
+        mg += std::exp(z[t] - lse) * std::fabs(K[t * D + c]);
+      }
+      CHECK(std::fabs(static_cast<double>(o) - e.out(h)[c]) <= 1e-13 * static_cast<double>(mg));
+      CHECK(std::fabs(static_cast<double>(mg) - e.mag(h)[c]) <= 1e-13 * static_cast<double>(mg));
+    }
+    // The derived bound of out is at least the two bf16 roundings (2^-7) and far below 1 here.
+    CHECK(e.out_rel(h) >= 0x1p-7);
+    CHECK(e.out_rel(h) < 0.05);
+  }
+}
+
+TEST_CASE("attn: no valid key = lonely (out 0, lse -inf internally) - a NaN key makes every head NaN") {
+  attn::RowEngine e;
+  e.reset(3, 576, 512, 0);
+  e.run(0.1);
+  CHECK(e.head(0).lonely);
+  CHECK(e.head(2).lse == -INFINITY);
+  CHECK(e.out(1)[5] == 0.0);
+  e.reset(2, 576, 512, 2);
+  for (std::int64_t d = 0; d < 576; ++d) e.q(0)[d] = e.q(1)[d] = 0.01, e.key(0)[d] = e.key(1)[d] = 1.0;
+  e.key(1)[7] = std::nan("");
+  e.run(0.1);
+  CHECK(e.head(0).nan);
+  CHECK(std::isnan(e.out(1)[0]));
+}
+
+TEST_CASE("mla.kcache_store: scale conventions of spec v32 §6.3 on hand-made tiles") {
+  using L = layouts::MlaKCache;
+  auto store = [](const char* fmt, double amax, std::uint8_t* rec) {
+    mla::kcache_store::Params p;
+    if (std::string(fmt) == "pow2") p.quant.fmt = indexer::ScaleFmt::pow2_div, p.quant.amax_eps = 1e-4f;
+    if (std::string(fmt) == "ue8m0") p.quant.fmt = indexer::ScaleFmt::ue8m0, p.quant.amax_eps = 1e-4f;
+    if (std::string(fmt) == "amax448") p.quant.fmt = indexer::ScaleFmt::fp32_floor, p.quant.amax_eps = 0.0f;
+    std::vector<std::uint16_t> c(512, 0), pe(64, 0x3F80);
+    for (int j = 0; j < 4; ++j) c[static_cast<std::size_t>(j * 128 + 3)] = num::f64_to_bf16(amax);
+    mla::kcache_store::store_token(p, c.data(), pe.data(), rec);
+    return layouts::MlaToken{rec}.scale(0);
+  };
+  std::vector<std::uint8_t> rec(L::kRecord);
+  CHECK(store("pow2", 336.0, rec.data()) == 1.0f);  // vLLM's test: 336/448 = 0.75 -> 1.0
+  CHECK(rec[3] == 0x7A);  // 336 = 1.3125 * 2^8 lies halfway between 320 and 352: RNE to the even code 0x7A (320)
+  CHECK(store("pow2", 448.0, rec.data()) == 1.0f);
+  CHECK(store("pow2", 0.0, rec.data()) == std::ldexp(1.0f, -13));  // zero tile: 2^ceil(log2 1e-4)
+  CHECK(store("ue8m0", 0.0, rec.data()) == std::ldexp(1.0f, -22)); // demo: 1e-4 * fl32(1/448) -> 2^-22
+  CHECK(store("amax448", 0.0, rec.data()) == 0.0f);                // no eps: scale 0 and NaN codes
+  CHECK(rec[0] == 0x7F);
+  CHECK(layouts::MlaToken{rec.data()}.rope_bits(63) == 0x3F80);
+  CHECK(layouts::MlaKCache{}.describe(512 + 4 * 2 + 1 + 3 * L::kRecord) == "page 0 token 3 scale tile 2 byte 1");
+}
+
+TEST_CASE("attn.sparse_mla_decode: the SM90 dequant rounds a non-pow2 scale to bf16 first") {
+  using L = layouts::MlaKCache;
+  std::vector<std::uint8_t> rec(L::kRecord, 0);
+  rec[0] = 0x3E;  // e4m3 1.75
+  const float third = 1.0f / 3.0f;
+  for (int j = 0; j < 4; ++j) std::memcpy(rec.data() + L::kScaleOff + 4 * j, &third, 4);
+  double k[576];
+  attn::sparse_mla_decode::dequant_key(rec.data(), true, k);
+  CHECK(k[0] == 0.5859375);   // bf16(1.75 * bf16(1/3) = 1.75 * 0.333984375 = 0.58447...) = 150 * 2^-8
+  attn::sparse_mla_decode::dequant_key(rec.data(), false, k);
+  CHECK(k[0] == 0.58203125);  // bf16(fl32(1.75 * fl32(1/3)) = 0.5833334) = 149 * 2^-8
+}
+
+TEST_CASE("attn stages: structural input errors are problems naming the tensor") {
+  SUBCASE("decode index past the cache") {
+    Case c;
+    c.file = "f.h5", c.name = "c", c.stage = "attn.sparse_mla_decode";
+    c.inputs["q"] = Tensor(DType::bf16, {1, 1, 2, 576});
+    c.inputs["k_cache"] = Tensor(DType::u8, {1, 64, 1, 656});
+    Tensor idx(DType::i32, {1, 1, 64});
+    for (int i = 0; i < 64; ++i) idx.data<std::int32_t>()[i] = i == 5 ? 64 : (i == 6 ? -2 : -1);
+    c.inputs["indices"] = idx;
+    apply_attr_defaults(c);
+    const auto p = validate_case(c);
+    REQUIRE(p.size() == 1);
+    CHECK(p[0].str().find("inputs/indices") != std::string::npos);
+    CHECK(p[0].str().find("position 5: 64") != std::string::npos);
+  }
+  SUBCASE("prefill topk_length above topk, sink with the 2025 lse base") {
+    Case c;
+    c.file = "f.h5", c.name = "c", c.stage = "attn.sparse_mla_prefill";
+    c.inputs["q"] = Tensor(DType::bf16, {2, 2, 576});
+    c.inputs["kv"] = Tensor(DType::bf16, {8, 1, 576});
+    c.inputs["indices"] = Tensor(DType::i32, {2, 1, 4});
+    c.inputs["attn_sink"] = Tensor(DType::f32, {2});
+    Tensor tl(DType::i32, {2});
+    tl.data<std::int32_t>()[1] = 5;
+    c.inputs["topk_length"] = tl;
+    c.attrs["lse_base"] = std::string("2");
+    apply_attr_defaults(c);
+    const auto p = validate_case(c);
+    REQUIRE(p.size() == 2);
+    CHECK(p[0].str().find("attn_sink") != std::string::npos);
+    CHECK(p[1].str().find("topk_length") != std::string::npos);
+  }
+}
