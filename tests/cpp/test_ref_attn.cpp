@@ -33,8 +33,8 @@ TEST_CASE("attn: generic and AVX2 micro-kernels give identical bits") {
   attn::gemm_qk(Q.data(), Hp, Kp.data(), np, D, b.data(), true);
   CHECK(std::memcmp(a.data(), b.data(), a.size() * 8) == 0);
   for (bool abs_v : {false, true}) {
-    attn::gemm_pv(P.data(), Hp, np, V.data(), D, n, dv, abs_v, oa.data(), false);
-    attn::gemm_pv(P.data(), Hp, np, V.data(), D, n, dv, abs_v, ob.data(), true);
+    attn::gemm_pv(P.data(), Hp, np, V.data(), n, dv, abs_v, oa.data(), false);
+    attn::gemm_pv(P.data(), Hp, np, V.data(), n, dv, abs_v, ob.data(), true);
     CHECK(std::memcmp(oa.data(), ob.data(), oa.size() * 8) == 0);
   }
 }

@@ -72,7 +72,9 @@ def test_check_pass_file_reports(files, run_cli, tmp_path):
             b = r["bounded"]
             assert r["tolerance"]["atol"] == 0  # then the minimum passing rtol is exactly the worst err/M
             assert b["min_rtol"] == b["max_err_over_m"] <= r["tolerance"]["rtol"]
-            assert 0 <= b["calc_diff"] < 1e-5 and b["cosine"] > 0.99999
+            # bf16 outputs judged by a derived bound (attention) sit further from the reference than fp32 logits
+            tight = r["tolerance"]["profile"] != "derived-bound"
+            assert 0 <= b["calc_diff"] < (1e-5 if tight else 1e-3) and b["cosine"] > (0.99999 if tight else 0.999)
         if r["kind"] == "topk_set":
             assert r["topk"]["hard_misses"] == 0 and r["topk"]["hard_extras"] == 0
     root = check_junit(xml, rep["results"])

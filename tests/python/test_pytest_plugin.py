@@ -213,10 +213,12 @@ def test_t(dsa_case):
     out = r.stdout.str()
     names = sorted(p.stem for p in goldens.glob("*.h5"))  # one case per golden file, named after it
     assert ("@pytest.mark.dsa_golden on test_one.py::test_t: no golden case matches stages=['indexer.flash_mla*', "
-            f"'indexer.nope'] cases=None in --dsa-goldens {goldens} ({len(names)} case(s) there: "
-            "indexer.kcache_store: ") in out
+            f"'indexer.nope'] cases=None in --dsa-goldens {goldens} ({len(names)} case(s) there: ") in out
     listing = out.split("case(s) there: ")[1].split(")\n")[0]
-    for stage in ("indexer.logits_paged", "indexer.logits_ragged", "indexer.prolog", "indexer.quant", "indexer.topk"):
+    stages = sorted({"attn.sparse_mla_decode", "attn.sparse_mla_prefill", "indexer.kcache_store", "indexer.logits_paged",
+                     "indexer.logits_ragged", "indexer.prolog", "indexer.quant", "indexer.topk", "mla.kcache_store"})
+    assert listing.startswith(stages[0] + ": ")  # grouped by stage, in name order
+    for stage in stages[1:]:
         assert f"; {stage}: " in listing
     assert all(n in listing for n in names)
     assert "0 passed" not in out and "no tests ran" not in out

@@ -13,7 +13,7 @@ import contextvars
 import functools
 import os
 import threading
-from typing import Any, Callable, Dict, Iterable, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Iterable, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -263,6 +263,157 @@ def capture_torch_topk(logits: Any, lengths: Any, indices: Any, k: int, index_ba
     return capture_topk(logits, lengths, indices, k, index_base, row_starts, **kw)
 
 
+# ---- MLA cache writer and sparse MLA attention (FlashMLA) ----
+MLA_RECORD = 656  # bytes per token of the fp8 MLA cache: 512 e4m3 codes, 4 fp32 tile scales, 64 bf16 RoPE values
+
+
+def _as_bytes(x: Any) -> Any:
+    """The raw bytes of a cache tensor as uint8, whatever view the engine holds (uint8, float8, int8, bf16, ...):
+    the last dim grows by the element size. Bits wrappers are unwrapped to their storage bytes."""
+    if x is None:
+        return None
+    if isinstance(x, _dt.Bits):
+        raw, _ = _dt.to_storage(x)
+        return np.ascontiguousarray(raw).view(np.uint8)
+    if _dt.is_torch_tensor(x):
+        import torch
+
+        if x.dtype == torch.uint8:
+            return x
+        if x.dim() == 0:
+            return x
+        return x.contiguous().view(torch.uint8)
+    a = np.ascontiguousarray(np.asarray(x))
+    if a.dtype == np.uint8 or a.ndim == 0:
+        return a
+    return a.view(np.uint8)
+
+
+def _mla_cache(cache: Any, page_size: Optional[int]) -> Tuple[Any, int]:
+    """A 656-byte-record MLA cache as [num_blocks, page_size, 1, 656] uint8, from [P, ps, 1, 656], [P, ps, 656],
+    [P, ps*656] or any same-size view of another dtype; page_size defaults to dim 1 of a cache of rank >= 3."""
+    cache = _as_bytes(_np(cache))
+    shp = _shape(cache)
+    if page_size is None:
+        page_size = shp[1] if len(shp) >= 3 else 64
+    page_size = int(page_size)
+    if len(shp) >= 1:
+        cache = _reshape(cache, (shp[0], page_size, 1, MLA_RECORD))
+    return cache, page_size
+
+
+def _kernel_outputs(output: Any, rest: Sequence[Any], out: Out, fn: str) -> list:
+    """[output, *rest] with a kernel's returned tuple unpacked: ``output=result`` fills the outputs left as None
+    (``(out, max_logits, lse)`` of flash_mla_sparse_fwd, ``(out, lse)`` of flash_mla_with_kvcache)."""
+    if out is not None and not isinstance(out, (str, os.PathLike, DumpWriter)):
+        raise TypeError(f"{fn}: out= is where the case goes (a path or a DumpWriter), found {type(out).__name__}; "
+                        "pass the attention output tensor as `output`")
+    vals = [output, *rest]
+    if isinstance(output, (tuple, list)):
+        got = list(output)[: len(vals)]
+        vals = [got[i] if i < len(got) and (i == 0 or vals[i] is None) else vals[i] for i in range(len(vals))]
+    if vals[0] is None:
+        raise TypeError(f"{fn}: the attention output tensor (`output`) is required")
+    return vals
+
+
+def capture_mla_kcache_store(kv_c: Any, k_pe: Any, slot_mapping: Any, kv_cache_in: Any, kv_cache: Any, *,
+                             scale_fmt: str = "pow2", scale_apply: str = "div", amax_eps: Optional[float] = None,
+                             page_size: Optional[int] = None, name: Optional[str] = None, out: Out = None,
+                             attrs: Optional[Dict[str, Any]] = None, **extra_attrs: Any) -> Case:
+    """mla.kcache_store: the fp8 MLA cache writer — vLLM ``concat_and_cache_mla(kv_c, k_pe, kv_cache, slot_mapping,
+    "fp8_ds_mla", scale)`` (cache [num_blocks, block_size, 656] uint8), sglang NSA's ``quantize_k_cache`` + store,
+    FlashMLA's test writer ``quantize_k_cache``. kv_c [..., 512] bf16 (after kv_norm), k_pe [..., 64] bf16 (a
+    [T, 1, 64] view is fine), slot_mapping [T] (page * page_size + offset; -1 = padded token). kv_cache_in is a
+    copy of the cache taken before the store (``capture`` snapshots arguments), kv_cache the cache after it:
+    [num_blocks, page_size, 656] or [..., 1, 656] bytes, or the same memory seen as float8 / int8 / bf16 (read as
+    raw bytes). page_size defaults to dim 1 of a cache of rank >= 3 (64 for a flat [P, page_size*656] cache).
+    scale_fmt names how the writer computed the 4 tile scales (pow2, ue8m0, amax448, amax448_eps, flt_min: see
+    `dsa-check stages`); extra keyword arguments are recorded as attrs too."""
+    kv_c, k_pe = _np(kv_c), _np(k_pe)
+    kv_cache_in, ps = _mla_cache(kv_cache_in, page_size)
+    kv_cache, _ = _mla_cache(kv_cache, ps)
+    ins = {"kv_c": _reshape(kv_c, (-1, _shape(kv_c)[-1])), "k_pe": _reshape(k_pe, (-1, _shape(k_pe)[-1])),
+           "slot_mapping": _widen(_reshape(_np(slot_mapping), (-1,)), ["int32", "int64"]),
+           "kv_cache_in": kv_cache_in}
+    a = dict(scale_fmt=scale_fmt, scale_apply=scale_apply, amax_eps=amax_eps, page_size=ps)
+    a.update(extra_attrs)
+    a.update(attrs or {})
+    return _emit(_case("mla.kcache_store", name, ins, {"kv_cache": kv_cache}, a), out)
+
+
+def capture_flash_mla_sparse_fwd(q: Any, kv: Any, indices: Any, sm_scale: float, output: Any = None,
+                                 max_logits: Any = None, lse: Any = None, *, attn_sink: Any = None,
+                                 topk_length: Any = None, lse_base: str = "e", lse_includes_sink: Optional[bool] = None,
+                                 name: Optional[str] = None, out: Out = None,
+                                 attrs: Optional[Dict[str, Any]] = None) -> Case:
+    """attn.sparse_mla_prefill: ``output, max_logits, lse = flash_mla.flash_mla_sparse_fwd(q, kv, indices, sm_scale,
+    d_v=512, attn_sink=..., topk_length=...)``. q [s_q, h_q, d_qk] bf16 (d_qk 576 = 512 latent + 64 RoPE, or 512),
+    kv [s_kv, 1, d_qk] (or [s_kv, d_qk]) bf16, indices [s_q, 1, topk] (or [s_q, topk]) int32 (invalid: negative
+    or >= s_kv), attn_sink [h_q] fp32, topk_length [s_q] int32. Returns: output [s_q, h_q, 512] bf16, max_logits
+    and lse [s_q, h_q] fp32 (either may be left out). sm_scale is recorded as given (V3.2: the MLA scale
+    0.1352337788608801). lse_base "2" for the 2025 release, whose max_logits / lse are in log2 units.
+    The kernel's output tensor is `output` (``out=`` is where the case goes, as for every helper); the kernel's
+    returned tuple may be passed whole as `output`."""
+    output, max_logits, lse = _kernel_outputs(output, (max_logits, lse), out, "capture_flash_mla_sparse_fwd")
+    q, kv = _np(q), _np(kv)
+    qs = _shape(q)
+    s_q, h_q = (qs[0], qs[1]) if len(qs) == 3 else (-1, -1)
+    idx = _np(indices)
+    ins = {"q": q, "kv": _reshape(kv, (-1, 1, _shape(kv)[-1])),
+           "indices": _widen(_reshape(idx, (s_q, 1, -1)) if s_q > 0 else idx, ["int32", "int64"]),
+           "attn_sink": _widen(_reshape(_np(attn_sink), (-1,)), ["float32"]) if attn_sink is not None else None,
+           "topk_length": _widen(_reshape(_np(topk_length), (-1,)), ["int32", "int64"])
+           if topk_length is not None else None}
+    outs = {"out": _reshape(_np(output), (s_q, h_q, -1)) if s_q > 0 else _np(output),
+            "max_logits": _reshape(_np(max_logits), (s_q, h_q)) if (max_logits is not None and s_q > 0)
+            else _np(max_logits),
+            "lse": _reshape(_np(lse), (s_q, h_q)) if (lse is not None and s_q > 0) else _np(lse)}
+    a = dict(sm_scale=float(sm_scale), lse_base=lse_base, lse_includes_sink=lse_includes_sink)
+    a.update(attrs or {})
+    return _emit(_case("attn.sparse_mla_prefill", name, ins, outs, a), out)
+
+
+def capture_flash_mla_with_kvcache(q: Any, k_cache: Any, indices: Any, output: Any = None, lse: Any = None, *,
+                                   softmax_scale: Optional[float] = None, block_table: Any = None,
+                                   cache_seqlens: Any = None, attn_sink: Any = None, topk_length: Any = None,
+                                   dequant: str = "bf16_scale", lse_includes_sink: Optional[bool] = None,
+                                   page_size: Optional[int] = None, name: Optional[str] = None, out: Out = None,
+                                   attrs: Optional[Dict[str, Any]] = None) -> Case:
+    """attn.sparse_mla_decode: ``output, lse = flash_mla.flash_mla_with_kvcache(q, k_cache, block_table,
+    cache_seqlens, 512, sched_meta, softmax_scale=..., is_fp8_kvcache=True, indices=..., attn_sink=...,
+    topk_length=...)`` on the sparse fp8 path. q [b, s_q, h_q, 576] bf16 (a 3-D [b, h_q, 576] q is taken as
+    s_q = 1), k_cache the 656-byte-per-token cache [num_blocks, page_size, 1, 656] (also [num_blocks, page_size,
+    656], or a float8 / bf16 view of the same bytes), indices [b, s_q, topk] int32 = page * page_size + offset
+    (-1 = invalid; a flattened [b*s_q, topk] is reshaped), block_table / cache_seqlens (unused by the sparse path,
+    kept for provenance), attn_sink [h_q] fp32, topk_length [b] int32. Returns: output [b, s_q, h_q, 512] bf16,
+    lse [b, h_q, s_q] fp32 (natural log). softmax_scale None is recorded as FlashMLA's default q.shape[-1]**-0.5.
+    dequant: "bf16_scale" (SM90 kernel: bf16(bf16(fp8) * bf16(scale))) or "f32_scale" (bf16(fl32(fp8 * scale))).
+    The returned ``(out, lse)`` tuple may be passed whole as `output`."""
+    output, lse = _kernel_outputs(output, (lse,), out, "capture_flash_mla_with_kvcache")
+    q = _np(q)
+    if len(_shape(q)) == 3:
+        q = _reshape(q, (_shape(q)[0], 1) + _shape(q)[1:])
+    qs = _shape(q)
+    b, s_q, h_q = (qs[0], qs[1], qs[2]) if len(qs) == 4 else (-1, -1, -1)
+    cache, _ = _mla_cache(k_cache, page_size)
+    if softmax_scale is None:
+        softmax_scale = float(qs[-1]) ** -0.5
+    i32 = ["int32"]
+    ins = {"q": q, "k_cache": cache,
+           "indices": _widen(_reshape(_np(indices), (b, s_q, -1)) if b > 0 else _np(indices), ["int32", "int64"]),
+           "block_table": _widen(_np(block_table), i32) if block_table is not None else None,
+           "cache_seqlens": _widen(_reshape(_np(cache_seqlens), (-1,)), i32) if cache_seqlens is not None else None,
+           "attn_sink": _widen(_reshape(_np(attn_sink), (-1,)), ["float32"]) if attn_sink is not None else None,
+           "topk_length": _widen(_reshape(_np(topk_length), (-1,)), ["int32", "int64"])
+           if topk_length is not None else None}
+    outs = {"out": _reshape(_np(output), (b, s_q, h_q, -1)) if b > 0 else _np(output),
+            "lse": _reshape(_np(lse), (b, h_q, s_q)) if (lse is not None and b > 0) else _np(lse)}
+    a = dict(softmax_scale=float(softmax_scale), dequant=dequant, lse_includes_sink=lse_includes_sink)
+    a.update(attrs or {})
+    return _emit(_case("attn.sparse_mla_decode", name, ins, outs, a), out)
+
+
 STAGE_HELPERS: Dict[str, Callable[..., Case]] = {
     "indexer.quant": capture_act_quant,
     "indexer.prolog": capture_prolog,
@@ -270,6 +421,9 @@ STAGE_HELPERS: Dict[str, Callable[..., Case]] = {
     "indexer.logits_ragged": capture_fp8_mqa_logits,
     "indexer.logits_paged": capture_fp8_paged_mqa_logits,
     "indexer.topk": capture_topk,
+    "mla.kcache_store": capture_mla_kcache_store,
+    "attn.sparse_mla_prefill": capture_flash_mla_sparse_fwd,
+    "attn.sparse_mla_decode": capture_flash_mla_with_kvcache,
 }
 
 

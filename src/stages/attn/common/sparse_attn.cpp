@@ -26,13 +26,13 @@ void qk_generic(const double* Q, std::int64_t Hp, const double* Kp, std::int64_t
     }
 }
 
-void pv_generic(const double* P, std::int64_t Hp, std::int64_t ldp, const double* V, std::int64_t ldv, std::int64_t n,
-                std::int64_t dv, bool abs_v, double* O) {
+void pv_generic(const double* P, std::int64_t Hp, std::int64_t ldp, const double* Vp, std::int64_t n, std::int64_t dv,
+                bool abs_v, double* O) {
   for (std::int64_t h = 0; h < Hp; ++h)
     for (std::int64_t c = 0; c < dv; ++c) {
       double acc = 0;
       for (std::int64_t t = 0; t < n; ++t) {
-        const double v = V[t * ldv + c];
+        const double v = Vp[((c / 8) * n + t) * 8 + c % 8];
         acc = std::fma(P[h * ldp + t], abs_v ? std::fabs(v) : v, acc);
       }
       O[h * dv + c] = acc;
@@ -42,9 +42,12 @@ void pv_generic(const double* P, std::int64_t Hp, std::int64_t ldp, const double
 // ---- AVX2 + FMA: 4 heads x 8 columns per micro-tile, the same fma chain per element ----
 __attribute__((target("avx2,fma"))) void qk_avx2(const double* Q, std::int64_t Hp, const double* Kp, std::int64_t np,
                                                   std::int64_t D, double* S) {
-  for (std::int64_t p = 0; p < np / 8; ++p) {
-    const double* k = Kp + p * D * 8;
-    for (std::int64_t h = 0; h < Hp; h += 4) {
+  // Groups of 6 key panels (6 * 8 * D doubles: ~220 KB at D = 576, L2-resident) reused by every head block.
+  const std::int64_t panels = np / 8;
+  for (std::int64_t g = 0; g < panels; g += 6)
+    for (std::int64_t h = 0; h < Hp; h += 4)
+      for (std::int64_t p = g; p < std::min(panels, g + 6); ++p) {
+      const double* k = Kp + p * D * 8;
       __m256d a00 = _mm256_setzero_pd(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00, a30 = a00, a31 = a00;
       const double *q0 = Q + h * D, *q1 = q0 + D, *q2 = q1 + D, *q3 = q2 + D;
       for (std::int64_t d = 0; d < D; ++d) {
@@ -72,19 +75,31 @@ __attribute__((target("avx2,fma"))) void qk_avx2(const double* Q, std::int64_t H
       _mm256_storeu_pd(s + 3 * np, a30);
       _mm256_storeu_pd(s + 3 * np + 4, a31);
     }
-  }
 }
 
 template <bool Abs>
-__attribute__((target("avx2,fma"))) void pv_avx2(const double* P, std::int64_t Hp, std::int64_t ldp, const double* V,
-                                                  std::int64_t ldv, std::int64_t n, std::int64_t dv, double* O) {
+__attribute__((target("avx2,fma"))) void pv_avx2(const double* P, std::int64_t Hp, std::int64_t ldp, const double* Vp,
+                                                  std::int64_t n, std::int64_t dv, double* O) {
   const __m256d sign = _mm256_set1_pd(-0.0);
+  // Keys in chunks of 256 (a 4-head P block 8 KB, a V block 16 KB: L1-resident); the accumulators go through O
+  // between chunks (exact stores and loads: each element's fma chain over t is the same as without chunks).
+  for (std::int64_t t0 = 0; t0 < n; t0 += 256)
   for (std::int64_t c = 0; c < dv; c += 8)
     for (std::int64_t h = 0; h < Hp; h += 4) {
-      __m256d a00 = _mm256_setzero_pd(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00, a30 = a00, a31 = a00;
+      const double* V = Vp + (c / 8) * n * 8;
+      double* o = O + h * dv + c;
+      __m256d a00, a01, a10, a11, a20, a21, a30, a31;
+      if (t0 == 0) {
+        a00 = _mm256_setzero_pd(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00, a30 = a00, a31 = a00;
+      } else {
+        a00 = _mm256_loadu_pd(o), a01 = _mm256_loadu_pd(o + 4), a10 = _mm256_loadu_pd(o + dv), a11 = _mm256_loadu_pd(o + dv + 4);
+        a20 = _mm256_loadu_pd(o + 2 * dv), a21 = _mm256_loadu_pd(o + 2 * dv + 4), a30 = _mm256_loadu_pd(o + 3 * dv);
+        a31 = _mm256_loadu_pd(o + 3 * dv + 4);
+      }
       const double *p0 = P + h * ldp, *p1 = p0 + ldp, *p2 = p1 + ldp, *p3 = p2 + ldp;
-      for (std::int64_t t = 0; t < n; ++t) {
-        __m256d v0 = _mm256_loadu_pd(V + t * ldv + c), v1 = _mm256_loadu_pd(V + t * ldv + c + 4);
+      const std::int64_t t1 = std::min(n, t0 + 256);
+      for (std::int64_t t = t0; t < t1; ++t) {
+        __m256d v0 = _mm256_loadu_pd(V + t * 8), v1 = _mm256_loadu_pd(V + t * 8 + 4);
         if (Abs) {
           v0 = _mm256_andnot_pd(sign, v0);
           v1 = _mm256_andnot_pd(sign, v1);
@@ -102,7 +117,6 @@ __attribute__((target("avx2,fma"))) void pv_avx2(const double* P, std::int64_t H
         a30 = _mm256_fmadd_pd(b, v0, a30);
         a31 = _mm256_fmadd_pd(b, v1, a31);
       }
-      double* o = O + h * dv + c;
       _mm256_storeu_pd(o, a00);
       _mm256_storeu_pd(o + 4, a01);
       _mm256_storeu_pd(o + dv, a10);
@@ -126,10 +140,10 @@ void gemm_qk(const double* Q, std::int64_t Hp, const double* Kp, std::int64_t np
   else qk_generic(Q, Hp, Kp, np, D, S);
 }
 
-void gemm_pv(const double* P, std::int64_t Hp, std::int64_t ldp, const double* V, std::int64_t ldv, std::int64_t n,
-             std::int64_t dv, bool abs_v, double* O, bool generic) {
-  if (!generic && have_avx2()) (abs_v ? pv_avx2<true> : pv_avx2<false>)(P, Hp, ldp, V, ldv, n, dv, O);
-  else pv_generic(P, Hp, ldp, V, ldv, n, dv, abs_v, O);
+void gemm_pv(const double* P, std::int64_t Hp, std::int64_t ldp, const double* Vp, std::int64_t n, std::int64_t dv,
+             bool abs_v, double* O, bool generic) {
+  if (!generic && have_avx2()) (abs_v ? pv_avx2<true> : pv_avx2<false>)(P, Hp, ldp, Vp, n, dv, O);
+  else pv_generic(P, Hp, ldp, Vp, n, dv, abs_v, O);
 }
 
 void RowEngine::reset(std::int64_t H, std::int64_t D, std::int64_t dv, std::int64_t n) {
@@ -158,7 +172,7 @@ void RowEngine::run(double sm) {
     double s2 = 0;
     for (std::int64_t d = 0; d < D; ++d) {
       dst[d * 8] = k[d];
-      s2 = std::fma(k[d], k[d], s2);
+      s2 += k[d] * k[d];
     }
     kmax2 = s2 > kmax2 || s2 != s2 ? s2 : kmax2;
   }
@@ -179,8 +193,8 @@ void RowEngine::run(double sm) {
       zmax = std::max(zmax, std::fabs(z));
     }
     double q2 = 0;
-    for (std::int64_t d = 0; d < D; ++d) q2 = std::fma(Q_[static_cast<std::size_t>(h * D + d)], Q_[static_cast<std::size_t>(h * D + d)], q2);
-    const double A = std::sqrt(q2) * std::sqrt(kmax2) * (1.0 + 0x1p-50);  // sqrt is exactly rounded (IEEE)
+    for (std::int64_t d = 0; d < D; ++d) q2 += Q_[static_cast<std::size_t>(h * D + d)] * Q_[static_cast<std::size_t>(h * D + d)];
+    const double A = std::sqrt(q2) * std::sqrt(kmax2) * (1.0 + 0x1p-40);  // covers the rounding of the sums of squares
     r.delta = std::fabs(sm) * gD * A + 0x1p-22 * zmax + 0x1p-21;
     r.max_err = std::fabs(sm) * gD * A + 0x1p-22 * std::fabs(m);
     if (nan || m == kInf) {
@@ -206,8 +220,12 @@ void RowEngine::run(double sm) {
     r.lse = m + num::det_log(L);
   }
   for (std::int64_t h = H; h < Hp; ++h) std::fill(S_.begin() + h * np, S_.begin() + (h + 1) * np, 0.0);
-  gemm_pv(S_.data(), Hp, np, K_.data(), D, n, dv, false, O_.data());
-  gemm_pv(S_.data(), Hp, np, K_.data(), D, n, dv, true, M_.data());
+  // V packed in 8-column blocks, key-major inside a block (contiguous streams for the PV micro-kernel).
+  Vp_.resize(static_cast<std::size_t>(dv * n));
+  for (std::int64_t t = 0; t < n; ++t)
+    for (std::int64_t c = 0; c < dv; ++c) Vp_[static_cast<std::size_t>(((c / 8) * n + t) * 8 + c % 8)] = K_[static_cast<std::size_t>(t * D + c)];
+  gemm_pv(S_.data(), Hp, np, Vp_.data(), n, dv, false, O_.data());
+  gemm_pv(S_.data(), Hp, np, Vp_.data(), n, dv, true, M_.data());
   for (std::int64_t h = 0; h < H; ++h) {
     const HeadResult& r = res_[static_cast<std::size_t>(h)];
     double* o = O_.data() + h * dv;

@@ -66,16 +66,17 @@ class RowEngine {
 
  private:
   std::int64_t H_ = 0, D_ = 0, dv_ = 0, n_ = 0, Hp_ = 0, np_ = 0;
-  std::vector<double> Q_, K_, Kp_, S_, O_, M_;
+  std::vector<double> Q_, K_, Kp_, Vp_, S_, O_, M_;
   std::vector<HeadResult> res_;
 };
 
 // The GEMM micro-kernels (generic and AVX2+FMA, same fma chains: identical bits), exposed for the tests.
 // S[h][t] = sum_d Q[h][d] K[t][d] (d increasing), Q: Hp x D (Hp % 4 == 0), Kp: K packed in panels of 8 keys
 // (Kp[(p*D + d)*8 + x] = K[8p+x][d]), S: Hp x np (np % 8 == 0).
-// O[h][c] = sum_t P[h][t] |V[t][c]| or P[h][t] V[t][c] (t increasing), P: Hp x ldp, V rows of stride ldv, dv % 8 == 0.
+// O[h][c] = sum_t P[h][t] |V[t][c]| or P[h][t] V[t][c] (t increasing), P: Hp x ldp, V packed in blocks of 8 columns
+// (Vp[((c/8)*n + t)*8 + c%8] = V[t][c]), dv % 8 == 0.
 void gemm_qk(const double* Q, std::int64_t Hp, const double* Kp, std::int64_t np, std::int64_t D, double* S, bool generic = false);
-void gemm_pv(const double* P, std::int64_t Hp, std::int64_t ldp, const double* V, std::int64_t ldv, std::int64_t n,
-             std::int64_t dv, bool abs_v, double* O, bool generic = false);
+void gemm_pv(const double* P, std::int64_t Hp, std::int64_t ldp, const double* Vp, std::int64_t n, std::int64_t dv,
+             bool abs_v, double* O, bool generic = false);
 
 }  // namespace dsa::attn
