@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds Release with benchmarks and runs the logits benchmarks, the fp64 FMA peak and the numpy peer.
+# Builds Release with benchmarks and runs the logits benchmarks, the fp64 FMA peak, the sparse MLA decode benchmark
+# and their numpy peers.
 # DSA_BENCH_THREADS (default 2) threads; results go to stdout (copy the table into README section:bench).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -11,3 +12,8 @@ echo "== machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores, $(dat
 echo "== numpy peer (fp64, ${DSA_BENCH_THREADS} threads)"
 OMP_NUM_THREADS="$DSA_BENCH_THREADS" OPENBLAS_NUM_THREADS="$DSA_BENCH_THREADS" MKL_NUM_THREADS="$DSA_BENCH_THREADS" \
   python3 "$ROOT/bench/numpy_peer.py"
+echo "== sparse MLA decode reference (b 64, s_q 2, h_q 128, topk 2048)"
+"$BUILD_DIR/bench/dsa_bench_attn" --benchmark_counters_tabular=true
+echo "== numpy attention peer (fp64, ${DSA_BENCH_THREADS} threads)"
+OMP_NUM_THREADS="$DSA_BENCH_THREADS" OPENBLAS_NUM_THREADS="$DSA_BENCH_THREADS" MKL_NUM_THREADS="$DSA_BENCH_THREADS" \
+  python3 "$ROOT/bench/numpy_peer_attn.py"

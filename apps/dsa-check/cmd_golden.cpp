@@ -17,7 +17,7 @@ void print_catalogue(std::ostream& os) {
   const auto& cat = golden::catalogue();
   os << "golden catalogue (" << cat.size() << " cases; * = committed in golden/; model V3.2: H=64 D=128 topk=2048 page 64)\n";
   for (const auto& s : cat) {
-    os << (s.committed ? "* " : "  ") << std::left << std::setw(32) << s.name << std::setw(23) << s.stage
+    os << (s.committed ? "* " : "  ") << std::left << std::setw(32) << s.name << std::setw(25) << s.stage
        << std::setw(28) << s.generator << "seed " << s.seed << "\n"
        << "      shapes:  " << golden::shapes_str(s) << "\n"
        << "      options: " << golden::options_str(s) << "\n"
@@ -25,7 +25,7 @@ void print_catalogue(std::ostream& os) {
   }
   os << "\ngenerators:\n";
   for (const Stage& st : stages())
-    for (const auto& g : st.generators) os << "  " << std::left << std::setw(28) << g.name << std::setw(23) << g.stage << g.doc << "\n";
+    for (const auto& g : st.generators) os << "  " << std::left << std::setw(28) << g.name << std::setw(25) << g.stage << g.doc << "\n";
 }
 
 }  // namespace

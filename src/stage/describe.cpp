@@ -89,7 +89,7 @@ void print_stages_text(std::ostream& os) {
         std::string dts, dims;
         for (DType d : t.dtypes) dts += (dts.empty() ? "" : "|") + std::string(dtype_name(d));
         for (const auto& a : t.dims) dims += (dims.empty() ? "" : " or ") + ("[" + a + "]");
-        os << "  " << group << "/" << std::left << std::setw(14) << t.name << std::setw(22) << dts << std::setw(22) << dims
+        os << "  " << group << "/" << std::left << std::setw(14) << t.name << std::setw(22) << dts << std::setw(30) << dims
            << (t.optional ? "optional " : "") << (outs ? "compare=" + std::string(compare_kind_name((*outs)[i].compare)) + " " : "")
            << t.doc << "\n";
       }

@@ -1,0 +1,50 @@
+// Throughput of the sparse MLA decode reference (attn.sparse_mla_decode) at the V3.2 serving shape of the README:
+// b = 64, s_q = 2, h_q = 128, topk = 2048, d_qk = 576, d_v = 512, inputs from the golden generator of the
+// uncommitted catalogue case mla_decode_v32_full. Effective rate = the QK and PV multiply-adds
+// (b * s_q * h_q * topk * (576 + 512)) per second of wall time; the reference also computes the error-bound
+// magnitudes (another P|V| product, +47 % work) and the softmax. Run by scripts/bench.sh next to
+// bench/numpy_peer_attn.py (the same QK, softmax and PV in numpy fp64).
+#include <benchmark/benchmark.h>
+#include <sys/resource.h>
+
+#include <cstdlib>
+
+#include "pipeline/catalogue.hpp"
+#include "stage/stage.hpp"
+
+using namespace dsa;
+
+namespace {
+
+int bench_threads() {
+  const char* e = std::getenv("DSA_BENCH_THREADS");
+  return e ? std::atoi(e) : 2;
+}
+
+void BM_sparse_mla_decode(benchmark::State& state) {
+  const golden::GoldenSpec* spec = golden::find_spec("mla_decode_v32_full");
+  const Stage* st = find_stage(spec->stage);
+  Case c;
+  c.name = spec->name;
+  c.stage = spec->stage;
+  c.attrs = spec->attrs;
+  for (const auto& g : st->generators)
+    if (g.name == spec->generator) g.fn(*spec, spec->seed, bench_threads(), c);
+  apply_attr_defaults(c);
+  BoundCase b;
+  if (auto p = validate_case(c, false, &b); !p.empty()) throw SchemaError(p.front());
+  RefOptions o;
+  o.threads = bench_threads();
+  for (auto _ : state) benchmark::DoNotOptimize(run_reference(b, o));
+  const Tensor& q = c.input("q");
+  const double macs = static_cast<double>(q.dim(0) * q.dim(1) * q.dim(2)) * static_cast<double>(c.input("indices").dim(2)) * (576 + 512);
+  state.counters["G_MAC_per_s"] = benchmark::Counter(macs * static_cast<double>(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  state.counters["peak_RSS_MiB"] = static_cast<double>(u.ru_maxrss) / 1024.0;
+}
+BENCHMARK(BM_sparse_mla_decode)->Unit(benchmark::kSecond)->Iterations(2)->UseRealTime();
+
+}  // namespace
+
+BENCHMARK_MAIN();
