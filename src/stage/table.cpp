@@ -4,6 +4,7 @@
 #include "stages/attn/table.hpp"
 #include "stages/indexer/table.hpp"
 #include "stages/mla/table.hpp"
+#include "stages/v4/table.hpp"
 
 namespace dsa {
 
@@ -18,6 +19,7 @@ const std::vector<Stage>& stages() {
       mla::kcache_store::stage(),       // mla.kcache_store       656-byte fp8 MLA cache writer (v32 §6.3)
       attn::sparse_mla_prefill::stage(),  // attn.sparse_mla_prefill  FlashMLA flash_mla_sparse_fwd (v32 §6.1)
       attn::sparse_mla_decode::stage(),   // attn.sparse_mla_decode   FlashMLA sparse fp8 decode (v32 §6.2)
+      v4::compressor::stage(),            // v4.compressor            DeepSeek-V4 KV compressor (v4 §2)
   };
   return all;
 }

@@ -216,7 +216,8 @@ def test_t(dsa_case):
             f"'indexer.nope'] cases=None in --dsa-goldens {goldens} ({len(names)} case(s) there: ") in out
     listing = out.split("case(s) there: ")[1].split(")\n")[0]
     stages = sorted({"attn.sparse_mla_decode", "attn.sparse_mla_prefill", "indexer.kcache_store", "indexer.logits_paged",
-                     "indexer.logits_ragged", "indexer.prolog", "indexer.quant", "indexer.topk", "mla.kcache_store"})
+                     "indexer.logits_ragged", "indexer.prolog", "indexer.quant", "indexer.topk", "mla.kcache_store",
+                     "v4.compressor"})
     assert listing.startswith(stages[0] + ": ")  # grouped by stage, in name order
     for stage in stages[1:]:
         assert f"; {stage}: " in listing

@@ -414,6 +414,55 @@ def capture_flash_mla_with_kvcache(q: Any, k_cache: Any, indices: Any, output: A
     return _emit(_case("attn.sparse_mla_decode", name, ins, outs, a), out)
 
 
+def capture_ascend_compressor(x: Any, wkv: Any, wgate: Any, state_cache: Any, ape: Any, norm_weight: Any,
+                              rope_sin: Any, rope_cos: Any, output: Any = None, state_cache_after: Any = None, *,
+                              state_block_table: Any, cu_seqlens: Any, start_pos: Any, seqused: Any = None,
+                              rope_head_dim: int = 64, cmp_ratio: int, coff: int, norm_eps: float = 1e-6,
+                              rotary_mode: int = 2, cache_mode: int = 1, rotate: bool = False,
+                              variant: str = "ascend-a3", kv_proj: Any = None, score_proj: Any = None,
+                              name: Optional[str] = None, out: Out = None,
+                              attrs: Optional[Dict[str, Any]] = None) -> Case:
+    """v4.compressor: ``cmp_kv = torch.ops._C_ascend.compressor(x, wkv, wgate, state_cache, ape, norm_weight, rope_sin,
+    rope_cos, state_block_table=..., cu_seqlens=..., seqused=None, start_pos=..., rope_head_dim=64, cmp_ratio=r,
+    coff=c, norm_eps=eps, rotary_mode=2, cache_mode=1)`` (vLLM-Ascend's DeepSeek-V4 DSA backend; the same argument
+    order, sin before cos). `state_cache` is a copy of the state taken before the call (``capture`` snapshots
+    arguments), `state_cache_after` the state after it; either may be [nblk, bs, 1, 2*coff*D] (squeezed here).
+    `output` is the op's return value [R, D] bf16 (``out=`` is where the case goes). rotate=True when `output` is
+    the indexer compressor's kv after ``rotate_activation`` (the op itself does not rotate). A torch reference of
+    the DeepSeek inference code is captured with variant="ref" (or "vllm-cuda" for vLLM's CUDA path).
+    kv_proj / score_proj ([T, coff*D] fp32, x.W^T without ape) replace x, wkv and wgate when the kernel's own
+    projections are available. seqused must be None and rotary_mode 2 (interleaved), as vLLM-Ascend passes them."""
+    if seqused is not None:
+        raise ValueError("capture_ascend_compressor: seqused is not modelled (vLLM-Ascend passes None)")
+    if int(rotary_mode) != 2:
+        raise ValueError(f"capture_ascend_compressor: rotary_mode {rotary_mode}: only 2 (interleaved pairs) is modelled")
+    if output is None:
+        raise TypeError("capture_ascend_compressor: the op's output tensor (`output`) is required")
+    if out is not None and not isinstance(out, (str, os.PathLike, DumpWriter)):
+        raise TypeError("capture_ascend_compressor: out= is where the case goes (a path or a DumpWriter); pass the "
+                        "op's output as `output`")
+
+    def state(t: Any) -> Any:
+        t = _np(t)
+        shp = _shape(t)
+        return _reshape(t, (shp[0], shp[1], shp[-1])) if len(shp) == 4 else t
+
+    ins = {"ape": _np(ape), "norm_weight": _np(norm_weight), "rope_sin": _np(rope_sin), "rope_cos": _np(rope_cos),
+           "state_cache_in": state(state_cache), "state_block_table": _np(state_block_table),
+           "cu_seqlens": _widen(_reshape(_np(cu_seqlens), (-1,)), ["int32", "int64"]),
+           "start_pos": _widen(_reshape(_np(start_pos), (-1,)), ["int32", "int64"])}
+    if kv_proj is not None or score_proj is not None:
+        ins.update(kv_proj=_np(kv_proj), score_proj=_np(score_proj))
+    else:
+        ins.update(x=_np(x), wkv=_np(wkv), wgate=_np(wgate))
+    outs = {"cmp_kv": _np(output),
+            "state_cache": state(state_cache_after) if state_cache_after is not None else None}
+    a = dict(cmp_ratio=int(cmp_ratio), coff=int(coff), rope_head_dim=int(rope_head_dim), norm_eps=float(norm_eps),
+             cache_mode=int(cache_mode), rotate=bool(rotate), variant=variant)
+    a.update(attrs or {})
+    return _emit(_case("v4.compressor", name, ins, outs, a), out)
+
+
 STAGE_HELPERS: Dict[str, Callable[..., Case]] = {
     "indexer.quant": capture_act_quant,
     "indexer.prolog": capture_prolog,
@@ -424,6 +473,7 @@ STAGE_HELPERS: Dict[str, Callable[..., Case]] = {
     "mla.kcache_store": capture_mla_kcache_store,
     "attn.sparse_mla_prefill": capture_flash_mla_sparse_fwd,
     "attn.sparse_mla_decode": capture_flash_mla_with_kvcache,
+    "v4.compressor": capture_ascend_compressor,
 }
 
 

@@ -1,0 +1,358 @@
+// v4.compressor CPU reference: projections in parallel over tokens, entries in parallel over output rows; every
+// value in one fixed fp64 order (det_exp), rounded at the variant's rounding points (core.hpp).
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+
+#include "numerics/det_math.hpp"
+#include "numerics/formats.hpp"
+#include "stages/v4/compressor/core.hpp"
+
+namespace dsa::v4::compressor {
+namespace {
+
+constexpr double kU = 0x1p-24;
+double gam(double n) { return n * kU / (1.0 - n * kU); }
+double bf16v(double v) { return num::bf16_to_f64(num::f64_to_bf16(v)); }
+// Largest distance between bf16(v) and the bf16 rounding of any value within e of v.
+double rb(double v, double e) {
+  if (!(e > 0)) return 0.0;
+  const double r = bf16v(v);
+  return std::max(std::fabs(bf16v(v + e) - r), std::fabs(bf16v(v - e) - r));
+}
+
+// e2m1 (FP4) RNE with clamp to +-6: the grid {0, .5, 1, 1.5, 2, 3, 4, 6}, ties to the even code.
+double e2m1(double x) {
+  static const double g[8] = {0, 0.5, 1, 1.5, 2, 3, 4, 6};
+  const double a = std::min(std::fabs(x), 6.0);
+  int k = 0;
+  for (int i = 1; i < 8; ++i)
+    if (a >= g[i]) k = i;
+  double q = g[k];
+  if (k < 7) {
+    const double mid = (g[k] + g[k + 1]) / 2;
+    if (a > mid || (a == mid && (k & 1))) q = g[k + 1];
+  }
+  return std::signbit(x) ? -q : q;
+}
+
+// One QAT block (ue8m0 scale): fp8 (qmax 448, amax floor 1e-4) or fp4 (qmax 6, floor 6 * 2^-126). y = bf16(Q(x/s) s);
+// ey = the largest distance to any candidate a kernel within the bounds can produce (scale and value flips).
+void qat_block(double* y, double* ey, std::int64_t n, bool fp4) {
+  const float floor_ = fp4 ? 6.0f * 0x1p-126f : 1e-4f, inv = fp4 ? 1.0f / 6.0f : num::inv448_f32();
+  const double qmax = fp4 ? 6.0 : 448.0;
+  auto scale = [&](double amax) {
+    return static_cast<double>(num::pow2_ceil(std::fmax(static_cast<float>(amax), floor_) * inv));
+  };
+  auto q = [&](double x, double s) {
+    const double t = std::clamp(x / s, -qmax, qmax);
+    return bf16v((fp4 ? e2m1(t) : num::e4m3_to_f64(num::f64_to_e4m3(t))) * s);
+  };
+  double amax = 0, lo = 0, hi = 0;
+  bool nan = false;
+  for (std::int64_t i = 0; i < n; ++i) {
+    nan |= std::isnan(y[i]);
+    amax = std::max(amax, std::fabs(y[i]));
+    lo = std::max(lo, std::fabs(y[i]) - ey[i]);
+    hi = std::max(hi, std::fabs(y[i]) + ey[i]);
+  }
+  if (nan) {
+    for (std::int64_t i = 0; i < n; ++i) y[i] = std::numeric_limits<double>::quiet_NaN(), ey[i] = 0;
+    return;
+  }
+  const double s = scale(amax), s_lo = scale(lo), s_hi = scale(hi);
+  for (std::int64_t i = 0; i < n; ++i) {
+    const double v = q(y[i], s);
+    double e = 0;
+    if (ey[i] > 0 || s_lo != s_hi)
+      for (double sc = s_lo; sc <= s_hi; sc *= 2)
+        for (double x : {y[i] - ey[i], y[i], y[i] + ey[i]}) e = std::max(e, std::fabs(q(x, sc) - v));
+    y[i] = v, ey[i] = e;
+  }
+}
+
+}  // namespace
+
+Slot state_slot(const Params& p, const std::int32_t* table_row, std::int64_t pos, Bug bug) {
+  const std::int64_t q = p.cache_mode == 2 ? (pos + (bug == Bug::ring_off_by_one ? 1 : 0)) % (p.coff * p.r) : pos;
+  const std::int64_t bi = q / p.bs;
+  if (pos < 0 || bi >= p.maxblk) return {};
+  return {table_row[bi], q % p.bs};
+}
+
+void pool(const Params& p, const std::vector<RowRef>& rows, Bug bug, double* C, double* eC) {
+  const std::int64_t D = p.D;
+  const double n = static_cast<double>(rows.size());
+  auto off = [&](const RowRef& r) {
+    const bool cur = bug == Bug::halves_swapped ? !r.current : r.current;
+    return p.coff == 2 && cur ? D : 0;
+  };
+  if (bug == Bug::softmax_over_channels) {  // the gate normalised over channels per row, then summed over rows
+    std::fill(C, C + D, 0.0);
+    for (const auto& r : rows) {
+      if (r.missing) continue;
+      const std::int64_t o = off(r);
+      double m = -std::numeric_limits<double>::infinity(), L = 0;
+      for (std::int64_t c = 0; c < D; ++c) m = std::max(m, r.s[o + c]);
+      for (std::int64_t c = 0; c < D; ++c) L += num::det_exp(r.s[o + c] - m);
+      for (std::int64_t c = 0; c < D; ++c) C[c] += num::det_exp(r.s[o + c] - m) / L * r.kv[o + c];
+    }
+    std::fill(eC, eC + D, 0.0);
+    return;
+  }
+  std::vector<double> w(rows.size());
+  for (std::int64_t c = 0; c < D; ++c) {
+    double m = -std::numeric_limits<double>::infinity(), ds = 0;
+    bool nan = false;
+    for (const auto& r : rows) {
+      const double s = r.missing ? (bug == Bug::prev_not_masked ? 0.0 : -std::numeric_limits<double>::infinity()) : r.s[off(r) + c];
+      nan |= std::isnan(s);
+      m = s > m ? s : m;
+      if (!r.missing) ds = std::max(ds, r.es[off(r) + c]);
+    }
+    if (nan || !(m > -std::numeric_limits<double>::infinity()) || std::isinf(m)) {
+      C[c] = std::numeric_limits<double>::quiet_NaN(), eC[c] = 0;
+      continue;
+    }
+    double L = 0;
+    for (std::size_t k = 0; k < rows.size(); ++k) {
+      const auto& r = rows[k];
+      const double s = r.missing ? (bug == Bug::prev_not_masked ? 0.0 : -std::numeric_limits<double>::infinity()) : r.s[off(r) + c];
+      w[k] = num::det_exp(s - m);
+      L += w[k];
+    }
+    double acc = 0, A = 0, E = 0;
+    for (std::size_t k = 0; k < rows.size(); ++k) {
+      const auto& r = rows[k];
+      if (r.missing) continue;  // kv 0 (prev_not_masked: weight > 0 on a zero row)
+      const double wk = w[k] / L, kv = r.kv[off(r) + c];
+      acc += wk * kv;
+      A += wk * std::fabs(kv);
+      E += wk * r.ekv[off(r) + c];
+    }
+    C[c] = acc;
+    eC[c] = E + 2.0 * (num::det_exp(2.0 * ds) - 1.0) * A + (0x1p-20 + 2.0 * gam(n)) * A;
+  }
+}
+
+void finish(const Params& p, const double* C, const double* eC, const std::uint16_t* gamma_bf16, const float* cos_row,
+            const float* sin_row, double* y, double* ey) {
+  const std::int64_t D = p.D, nope = p.D - p.rope;
+  const bool ref = p.variant == Variant::ref;
+  std::vector<double> x(C, C + D), ex(eC, eC + D);
+  if (ref)
+    for (std::int64_t c = 0; c < D; ++c) ex[c] = rb(x[c], ex[c]), x[c] = bf16v(x[c]);
+  double ss = 0, dss = 0;
+  for (std::int64_t c = 0; c < D; ++c) {
+    ss += x[c] * x[c];
+    dss += 2.0 * std::fabs(x[c]) * ex[c] + ex[c] * ex[c];
+  }
+  const double rho = std::sqrt(ss / static_cast<double>(D) + p.eps);
+  const double erho = (dss + gam(static_cast<double>(D)) * ss) / (static_cast<double>(D) * 2.0 * rho) * (1 + 1e-9) + 0x1p-22 * rho;
+  for (std::int64_t c = 0; c < D; ++c) {
+    const double g = num::bf16_to_f64(gamma_bf16[c]);
+    y[c] = x[c] / rho * g;
+    ey[c] = std::fabs(g) * (ex[c] / rho + std::fabs(x[c]) * erho / (rho * rho) * (1 + 1e-6)) + 0x1p-22 * std::fabs(y[c]);
+    if (ref) ey[c] = rb(y[c], ey[c]), y[c] = bf16v(y[c]);
+  }
+  for (std::int64_t i = 0; i < p.rope / 2; ++i) {
+    const std::int64_t a = nope + 2 * i, b = a + 1;
+    const double c0 = cos_row[2 * i], s0 = sin_row[2 * i], c1 = cos_row[2 * i + 1], s1 = sin_row[2 * i + 1];
+    const double ya = y[a] * c0 - y[b] * s0, yb = y[b] * c1 + y[a] * s1;
+    const double ea = ey[a] * std::fabs(c0) + ey[b] * std::fabs(s0) + 0x1p-23 * (std::fabs(y[a] * c0) + std::fabs(y[b] * s0));
+    const double eb = ey[b] * std::fabs(c1) + ey[a] * std::fabs(s1) + 0x1p-23 * (std::fabs(y[b] * c1) + std::fabs(y[a] * s1));
+    y[a] = ya, y[b] = yb, ey[a] = ea, ey[b] = eb;
+  }
+  for (std::int64_t c = 0; c < D; ++c) ey[c] = rb(y[c], ey[c]), y[c] = bf16v(y[c]);  // the output cast
+  if (p.rotate) {  // Hadamard-128 over all dims
+    std::vector<double> t(static_cast<std::size_t>(D)), et(static_cast<std::size_t>(D));
+    const double scale = static_cast<double>(num::f32_from_bits(0x3DB504F3u)), sumabs = [&] {
+      double s = 0;
+      for (std::int64_t k = 0; k < D; ++k) s += std::fabs(y[k]);
+      return s;
+    }();
+    double esum = 0;
+    for (std::int64_t k = 0; k < D; ++k) esum += ey[k];
+    for (std::int64_t i = 0; i < D; ++i) {
+      double acc = 0;
+      for (std::int64_t k = 0; k < D; ++k) acc += (__builtin_popcountll(static_cast<unsigned long long>(i & k)) & 1) ? -y[k] : y[k];
+      t[i] = acc;
+      et[i] = esum + gam(static_cast<double>(D)) * sumabs;
+    }
+    for (std::int64_t i = 0; i < D; ++i) {
+      if (ref) {  // fp32 transform and scale, one bf16 cast
+        const double v = t[i] * scale;
+        y[i] = bf16v(v), ey[i] = rb(v, et[i] * scale + kU * std::fabs(v));
+      } else {  // ascend: bf16(x @ H^T), then bf16(. * 128^-0.5)
+        const double e1 = rb(t[i], et[i]), v1 = bf16v(t[i]), v2 = v1 * scale;
+        y[i] = bf16v(v2), ey[i] = rb(v2, e1 * scale + kU * std::fabs(v2));
+      }
+    }
+    if (ref)
+      for (std::int64_t b0 = 0; b0 < D; b0 += 32) qat_block(y + b0, ey + b0, 32, true);
+  } else if (p.variant != Variant::ascend_a3) {
+    for (std::int64_t b0 = 0; b0 < nope; b0 += 64) qat_block(y + b0, ey + b0, 64, false);
+  }
+}
+
+StepResult run_step(const Case& c, const Params& p, Bug bug, int threads) {
+  const std::int64_t T = p.T, C2 = p.C2, D = p.D, R = p.R;
+  const Tensor& cu = c.input("cu_seqlens");
+  const Tensor& sp = c.input("start_pos");
+  const Tensor& table = c.input("state_block_table");
+  const Tensor& st_in = c.input("state_cache_in");
+  const Tensor& ape = c.input("ape");
+  const std::int32_t* tab = table.data<std::int32_t>();
+  // Token -> request and position.
+  std::vector<std::int64_t> req(static_cast<std::size_t>(T)), pos(static_cast<std::size_t>(T));
+  for (std::int64_t b = 0; b < p.B; ++b)
+    for (std::int64_t t = cu.int_at(b); t < cu.int_at(b + 1); ++t)
+      req[static_cast<std::size_t>(t)] = b, pos[static_cast<std::size_t>(t)] = sp.int_at(b) + t - cu.int_at(b);
+  // Projections of this step's tokens (fp32 values held in double) and their bounds.
+  std::vector<double> KV(static_cast<std::size_t>(T * C2)), S(KV.size()), EKV(KV.size()), ES(KV.size());
+#pragma omp parallel for schedule(static) num_threads(threads)
+  for (std::int64_t t = 0; t < T; ++t) {
+    const std::int64_t pr = pos[static_cast<std::size_t>(t)] % p.r;
+    for (std::int64_t o = 0; o < C2; ++o) {
+      const std::size_t f = static_cast<std::size_t>(t * C2 + o);
+      double kv, g, ekv = 0, eg = 0;
+      if (p.have_x) {
+        const std::uint16_t* x = c.input("x").data<std::uint16_t>() + t * p.H;
+        const std::uint16_t* wk = c.input("wkv").data<std::uint16_t>() + o * p.H;
+        const std::uint16_t* wg = c.input("wgate").data<std::uint16_t>() + o * p.H;
+        double a[8] = {}, b[8] = {}, ma = 0, mb = 0;
+        for (std::int64_t h = 0; h < p.H; ++h) {
+          const double xv = num::bf16_to_f64(x[h]), kw = num::bf16_to_f64(wk[h]), gw = num::bf16_to_f64(wg[h]);
+          a[h & 7] += xv * kw;
+          b[h & 7] += xv * gw;
+          ma += std::fabs(xv * kw);
+          mb += std::fabs(xv * gw);
+        }
+        kv = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+        g = ((b[0] + b[1]) + (b[2] + b[3])) + ((b[4] + b[5]) + (b[6] + b[7]));
+        ekv = static_cast<double>(p.H + 2) * kU * ma;
+        eg = static_cast<double>(p.H + 2) * kU * mb;
+      } else {
+        kv = c.input("kv_proj").value(static_cast<std::int64_t>(f));
+        g = c.input("score_proj").value(static_cast<std::int64_t>(f));
+      }
+      const float kv32 = static_cast<float>(kv);
+      const float s32 = static_cast<float>(g) + ape.data<float>()[pr * C2 + o];
+      KV[f] = kv32, S[f] = s32, EKV[f] = ekv, ES[f] = eg + (eg > 0 ? kU * std::fabs(s32) : 0.0);
+    }
+  }
+  StepResult out;
+  // State rows: copy of the input, every processed token's row written where its table entry is not 0 (in token
+  // order: a later token of a cycle ring wins).
+  out.state = st_in.clone();
+  out.state_m = Tensor(DType::f64, st_in.shape());
+  const std::int64_t W = 2 * C2;
+  for (std::int64_t t = 0; t < T; ++t) {
+    const auto b = req[static_cast<std::size_t>(t)];
+    const Slot s = state_slot(p, tab + b * p.maxblk, pos[static_cast<std::size_t>(t)], bug);
+    if (s.block <= 0) continue;
+    float* row = out.state.data<float>() + (s.block * p.bs + s.offset) * W;
+    double* m = out.state_m.data<double>() + (s.block * p.bs + s.offset) * W;
+    for (std::int64_t o = 0; o < C2; ++o) {
+      const std::size_t f = static_cast<std::size_t>(t * C2 + o);
+      row[o] = static_cast<float>(KV[f]), row[C2 + o] = static_cast<float>(S[f]);
+      m[o] = EKV[f], m[C2 + o] = ES[f];
+    }
+  }
+  // Entries: (request, j) in output-row order.
+  std::vector<std::pair<std::int64_t, std::int64_t>> entries;
+  for (std::int64_t b = 0; b < p.B; ++b) {
+    const std::int64_t s0 = sp.int_at(b), q = cu.int_at(b + 1) - cu.int_at(b);
+    for (std::int64_t j = s0 / p.r; j < (s0 + q) / p.r; ++j) entries.emplace_back(b, j);
+  }
+  out.cmp_kv = Tensor(DType::bf16, {R, D});
+  out.cmp_m = Tensor(DType::f64, {R, D});
+  out.cmp_def = Tensor(DType::u8, {R, D});
+  out.row_req.assign(static_cast<std::size_t>(R), -1);
+  out.row_entry.assign(static_cast<std::size_t>(R), -1);
+  const std::vector<double> zeros(static_cast<std::size_t>(C2), 0.0);
+#pragma omp parallel num_threads(threads)
+  {
+    std::vector<double> rowbuf(static_cast<std::size_t>(2 * p.coff * p.r * C2)), C(static_cast<std::size_t>(D)),
+        eC(C.size()), y(C.size()), ey(C.size());
+#pragma omp for schedule(dynamic, 1)
+    for (std::int64_t k = 0; k < static_cast<std::int64_t>(entries.size()); ++k) {
+      const auto [b, j] = entries[static_cast<std::size_t>(k)];
+      const std::int64_t s0 = sp.int_at(b), t0 = cu.int_at(b);
+      std::vector<RowRef> rows;
+      std::size_t used = 0;
+      auto add = [&](std::int64_t ps, bool current) {
+        RowRef r;
+        r.current = current;
+        if (ps < 0) {
+          r.missing = true;
+        } else if (ps >= s0) {
+          const std::size_t f = static_cast<std::size_t>((t0 + ps - s0) * C2);
+          r.kv = KV.data() + f, r.s = S.data() + f, r.ekv = EKV.data() + f, r.es = ES.data() + f;
+        } else {  // from the state cache (exact inputs)
+          const Slot sl = state_slot(p, tab + b * p.maxblk, ps, bug);
+          const float* src = st_in.data<float>() + (std::max<std::int64_t>(sl.block, 0) * p.bs + sl.offset) * W;
+          double* kv = rowbuf.data() + used;
+          double* s = kv + C2;
+          used += static_cast<std::size_t>(2 * C2);
+          for (std::int64_t o = 0; o < C2; ++o) kv[o] = src[o], s[o] = src[C2 + o];
+          r.kv = kv, r.s = s, r.ekv = zeros.data(), r.es = zeros.data();
+        }
+        rows.push_back(r);
+      };
+      if (p.coff == 2)
+        for (std::int64_t i = 0; i < p.r; ++i) add(j * p.r - p.r + i, false);
+      for (std::int64_t i = 0; i < p.r; ++i) add(j * p.r + i, true);
+      pool(p, rows, bug, C.data(), eC.data());
+      std::int64_t row = k;  // entries are already in output-row order
+      finish(p, C.data(), eC.data(), c.input("norm_weight").data<std::uint16_t>(), c.input("rope_cos").data<float>() + row * p.rope,
+             c.input("rope_sin").data<float>() + row * p.rope, y.data(), ey.data());
+      for (std::int64_t d = 0; d < D; ++d) {
+        out.cmp_kv.data<std::uint16_t>()[row * D + d] = num::f64_to_bf16(y[static_cast<std::size_t>(d)]);
+        out.cmp_m.data<double>()[row * D + d] = ey[static_cast<std::size_t>(d)];
+        out.cmp_def.data<std::uint8_t>()[row * D + d] = 1;
+      }
+      out.row_req[static_cast<std::size_t>(row)] = b;
+      out.row_entry[static_cast<std::size_t>(row)] = j;
+    }
+  }
+  return out;
+}
+
+Expected cpu(const Case& c, const Params& p, const RefOptions& opt) {
+  StepResult s = run_step(c, p, Bug::none, opt.thread_count());
+  Expected e;
+  RefTensor k;
+  k.name = "cmp_kv";
+  k.kind = CompareKind::bounded;
+  k.value = s.cmp_kv;
+  k.magnitude = s.cmp_m;
+  k.defined = s.cmp_def;
+  const std::int64_t D = p.D, r = p.r;
+  auto rq = std::make_shared<std::vector<std::int64_t>>(s.row_req), en = std::make_shared<std::vector<std::int64_t>>(s.row_entry);
+  k.describe = [D, r, rq, en](std::int64_t f) {
+    const auto row = static_cast<std::size_t>(f / D);
+    if (row >= rq->size() || (*rq)[row] < 0) return "row " + std::to_string(row) + " (padding) dim " + std::to_string(f % D);
+    return "row " + std::to_string(row) + " (request " + std::to_string((*rq)[row]) + " entry " + std::to_string((*en)[row]) +
+           ", tokens " + std::to_string((*en)[row] * r) + ".." + std::to_string((*en)[row] * r + r - 1) + ") dim " + std::to_string(f % D);
+  };
+  RefTensor st;
+  st.name = "state_cache";
+  st.kind = CompareKind::bounded;
+  st.value = s.state;
+  st.magnitude = s.state_m;
+  const std::int64_t bs = p.bs, C2 = p.C2;
+  st.describe = [bs, C2](std::int64_t f) {
+    const std::int64_t row = f / (2 * C2), col = f % (2 * C2);
+    return "block " + std::to_string(row / bs) + " offset " + std::to_string(row % bs) + (col < C2 ? " kv " : " score ") +
+           std::to_string(col % C2);
+  };
+  e.tensors = {std::move(k), std::move(st)};
+  return e;
+}
+
+}  // namespace dsa::v4::compressor

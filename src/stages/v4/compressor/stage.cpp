@@ -1,0 +1,145 @@
+// v4.compressor: schema (the Ascend `compressor` op's TND layout), parse, findings, table entry.
+#include <cmath>
+#include <string>
+
+#include "stages/v4/compressor/core.hpp"
+#include "stages/v4/table.hpp"
+
+namespace dsa::v4::compressor {
+namespace {
+
+const char* kName = "v4.compressor";
+
+Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& pr) {
+  Params p;
+  auto bad = [&](const std::string& t, const std::string& want, const std::string& found) { pr.push_back({c.file, c.name, t, want, found}); };
+  p.r = a.i("cmp_ratio");
+  p.coff = a.i("coff");
+  p.rope = a.i("rope_head_dim");
+  p.eps = a.f("norm_eps");
+  p.rotate = a.b("rotate");
+  p.cache_mode = static_cast<int>(a.i("cache_mode"));
+  const std::string v = a.s("variant");
+  p.variant = v == "ref" ? Variant::ref : v == "vllm-cuda" ? Variant::vllm_cuda : Variant::ascend_a3;
+  p.D = c.input("norm_weight").dim(0);
+  p.C2 = c.input("ape").dim(1);
+  const Tensor& cu = c.input("cu_seqlens");
+  const Tensor& sp = c.input("start_pos");
+  const Tensor& st = c.input("state_cache_in");
+  const Tensor& tab = c.input("state_block_table");
+  p.B = sp.dim(0);
+  p.nblk = st.dim(0), p.bs = st.dim(1), p.maxblk = tab.dim(1);
+  p.R = c.input("rope_sin").dim(0);
+  if (!(p.eps >= 0 && std::isfinite(p.eps))) bad("attr norm_eps", "a finite number >= 0", std::to_string(p.eps));
+  if (p.C2 != p.coff * p.D) bad("inputs/ape", "dim 1 = coff * D = " + std::to_string(p.coff * p.D), std::to_string(p.C2));
+  if (st.dim(2) != 2 * p.C2) bad("inputs/state_cache_in", "dim 2 = 2 * coff * D = " + std::to_string(2 * p.C2), std::to_string(st.dim(2)));
+  if (p.rope % 2 != 0 || p.rope > p.D) bad("attr rope_head_dim", "even and <= D = " + std::to_string(p.D), std::to_string(p.rope));
+  if (p.rotate && p.D != 128) bad("attr rotate", "D = 128 (the indexer compressor's Hadamard-128)", "D = " + std::to_string(p.D));
+  if (p.rotate && p.variant == Variant::vllm_cuda)
+    bad("attr variant", "ascend-a3 or ref with rotate = 1 (vLLM's indexer compressor path is not modelled)", v);
+  if (!p.rotate && p.variant != Variant::ascend_a3 && (p.D - p.rope) % 64 != 0)
+    bad("attr variant", "D - rope_head_dim a multiple of 64 (FP8 QAT blocks of the nope dims)", std::to_string(p.D - p.rope));
+  const bool x = c.input_opt("x") && c.input_opt("wkv") && c.input_opt("wgate");
+  const bool proj = c.input_opt("kv_proj") && c.input_opt("score_proj");
+  p.have_x = x;
+  if (x == proj)
+    bad("inputs", "either x + wkv + wgate (the op's inputs) or kv_proj + score_proj (the per-token projections)",
+        x ? "both" : "neither complete");
+  p.T = x ? c.input("x").dim(0) : proj ? c.input("kv_proj").dim(0) : 0;
+  p.H = x ? c.input("x").dim(1) : 0;
+  if (!pr.empty()) return p;
+  if (cu.numel() != p.B + 1) return bad("inputs/cu_seqlens", "B + 1 = " + std::to_string(p.B + 1) + " entries", std::to_string(cu.numel())), p;
+  if (cu.int_at(0) != 0 || cu.int_at(p.B) != p.T)
+    return bad("inputs/cu_seqlens", "0 first and T = " + std::to_string(p.T) + " last", std::to_string(cu.int_at(0)) + " .. " + std::to_string(cu.int_at(p.B))), p;
+  std::int64_t emitted = 0;
+  for (std::int64_t b = 0; b < p.B; ++b) {
+    const std::int64_t q = cu.int_at(b + 1) - cu.int_at(b), s0 = sp.int_at(b);
+    if (q < 0) return bad("inputs/cu_seqlens", "non-decreasing", "request " + std::to_string(b) + " has " + std::to_string(q) + " tokens"), p;
+    if (s0 < 0) return bad("inputs/start_pos", ">= 0", "request " + std::to_string(b) + ": " + std::to_string(s0)), p;
+    emitted += (s0 + q) / p.r - s0 / p.r;
+    // Every slot the step writes or reads must exist in the table.
+    const std::int64_t read_lo = std::max<std::int64_t>(0, (s0 / p.r - (p.coff - 1)) * p.r);
+    for (std::int64_t ps = read_lo; ps < s0 + q; ++ps) {
+      const std::int64_t qq = p.cache_mode == 2 ? ps % (p.coff * p.r) : ps;
+      if (qq / p.bs >= p.maxblk)
+        return bad("inputs/state_block_table", "an entry for every state row the step reads or writes (" + std::to_string(p.maxblk) + " per request)",
+                   "request " + std::to_string(b) + " position " + std::to_string(ps) + " needs block index " + std::to_string(qq / p.bs)), p;
+    }
+  }
+  for (std::int64_t i = 0; i < tab.numel(); ++i)
+    if (tab.int_at(i) < 0 || tab.int_at(i) >= p.nblk)
+      return bad("inputs/state_block_table", "block ids in [0, nblk = " + std::to_string(p.nblk) + ") (0 = do not write)",
+                 "entry " + std::to_string(i) + ": " + std::to_string(tab.int_at(i))), p;
+  if (emitted > p.R)
+    bad("inputs/rope_sin", "one row per emitted entry: >= " + std::to_string(emitted) + " rows", std::to_string(p.R));
+  for (const auto* g : {&c.outputs, &c.expected}) {
+    auto it = g->find("state_cache");
+    if (it != g->end() && it->second.shape() != st.shape())
+      bad(std::string(g == &c.outputs ? "outputs" : "expected") + "/state_cache", "the shape of inputs/state_cache_in", shape_str(it->second.shape()));
+  }
+  return p;
+}
+
+void sanity(const Case& c, const std::string& tensor, const Tensor&, std::vector<std::string>& f) {
+  if (tensor != "cmp_kv") return;
+  const AttrReader a(c, find_stage(kName)->schema);
+  if (a.i("cache_mode") != 2) return;
+  const Tensor& cu = c.input("cu_seqlens");
+  const std::int64_t ring = a.i("coff") * a.i("cmp_ratio");
+  for (std::int64_t b = 0; b + 1 < cu.numel(); ++b)
+    if (cu.int_at(b + 1) - cu.int_at(b) > ring) {
+      f.push_back("request " + std::to_string(b) + " has " + std::to_string(cu.int_at(b + 1) - cu.int_at(b)) +
+                  " tokens in a cycle ring of " + std::to_string(ring) +
+                  ": several tokens write one state slot (the reference keeps the last token's row)");
+      return;
+    }
+}
+
+}  // namespace
+
+Stage stage() {
+  using DT = DType;
+  Stage s;
+  s.name = kName;
+  s.summary = "DeepSeek-V4 KV compressor (Ascend compressor op, TND): c4 overlap / c128 gating pools, RMSNorm, RoPE at jr, state cache";
+  s.spec = "v4 §2, §5, §6";
+  s.pipeline_order = 110;
+  s.default_tolerance = "derived-bound";
+  s.schema.attrs = {
+      int_attr("cmp_ratio", 4, "r: tokens per compressed entry (C4: 4 with overlap, C128: 128)"),
+      int_attr("coff", 2, "2 = overlap (8-row windows: previous group a-half + current group b-half), 1 = none"),
+      int_attr("rope_head_dim", 64, "RoPE dims (the last ones of D), interleaved pairs"),
+      num_attr("norm_eps", 1e-6, "RMSNorm epsilon"),
+      bool_attr("rotate", false, "indexer compressor (D = 128): Hadamard-128 after the cast"),
+      int_attr("cache_mode", 1, "1 = continuous state rows (block table[p / bs]), 2 = cycle ring of coff*r tokens"),
+      str_attr("variant", "ascend-a3", {"ascend-a3", "ref", "vllm-cuda"},
+               "ascend-a3: fp32 to the end, x/sqrt(mean+eps), one RNE cast (rotate: bf16(bf16(y@H)*128^-0.5)); ref: DeepSeek "
+               "inference (pooled kv -> bf16 before the norm, bf16 after norm and RoPE, FP8 ue8m0 QAT of the nope dims; "
+               "rotate: Hadamard -> bf16 -> FP4 QAT); vllm-cuda: fp32 pipeline, FP8 QAT of the nope dims")};
+  s.schema.inputs = {
+      {"x", {DT::bf16}, {"T,H"}, true, "hidden states of the step's tokens (TND, requests packed)"},
+      {"wkv", {DT::bf16}, {"C2,H"}, true, "kv projection [coff*D, H] (a-half first with overlap)"},
+      {"wgate", {DT::bf16}, {"C2,H"}, true, "gate projection [coff*D, H]"},
+      {"kv_proj", {DT::f32}, {"T,C2"}, true, "instead of x/wkv/wgate: the per-token kv projections x.wkv^T"},
+      {"score_proj", {DT::f32}, {"T,C2"}, true, "instead of x/wkv/wgate: x.wgate^T (ape not added)"},
+      {"ape", {DT::f32}, {"cmp_ratio,C2"}, false, "position-in-group embedding added to the scores"},
+      {"norm_weight", {DT::bf16}, {"D"}, false, "RMSNorm weight"},
+      {"rope_sin", {DT::f32}, {"R,rope_head_dim"}, false, "sin per output row (position jr), interleave-duplicated; sin first as the op takes it"},
+      {"rope_cos", {DT::f32}, {"R,rope_head_dim"}, false, "cos per output row"},
+      {"state_cache_in", {DT::f32}, {"nblk,bs,?"}, false, "state rows before the step: KV_p (coff*D) | S_p (coff*D, ape added)"},
+      {"state_block_table", {DT::i32}, {"B,maxblk"}, false, "state block ids per request; 0 = do not write"},
+      {"cu_seqlens", {DT::i32, DT::i64}, {"?"}, false, "[B+1] token offsets of the requests in x"},
+      {"start_pos", {DT::i32, DT::i64}, {"B"}, false, "position of each request's first token in this step"}};
+  s.schema.outputs = {{{"cmp_kv", {DT::bf16}, {"R,D"}, false, "compressed entries, request by request in increasing j; rows past the emitted ones are padding (not compared)"}, CompareKind::bounded},
+                      {{"state_cache", {DT::f32}, {"nblk,bs,?"}, false, "state rows after the step (written rows bounded, the rest exact)"}, CompareKind::bounded}};
+  s.parse = typed_parse(&parse);
+  s.impl[static_cast<std::size_t>(Backend::cpu)] = typed_impl(&cpu);
+  s.sanity = sanity;
+  s.generators = generators();
+  s.goldens = goldens();
+  s.selftest = selftest_cases();
+  s.mutants = mutants();
+  return s;
+}
+
+}  // namespace dsa::v4::compressor

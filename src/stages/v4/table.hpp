@@ -1,0 +1,7 @@
+// Table entries of the DeepSeek-V4 family (one folder each under src/stages/v4/).
+#pragma once
+#include "stage/stage.hpp"
+
+namespace dsa::v4 {
+namespace compressor { Stage stage(); }
+}  // namespace dsa::v4

@@ -1,0 +1,135 @@
+// v4.compressor: the properties the issue asks of any correct compressor, checked on the reference itself:
+// prefill == chunked steps == token-by-token decode through the state cache (bit-identical rows), batch invariance,
+// cycle ring == continuous state; and the structural errors of a step.
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "numerics/formats.hpp"
+#include "numerics/rng.hpp"
+#include "ref_test_util.hpp"
+#include "stages/v4/compressor/core.hpp"
+
+using namespace dsa;
+
+namespace {
+
+struct Req {
+  std::int64_t id;
+  std::vector<float> kv, sc;  // per position: C2 values
+};
+
+constexpr std::int64_t kD = 128, kC2 = 256, kR = 4, kBs = 8, kBlocks = 8;
+
+Req make_req(std::int64_t id, std::int64_t n) {
+  Req q{id, std::vector<float>(static_cast<std::size_t>(n * kC2)), std::vector<float>(static_cast<std::size_t>(n * kC2))};
+  Rng r(100 + static_cast<std::uint64_t>(id));
+  for (auto& v : q.kv) v = static_cast<float>(r.normal());
+  for (auto& v : q.sc) v = static_cast<float>(2.0 * r.normal());
+  return q;
+}
+
+Tensor shared_ape() {
+  Tensor t(DType::f32, {kR, kC2});
+  Rng r(7);
+  for (std::int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = static_cast<float>(0.5 * r.normal());
+  return t;
+}
+
+// One step: requests `rs` with [start, start+len) each; state blocks: request k owns blocks 1 + k*kBlocks ...
+// (cycle mode: the first 1 block-set of the ring). Returns the case (inputs set).
+Case step(const std::vector<const Req*>& rs, const std::vector<std::int64_t>& start, const std::vector<std::int64_t>& len,
+          const Tensor& state_in, int cache_mode = 1) {
+  Case c;
+  c.file = "mem", c.name = "step", c.stage = "v4.compressor";
+  const std::int64_t B = static_cast<std::int64_t>(rs.size());
+  std::int64_t T = 0, emitted = 0;
+  for (std::int64_t b = 0; b < B; ++b) T += len[b], emitted += (start[b] + len[b]) / kR - start[b] / kR;
+  Tensor kv(DType::f32, {T, kC2}), sc(DType::f32, {T, kC2}), cu(DType::i32, {B + 1}), sp(DType::i32, {B});
+  Tensor tab(DType::i32, {B, kBlocks});
+  std::int64_t t = 0;
+  for (std::int64_t b = 0; b < B; ++b) {
+    cu.data<std::int32_t>()[b] = static_cast<std::int32_t>(t);
+    sp.data<std::int32_t>()[b] = static_cast<std::int32_t>(start[b]);
+    for (std::int64_t k = 0; k < kBlocks; ++k) tab.data<std::int32_t>()[b * kBlocks + k] = static_cast<std::int32_t>(1 + rs[b]->id * kBlocks + k);
+    for (std::int64_t i = 0; i < len[b]; ++i, ++t) {
+      std::memcpy(kv.data<float>() + t * kC2, rs[b]->kv.data() + (start[b] + i) * kC2, kC2 * 4);
+      std::memcpy(sc.data<float>() + t * kC2, rs[b]->sc.data() + (start[b] + i) * kC2, kC2 * 4);
+    }
+  }
+  cu.data<std::int32_t>()[B] = static_cast<std::int32_t>(t);
+  const std::int64_t R = std::max<std::int64_t>(emitted, 1);
+  Tensor rc(DType::f32, {R, 64}), rsn(DType::f32, {R, 64}), gamma(DType::bf16, {kD});
+  std::int64_t row = 0;
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t j = start[b] / kR; j < (start[b] + len[b]) / kR; ++j, ++row)
+      v4::compressor::v4_rope_row(64, j * kR, rc.data<float>() + row * 64, rsn.data<float>() + row * 64);
+  for (std::int64_t i = 0; i < kD; ++i) gamma.data<std::uint16_t>()[i] = num::f64_to_bf16(1.0 + 0.01 * static_cast<double>(i % 7));
+  c.inputs = {{"kv_proj", kv}, {"score_proj", sc}, {"ape", shared_ape()}, {"norm_weight", gamma}, {"rope_sin", rsn},
+              {"rope_cos", rc}, {"state_cache_in", state_in}, {"state_block_table", tab}, {"cu_seqlens", cu}, {"start_pos", sp}};
+  c.attrs["cache_mode"] = std::int64_t{cache_mode};
+  return c;
+}
+
+Tensor fresh_state(std::int64_t requests) {
+  Tensor s(DType::f32, {1 + requests * kBlocks, kBs, 2 * kC2});
+  std::fill_n(s.data<float>(), s.numel(), std::numeric_limits<float>::quiet_NaN());
+  return s;
+}
+
+// Runs request `q` (id 0) through the given step lengths; returns the cmp_kv rows of all steps, concatenated bits.
+std::vector<std::uint16_t> run_chunks(const Req& q, const std::vector<std::int64_t>& lens, int cache_mode = 1) {
+  Tensor state = fresh_state(1);
+  std::vector<std::uint16_t> rows;
+  std::int64_t p = 0;
+  for (auto n : lens) {
+    Case c = step({&q}, {p}, {n}, state, cache_mode);
+    const Expected e = test::run_reference(c);
+    const Tensor& k = e.find("cmp_kv")->value;
+    const std::int64_t emitted = (p + n) / kR - p / kR;
+    rows.insert(rows.end(), k.data<std::uint16_t>(), k.data<std::uint16_t>() + emitted * kD);
+    state = e.find("state_cache")->value;
+    p += n;
+  }
+  return rows;
+}
+
+}  // namespace
+
+TEST_CASE("v4.compressor: one prefill == chunks split at every position mod r == token-by-token decode") {
+  const Req q = make_req(0, 24);
+  const auto whole = run_chunks(q, {24});
+  REQUIRE(whole.size() == 6 * kD);
+  for (std::int64_t k = 1; k < 8; ++k) CHECK_MESSAGE(run_chunks(q, {k, 24 - k}) == whole, "split at " << k);
+  CHECK(run_chunks(q, {3, 5, 2, 7, 7}) == whole);
+  CHECK(run_chunks(q, std::vector<std::int64_t>(24, 1)) == whole);
+  CHECK(run_chunks(q, {5, 19}, 2) == whole);  // cycle ring (8-token ring) == continuous
+  CHECK(run_chunks(q, std::vector<std::int64_t>(24, 1), 2) == whole);
+}
+
+TEST_CASE("v4.compressor: a request's rows do not depend on the other requests of the batch") {
+  const Req a = make_req(0, 13), b = make_req(1, 9);
+  Tensor st = fresh_state(2);
+  const Expected alone = test::run_reference(step({&a}, {0}, {13}, st));
+  const Expected both = test::run_reference(step({&b, &a}, {0, 0}, {9, 13}, st));
+  const Tensor &x = alone.find("cmp_kv")->value, &y = both.find("cmp_kv")->value;
+  // a's 3 rows come after b's 2 rows
+  CHECK(std::memcmp(x.data<std::uint16_t>(), y.data<std::uint16_t>() + 2 * kD, 3 * kD * 2) == 0);
+}
+
+TEST_CASE("v4.compressor: missing table entries and too few rope rows are input errors naming the tensor") {
+  const Req q = make_req(0, 80);
+  Case c = step({&q}, {0}, {80}, fresh_state(1));  // 80 positions need 10 blocks of 8, the table has 8
+  apply_attr_defaults(c);
+  auto p = validate_case(c);
+  REQUIRE(p.size() == 1);
+  CHECK(p[0].str().find("inputs/state_block_table") != std::string::npos);
+  Case d = step({&q}, {0}, {12}, fresh_state(1));
+  d.inputs["rope_sin"] = Tensor(DType::f32, {2, 64});
+  d.inputs["rope_cos"] = Tensor(DType::f32, {2, 64});
+  apply_attr_defaults(d);
+  p = validate_case(d);
+  REQUIRE(p.size() == 1);
+  CHECK(p[0].str().find("inputs/rope_sin") != std::string::npos);
+}
