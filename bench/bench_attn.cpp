@@ -45,6 +45,33 @@ void BM_sparse_mla_decode(benchmark::State& state) {
 }
 BENCHMARK(BM_sparse_mla_decode)->Unit(benchmark::kSecond)->Iterations(2)->UseRealTime();
 
+// v4.compressor: a 32K-token prefill of one V4-Flash C4 layer (catalogue case v4c4_prefill_32k: D 512, H 4096,
+// r 4, coff 2). Rate = the two projection GEMMs' multiply-adds (T * 2 * coff * D * H) per wall second of the whole
+// step (projections, state rows, 8192 pooled entries with their bounds).
+void BM_v4_compressor_prefill_32k(benchmark::State& state) {
+  const golden::GoldenSpec* spec = golden::find_spec("v4c4_prefill_32k");
+  const Stage* st = find_stage(spec->stage);
+  Case c;
+  c.name = spec->name;
+  c.stage = spec->stage;
+  c.attrs = spec->attrs;
+  for (const auto& g : st->generators)
+    if (g.name == spec->generator) g.fn(*spec, spec->seed, bench_threads(), c);
+  apply_attr_defaults(c);
+  BoundCase b;
+  if (auto p = validate_case(c, false, &b); !p.empty()) throw SchemaError(p.front());
+  RefOptions o;
+  o.threads = bench_threads();
+  for (auto _ : state) benchmark::DoNotOptimize(run_reference(b, o));
+  const Tensor& x = c.input("x");
+  const double macs = static_cast<double>(x.dim(0)) * static_cast<double>(c.input("wkv").dim(0)) * 2.0 * static_cast<double>(x.dim(1));
+  state.counters["G_MAC_per_s"] = benchmark::Counter(macs * static_cast<double>(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  state.counters["peak_RSS_MiB"] = static_cast<double>(u.ru_maxrss) / 1024.0;
+}
+BENCHMARK(BM_v4_compressor_prefill_32k)->Unit(benchmark::kSecond)->Iterations(1)->UseRealTime();
+
 }  // namespace
 
 BENCHMARK_MAIN();

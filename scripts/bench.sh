@@ -12,8 +12,11 @@ echo "== machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores, $(dat
 echo "== numpy peer (fp64, ${DSA_BENCH_THREADS} threads)"
 OMP_NUM_THREADS="$DSA_BENCH_THREADS" OPENBLAS_NUM_THREADS="$DSA_BENCH_THREADS" MKL_NUM_THREADS="$DSA_BENCH_THREADS" \
   python3 "$ROOT/bench/numpy_peer.py"
-echo "== sparse MLA decode reference (b 64, s_q 2, h_q 128, topk 2048)"
+echo "== sparse MLA decode reference (b 64, s_q 2, h_q 128, topk 2048) and v4 compressor 32K prefill"
 "$BUILD_DIR/bench/dsa_bench_attn" --benchmark_counters_tabular=true
 echo "== numpy attention peer (fp64, ${DSA_BENCH_THREADS} threads)"
 OMP_NUM_THREADS="$DSA_BENCH_THREADS" OPENBLAS_NUM_THREADS="$DSA_BENCH_THREADS" MKL_NUM_THREADS="$DSA_BENCH_THREADS" \
   python3 "$ROOT/bench/numpy_peer_attn.py"
+echo "== numpy v4 compressor peer (fp64, ${DSA_BENCH_THREADS} threads)"
+OMP_NUM_THREADS="$DSA_BENCH_THREADS" OPENBLAS_NUM_THREADS="$DSA_BENCH_THREADS" MKL_NUM_THREADS="$DSA_BENCH_THREADS" \
+  python3 "$ROOT/bench/numpy_peer_v4.py"

@@ -10,6 +10,7 @@
 
 #include "numerics/det_math.hpp"
 #include "numerics/formats.hpp"
+#include "stages/attn/common/sparse_attn.hpp"
 #include "stages/v4/compressor/core.hpp"
 
 namespace dsa::v4::compressor {
@@ -212,38 +213,62 @@ StepResult run_step(const Case& c, const Params& p, Bug bug, int threads) {
   for (std::int64_t b = 0; b < p.B; ++b)
     for (std::int64_t t = cu.int_at(b); t < cu.int_at(b + 1); ++t)
       req[static_cast<std::size_t>(t)] = b, pos[static_cast<std::size_t>(t)] = sp.int_at(b) + t - cu.int_at(b);
-  // Projections of this step's tokens (fp32 values held in double) and their bounds.
+  // Projections of this step's tokens (fp32 values held in double) and their bounds. The GEMMs run on the attention
+  // engine's micro-kernel (fma chain in increasing h per element: the same bits for any thread count), 64 tokens
+  // per block; the bound uses |x_t|_2 |w_o|_2 >= sum_h |x_th w_oh| (Cauchy-Schwarz).
   std::vector<double> KV(static_cast<std::size_t>(T * C2)), S(KV.size()), EKV(KV.size()), ES(KV.size());
+  const float* apep = ape.data<float>();
+  auto store = [&](std::int64_t t, std::int64_t o, double kv, double g, double ekv, double eg) {
+    const std::size_t f = static_cast<std::size_t>(t * C2 + o);
+    const float kv32 = static_cast<float>(kv);
+    const float s32 = static_cast<float>(g) + apep[(pos[static_cast<std::size_t>(t)] % p.r) * C2 + o];
+    KV[f] = kv32, S[f] = s32, EKV[f] = ekv, ES[f] = eg + (eg > 0 ? kU * std::fabs(s32) : 0.0);
+  };
+  if (p.have_x) {
+    const std::int64_t Hh = p.H;
+    std::vector<double> Pk(static_cast<std::size_t>(C2 * Hh)), Pg(Pk.size()), nk(static_cast<std::size_t>(C2)), ng(nk.size());
+    const std::uint16_t* wk = c.input("wkv").data<std::uint16_t>();
+    const std::uint16_t* wg = c.input("wgate").data<std::uint16_t>();
 #pragma omp parallel for schedule(static) num_threads(threads)
-  for (std::int64_t t = 0; t < T; ++t) {
-    const std::int64_t pr = pos[static_cast<std::size_t>(t)] % p.r;
     for (std::int64_t o = 0; o < C2; ++o) {
-      const std::size_t f = static_cast<std::size_t>(t * C2 + o);
-      double kv, g, ekv = 0, eg = 0;
-      if (p.have_x) {
-        const std::uint16_t* x = c.input("x").data<std::uint16_t>() + t * p.H;
-        const std::uint16_t* wk = c.input("wkv").data<std::uint16_t>() + o * p.H;
-        const std::uint16_t* wg = c.input("wgate").data<std::uint16_t>() + o * p.H;
-        double a[8] = {}, b[8] = {}, ma = 0, mb = 0;
-        for (std::int64_t h = 0; h < p.H; ++h) {
-          const double xv = num::bf16_to_f64(x[h]), kw = num::bf16_to_f64(wk[h]), gw = num::bf16_to_f64(wg[h]);
-          a[h & 7] += xv * kw;
-          b[h & 7] += xv * gw;
-          ma += std::fabs(xv * kw);
-          mb += std::fabs(xv * gw);
-        }
-        kv = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
-        g = ((b[0] + b[1]) + (b[2] + b[3])) + ((b[4] + b[5]) + (b[6] + b[7]));
-        ekv = static_cast<double>(p.H + 2) * kU * ma;
-        eg = static_cast<double>(p.H + 2) * kU * mb;
-      } else {
-        kv = c.input("kv_proj").value(static_cast<std::int64_t>(f));
-        g = c.input("score_proj").value(static_cast<std::int64_t>(f));
+      double a = 0, b = 0;
+      for (std::int64_t h = 0; h < Hh; ++h) {
+        const double k = num::bf16_to_f64(wk[o * Hh + h]), g = num::bf16_to_f64(wg[o * Hh + h]);
+        Pk[static_cast<std::size_t>(((o / 8) * Hh + h) * 8 + o % 8)] = k;
+        Pg[static_cast<std::size_t>(((o / 8) * Hh + h) * 8 + o % 8)] = g;
+        a += k * k, b += g * g;
       }
-      const float kv32 = static_cast<float>(kv);
-      const float s32 = static_cast<float>(g) + ape.data<float>()[pr * C2 + o];
-      KV[f] = kv32, S[f] = s32, EKV[f] = ekv, ES[f] = eg + (eg > 0 ? kU * std::fabs(s32) : 0.0);
+      nk[static_cast<std::size_t>(o)] = std::sqrt(a) * (1 + 0x1p-40), ng[static_cast<std::size_t>(o)] = std::sqrt(b) * (1 + 0x1p-40);
     }
+    const std::uint16_t* xb = c.input("x").data<std::uint16_t>();
+    constexpr std::int64_t kTB = 64;
+#pragma omp parallel num_threads(threads)
+    {
+      std::vector<double> Q(static_cast<std::size_t>(kTB * Hh)), Sk(static_cast<std::size_t>(kTB * C2)), Sg(Sk.size());
+#pragma omp for schedule(dynamic, 1)
+      for (std::int64_t t0 = 0; t0 < T; t0 += kTB) {
+        const std::int64_t nt = std::min(kTB, T - t0);
+        std::fill(Q.begin(), Q.end(), 0.0);
+        for (std::int64_t i = 0; i < nt; ++i)
+          for (std::int64_t h = 0; h < Hh; ++h) Q[static_cast<std::size_t>(i * Hh + h)] = num::bf16_to_f64(xb[(t0 + i) * Hh + h]);
+        attn::gemm_qk(Q.data(), kTB, Pk.data(), C2, Hh, Sk.data());
+        attn::gemm_qk(Q.data(), kTB, Pg.data(), C2, Hh, Sg.data());
+        for (std::int64_t i = 0; i < nt; ++i) {
+          double xn = 0;
+          for (std::int64_t h = 0; h < Hh; ++h) xn += Q[static_cast<std::size_t>(i * Hh + h)] * Q[static_cast<std::size_t>(i * Hh + h)];
+          xn = std::sqrt(xn) * (1 + 0x1p-40);
+          for (std::int64_t o = 0; o < C2; ++o)
+            store(t0 + i, o, Sk[static_cast<std::size_t>(i * C2 + o)], Sg[static_cast<std::size_t>(i * C2 + o)],
+                  static_cast<double>(Hh + 2) * kU * xn * nk[static_cast<std::size_t>(o)],
+                  static_cast<double>(Hh + 2) * kU * xn * ng[static_cast<std::size_t>(o)]);
+        }
+      }
+    }
+  } else {
+    const Tensor &kp = c.input("kv_proj"), &sp2 = c.input("score_proj");
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (std::int64_t t = 0; t < T; ++t)
+      for (std::int64_t o = 0; o < C2; ++o) store(t, o, kp.data<float>()[t * C2 + o], sp2.data<float>()[t * C2 + o], 0.0, 0.0);
   }
   StepResult out;
   // State rows: copy of the input, every processed token's row written where its table entry is not 0 (in token

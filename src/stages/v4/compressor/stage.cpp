@@ -33,6 +33,7 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& pr) {
   if (!(p.eps >= 0 && std::isfinite(p.eps))) bad("attr norm_eps", "a finite number >= 0", std::to_string(p.eps));
   if (p.C2 != p.coff * p.D) bad("inputs/ape", "dim 1 = coff * D = " + std::to_string(p.coff * p.D), std::to_string(p.C2));
   if (st.dim(2) != 2 * p.C2) bad("inputs/state_cache_in", "dim 2 = 2 * coff * D = " + std::to_string(2 * p.C2), std::to_string(st.dim(2)));
+  if (p.D % 8 != 0) bad("inputs/norm_weight", "D a multiple of 8", std::to_string(p.D));
   if (p.rope % 2 != 0 || p.rope > p.D) bad("attr rope_head_dim", "even and <= D = " + std::to_string(p.D), std::to_string(p.rope));
   if (p.rotate && p.D != 128) bad("attr rotate", "D = 128 (the indexer compressor's Hadamard-128)", "D = " + std::to_string(p.D));
   if (p.rotate && p.variant == Variant::vllm_cuda)
