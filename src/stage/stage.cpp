@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include "io/h5io.hpp"
+
 namespace dsa {
 
 std::string_view backend_name(Backend b) { return b == Backend::cpu ? "cpu" : "cuda"; }
@@ -101,6 +103,15 @@ Expected run_reference(const Case& c, const RefOptions& opt, Backend backend) {
   BoundCase b;
   if (auto p = validate_case(c, false, &b); !p.empty()) throw SchemaError(p.front());
   return run_reference(b, opt, backend);
+}
+
+bool check_reference_memory(const Case& c, double bytes, const std::string& what, std::vector<Problem>& problems) {
+  const double budget = static_cast<double>(io::default_memory_budget());
+  if (bytes <= budget) return true;
+  problems.push_back({c.file, c.name, what,
+                      "a reference within the memory budget (" + std::to_string(static_cast<std::int64_t>(budget)) + " bytes, half the machine's memory)",
+                      "about " + std::to_string(static_cast<std::int64_t>(bytes)) + " bytes"});
+  return false;
 }
 
 void apply_attr_defaults(Case& c) {

@@ -126,6 +126,11 @@ std::vector<Problem> validate_case(const Case& c, bool check_outputs = true, Bou
 Expected run_reference(const Case& c, const RefOptions& opt = {}, Backend backend = Backend::cpu);
 Expected run_reference(const BoundCase& b, const RefOptions& opt = {}, Backend backend = Backend::cpu);
 
+// A stage's parse() refuses a case whose reference would need more memory (outputs, bounds and workspace, an
+// estimate in bytes) than the default budget (io::default_memory_budget(), half the machine's memory): a small
+// hostile file must not make the reference allocate gigabytes. Appends the problem; returns false when refused.
+bool check_reference_memory(const Case& c, double bytes, const std::string& what, std::vector<Problem>& problems);
+
 // Adds the case's stage's declared attr defaults (no-op for an unknown stage).
 void apply_attr_defaults(Case& c);
 

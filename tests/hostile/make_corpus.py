@@ -331,6 +331,54 @@ def main():
         topk(f, "t", k=0, indices=[[0, 1]])
     expect("topk_k_zero.h5", 2, "attr k: expected > 0, found 0")
 
+    # ---- sparse attention and the V4 compressor: values that would divide by zero, loop for ever or allocate -----
+    def v4(f, name="c", coff=2, r=4, bs=8, start=(0,), q=(4,), T=None, D=8, H=4):
+        g = case(f, name, "v4.compressor")
+        g.attrs["cmp_ratio"] = np.int64(r)
+        g.attrs["coff"] = np.int64(coff)
+        g.attrs["rope_head_dim"] = np.int64(4)
+        T = sum(q) if T is None else T
+        C2 = max(coff, 1) * D
+        for n, shp in (("x", (T, H)), ("wkv", (C2, H)), ("wgate", (C2, H))):
+            d = g.create_dataset("inputs/" + n, data=np.zeros(shp, np.uint16))
+            d.attrs["dtype"] = "bf16"
+        g.create_dataset("inputs/ape", data=np.zeros((r, C2), np.float32))
+        d = g.create_dataset("inputs/norm_weight", data=np.zeros(D, np.uint16))
+        d.attrs["dtype"] = "bf16"
+        g.create_dataset("inputs/rope_sin", data=np.zeros((2, 4), np.float32))
+        g.create_dataset("inputs/rope_cos", data=np.ones((2, 4), np.float32))
+        g.create_dataset("inputs/state_cache_in", data=np.zeros((3, bs, 2 * C2), np.float32))
+        g.create_dataset("inputs/state_block_table", data=np.ones((len(start), 2), np.int32))
+        g.create_dataset("inputs/cu_seqlens", data=np.concatenate([[0], np.cumsum(q)]).astype(np.int32))
+        g.create_dataset("inputs/start_pos", data=np.array(start, np.int64))
+        return g
+    with new("v4_coff_zero.h5") as f:
+        v4(f, coff=0)
+    expect("v4_coff_zero.h5", 2, "attr coff: expected 1 or 2, found 0")
+    with new("v4_cmp_ratio_zero.h5") as f:
+        v4(f, r=0)
+    expect("v4_cmp_ratio_zero.h5", 2, "inputs/ape: expected a non-empty tensor")  # r = 0 rows of ape
+    with new("v4_state_block_size_zero.h5") as f:
+        v4(f, bs=0)
+    expect("v4_state_block_size_zero.h5", 2, "inputs/state_cache_in: expected a non-empty tensor")
+    with new("v4_start_pos_huge.h5") as f:  # a loop over positions up to 2^62 would hang
+        v4(f, start=(1 << 62,))
+    expect("v4_start_pos_huge.h5", 2, "inputs/start_pos: expected <= 2^40")
+    with new("mla_decode_index_past_cache.h5") as f:
+        g = case(f, "d", "attn.sparse_mla_decode")
+        d = g.create_dataset("inputs/q", data=np.zeros((1, 1, 1, 576), np.uint16))
+        d.attrs["dtype"] = "bf16"
+        g.create_dataset("inputs/k_cache", data=np.zeros((1, 64, 1, 656), np.uint8))
+        g.create_dataset("inputs/indices", data=np.array([[[3] * 63 + [64]]], np.int32))
+    expect("mla_decode_index_past_cache.h5", 2, "position 63: 64")
+    with new("mla_prefill_huge_topk.h5") as f:  # 4 M copies of key 0 in one row: a multi-GB workspace per thread
+        g = case(f, "p", "attn.sparse_mla_prefill")
+        for n, shp in (("q", (1, 1, 512)), ("kv", (1, 1, 512))):
+            d = g.create_dataset("inputs/" + n, data=np.zeros(shp, np.uint16))
+            d.attrs["dtype"] = "bf16"
+        g.create_dataset("inputs/indices", data=np.zeros((1, 1, 1 << 22), np.int32), chunks=(1, 1, 1 << 18), compression="gzip")
+    expect("mla_prefill_huge_topk.h5", 2, "a reference within the memory budget")
+
     # ---- names -------------------------------------------------------------------------------------------------
     with new("control_chars_name.h5") as f:
         topk(f, "x\nerror: forged", indices=[[0, 1]])

@@ -176,56 +176,63 @@ void RowEngine::run(double sm) {
     }
     kmax2 = s2 > kmax2 || s2 != s2 ? s2 : kmax2;
   }
-  S_.resize(static_cast<std::size_t>(Hp * np));
-  gemm_qk(Q_.data(), Hp, Kp_.data(), np, D, S_.data());
-  // Softmax per head: S becomes P in place.
-  const double gD = gamma_n(static_cast<double>(D));
-  for (std::int64_t h = 0; h < H; ++h) {
-    HeadResult& r = res_[static_cast<std::size_t>(h)];
-    double* s = S_.data() + h * np;
-    double m = -kInf, zmax = 0;
-    bool nan = false;
-    for (std::int64_t t = 0; t < n; ++t) {
-      const double z = sm * s[t];
-      s[t] = z;
-      nan |= z != z;
-      m = z > m ? z : m;
-      zmax = std::max(zmax, std::fabs(z));
-    }
-    double q2 = 0;
-    for (std::int64_t d = 0; d < D; ++d) q2 += Q_[static_cast<std::size_t>(h * D + d)] * Q_[static_cast<std::size_t>(h * D + d)];
-    const double A = std::sqrt(q2) * std::sqrt(kmax2) * (1.0 + 0x1p-40);  // covers the rounding of the sums of squares
-    r.delta = std::fabs(sm) * gD * A + 0x1p-22 * zmax + 0x1p-21;
-    r.max_err = std::fabs(sm) * gD * A + 0x1p-22 * std::fabs(m);
-    if (nan || m == kInf) {
-      r.nan = true;
-      r.m = nan ? std::numeric_limits<double>::quiet_NaN() : kInf;
-      r.lse = r.m;
-      std::fill(s, s + np, 0.0);
-      continue;
-    }
-    if (m == -kInf) {
-      r.m = -kInf, r.lse = -kInf, r.lonely = true;
-      std::fill(s, s + np, 0.0);
-      continue;
-    }
-    double L = 0;
-    for (std::int64_t t = 0; t < n; ++t) {
-      s[t] = num::det_exp(s[t] - m);
-      L += s[t];
-    }
-    for (std::int64_t t = n; t < np; ++t) s[t] = 0;
-    r.m = m;
-    r.L = L;
-    r.lse = m + num::det_log(L);
-  }
-  for (std::int64_t h = H; h < Hp; ++h) std::fill(S_.begin() + h * np, S_.begin() + (h + 1) * np, 0.0);
   // V packed in 8-column blocks, key-major inside a block (contiguous streams for the PV micro-kernel).
   Vp_.resize(static_cast<std::size_t>(dv * n));
   for (std::int64_t t = 0; t < n; ++t)
     for (std::int64_t c = 0; c < dv; ++c) Vp_[static_cast<std::size_t>(((c / 8) * n + t) * 8 + c % 8)] = K_[static_cast<std::size_t>(t * D + c)];
-  gemm_pv(S_.data(), Hp, np, Vp_.data(), n, dv, false, O_.data());
-  gemm_pv(S_.data(), Hp, np, Vp_.data(), n, dv, true, M_.data());
+  // Heads in blocks of 64: the score workspace stays 64 x topk whatever h_q is (the per-element order is unchanged).
+  const std::int64_t HB = 64;
+  S_.resize(static_cast<std::size_t>(std::min(Hp, HB) * np));
+  const double gD = gamma_n(static_cast<double>(D));
+  for (std::int64_t h0 = 0; h0 < Hp; h0 += HB) {
+    const std::int64_t hb = std::min(HB, Hp - h0);
+    gemm_qk(Q_.data() + h0 * D, hb, Kp_.data(), np, D, S_.data());
+    for (std::int64_t h = h0; h < h0 + hb; ++h) {
+      double* s = S_.data() + (h - h0) * np;
+      if (h >= H) {
+        std::fill(s, s + np, 0.0);
+        continue;
+      }
+      HeadResult& r = res_[static_cast<std::size_t>(h)];
+      double m = -kInf, zmax = 0;
+      bool nan = false;
+      for (std::int64_t t = 0; t < n; ++t) {
+        const double z = sm * s[t];
+        s[t] = z;
+        nan |= z != z;
+        m = z > m ? z : m;
+        zmax = std::max(zmax, std::fabs(z));
+      }
+      double q2 = 0;
+      for (std::int64_t d = 0; d < D; ++d) q2 += Q_[static_cast<std::size_t>(h * D + d)] * Q_[static_cast<std::size_t>(h * D + d)];
+      const double A = std::sqrt(q2) * std::sqrt(kmax2) * (1.0 + 0x1p-40);  // covers the rounding of the sums of squares
+      r.delta = std::fabs(sm) * gD * A + 0x1p-22 * zmax + 0x1p-21;
+      r.max_err = std::fabs(sm) * gD * A + 0x1p-22 * std::fabs(m);
+      if (nan || m == kInf) {
+        r.nan = true;
+        r.m = nan ? std::numeric_limits<double>::quiet_NaN() : kInf;
+        r.lse = r.m;
+        std::fill(s, s + np, 0.0);
+        continue;
+      }
+      if (m == -kInf) {
+        r.m = -kInf, r.lse = -kInf, r.lonely = true;
+        std::fill(s, s + np, 0.0);
+        continue;
+      }
+      double L = 0;
+      for (std::int64_t t = 0; t < n; ++t) {
+        s[t] = num::det_exp(s[t] - m);
+        L += s[t];
+      }
+      for (std::int64_t t = n; t < np; ++t) s[t] = 0;
+      r.m = m;
+      r.L = L;
+      r.lse = m + num::det_log(L);
+    }
+    gemm_pv(S_.data(), hb, np, Vp_.data(), n, dv, false, O_.data() + h0 * dv);
+    gemm_pv(S_.data(), hb, np, Vp_.data(), n, dv, true, M_.data() + h0 * dv);
+  }
   for (std::int64_t h = 0; h < H; ++h) {
     const HeadResult& r = res_[static_cast<std::size_t>(h)];
     double* o = O_.data() + h * dv;

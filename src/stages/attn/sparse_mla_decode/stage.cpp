@@ -1,4 +1,7 @@
 // attn.sparse_mla_decode: schema, parse (index range = structural error of the input), findings, table entry.
+#include <omp.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -43,6 +46,17 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& p) {
                      "batch " + std::to_string(i) + ": " + std::to_string(tl->int_at(i))});
         break;
       }
+  std::int64_t nmax = 0;
+  for (std::int64_t i = 0; K > 0 && i < idx.numel() / K; ++i) {
+    std::int64_t n = 0;
+    for (std::int64_t pp = 0; pp < K; ++pp) n += idx.int_at(i * K + pp) != -1;
+    nmax = std::max(nmax, n);
+  }
+  const Tensor& q = c.input("q");
+  const double rows = static_cast<double>(q.dim(0) * q.dim(1)), H = static_cast<double>(q.dim(2)), n8 = static_cast<double>(nmax + 8);
+  const double thr = static_cast<double>(omp_get_max_threads());
+  check_reference_memory(c, rows * H * (512.0 * 10 + 13) + thr * (8.0 * n8 * (2.0 * 576 + 512 + 64) + 8.0 * (H + 4) * (576 + 1024)),
+                         "inputs/q, inputs/indices", p);
   return r;
 }
 

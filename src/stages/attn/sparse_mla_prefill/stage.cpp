@@ -1,4 +1,7 @@
 // attn.sparse_mla_prefill: schema, parse, input-structure findings, table entry.
+#include <omp.h>
+
+#include <algorithm>
 #include <cmath>
 
 #include "stages/attn/common/structure.hpp"
@@ -29,6 +32,20 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& p) {
                      "row " + std::to_string(i) + ": " + std::to_string(tl->int_at(i))});
         break;
       }
+  // Outputs with their bounds, and per thread the row engine's workspace for the longest row (keys, packed keys and
+  // values, 64 heads of scores, q and the head outputs).
+  const Tensor& idx = c.input("indices");
+  const std::int64_t N = c.input("kv").dim(0);
+  std::int64_t nmax = 0;
+  for (std::int64_t i = 0; K > 0 && i < idx.numel() / K; ++i) {
+    std::int64_t n = 0;
+    for (std::int64_t pp = 0; pp < K; ++pp) n += idx.int_at(i * K + pp) >= 0 && idx.int_at(i * K + pp) < N;
+    nmax = std::max(nmax, n);
+  }
+  const double S = static_cast<double>(c.input("q").dim(0)), H = static_cast<double>(c.input("q").dim(1)), n8 = static_cast<double>(nmax + 8);
+  const double thr = static_cast<double>(omp_get_max_threads());
+  check_reference_memory(c, S * H * (512.0 * 10 + 26) + thr * (8.0 * n8 * (2.0 * static_cast<double>(D) + 512 + 64) + 8.0 * (H + 4) * (static_cast<double>(D) + 1024)),
+                         "inputs/q, inputs/indices", p);
   return r;
 }
 

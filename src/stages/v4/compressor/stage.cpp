@@ -1,4 +1,7 @@
 // v4.compressor: schema (the Ascend `compressor` op's TND layout), parse, findings, table entry.
+#include <omp.h>
+
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -31,6 +34,10 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& pr) {
   p.nblk = st.dim(0), p.bs = st.dim(1), p.maxblk = tab.dim(1);
   p.R = c.input("rope_sin").dim(0);
   if (!(p.eps >= 0 && std::isfinite(p.eps))) bad("attr norm_eps", "a finite number >= 0", std::to_string(p.eps));
+  if (p.r < 1) bad("attr cmp_ratio", ">= 1 (4 or 128 in DeepSeek-V4)", std::to_string(p.r));
+  if (p.coff != 1 && p.coff != 2) bad("attr coff", "1 or 2", std::to_string(p.coff));
+  if (p.cache_mode != 1 && p.cache_mode != 2) bad("attr cache_mode", "1 (continuous) or 2 (cycle ring)", std::to_string(p.cache_mode));
+  if (p.bs < 1) bad("inputs/state_cache_in", "dim 1 (tokens per state block) >= 1", std::to_string(p.bs));
   if (p.C2 != p.coff * p.D) bad("inputs/ape", "dim 1 = coff * D = " + std::to_string(p.coff * p.D), std::to_string(p.C2));
   if (st.dim(2) != 2 * p.C2) bad("inputs/state_cache_in", "dim 2 = 2 * coff * D = " + std::to_string(2 * p.C2), std::to_string(st.dim(2)));
   if (p.D % 8 != 0) bad("inputs/norm_weight", "D a multiple of 8", std::to_string(p.D));
@@ -57,20 +64,27 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& pr) {
     const std::int64_t q = cu.int_at(b + 1) - cu.int_at(b), s0 = sp.int_at(b);
     if (q < 0) return bad("inputs/cu_seqlens", "non-decreasing", "request " + std::to_string(b) + " has " + std::to_string(q) + " tokens"), p;
     if (s0 < 0) return bad("inputs/start_pos", ">= 0", "request " + std::to_string(b) + ": " + std::to_string(s0)), p;
+    if (s0 > (std::int64_t{1} << 40))
+      return bad("inputs/start_pos", "<= 2^40", "request " + std::to_string(b) + ": " + std::to_string(s0)), p;
     emitted += (s0 + q) / p.r - s0 / p.r;
-    // Every slot the step writes or reads must exist in the table.
-    const std::int64_t read_lo = std::max<std::int64_t>(0, (s0 / p.r - (p.coff - 1)) * p.r);
-    for (std::int64_t ps = read_lo; ps < s0 + q; ++ps) {
-      const std::int64_t qq = p.cache_mode == 2 ? ps % (p.coff * p.r) : ps;
-      if (qq / p.bs >= p.maxblk)
-        return bad("inputs/state_block_table", "an entry for every state row the step reads or writes (" + std::to_string(p.maxblk) + " per request)",
-                   "request " + std::to_string(b) + " position " + std::to_string(ps) + " needs block index " + std::to_string(qq / p.bs)), p;
-    }
+    // Every slot the step writes or reads must exist in the table: the last position (continuous) or the ring.
+    const std::int64_t last = p.cache_mode == 2 ? std::min(s0 + q, p.coff * p.r) - 1 : s0 + q - 1;
+    if (last >= 0 && last / p.bs >= p.maxblk)
+      return bad("inputs/state_block_table", "an entry for every state row the step reads or writes (" + std::to_string(p.maxblk) + " per request)",
+                 "request " + std::to_string(b) + " position " + std::to_string(p.cache_mode == 2 ? last : s0 + q - 1) +
+                     " needs block index " + std::to_string(last / p.bs)), p;
   }
   for (std::int64_t i = 0; i < tab.numel(); ++i)
     if (tab.int_at(i) < 0 || tab.int_at(i) >= p.nblk)
       return bad("inputs/state_block_table", "block ids in [0, nblk = " + std::to_string(p.nblk) + ") (0 = do not write)",
                  "entry " + std::to_string(i) + ": " + std::to_string(tab.int_at(i))), p;
+  {
+    const double T = static_cast<double>(p.T), C2 = static_cast<double>(p.C2), Hh = static_cast<double>(p.H);
+    const double thr = static_cast<double>(omp_get_max_threads());
+    check_reference_memory(c, 32.0 * T * C2 + 16.0 * static_cast<double>(st.numel()) + 16.0 * C2 * Hh + 11.0 * static_cast<double>(p.R * p.D) +
+                                  thr * (16.0 * static_cast<double>(p.coff * p.r) * C2 + 8.0 * 64 * (Hh + 2 * C2)),
+                           "inputs/x, inputs/ape, inputs/state_cache_in", pr);
+  }
   if (emitted > p.R)
     bad("inputs/rope_sin", "one row per emitted entry: >= " + std::to_string(emitted) + " rows", std::to_string(p.R));
   for (const auto* g : {&c.outputs, &c.expected}) {
