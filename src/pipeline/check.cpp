@@ -194,6 +194,15 @@ RunReport run_checks(const RunOptions& o, const ProgressFn& progress) {
       rep.results.push_back(std::move(r));
     }
   }
+  // Cross-case consistency of the stages that declare it (Stage::cross_check), over every valid case read.
+  for (const Stage& st : stages()) {
+    if (!st.cross_check) continue;
+    std::vector<const Case*> mine;
+    for (std::size_t i = 0; i < cases.size(); ++i)
+      if (params[i] && cases[i].stage == st.name && !cases[i].outputs.empty()) mine.push_back(&cases[i]);
+    if (mine.size() < 2) continue;
+    for (auto& r : st.cross_check(mine)) rep.results.push_back(std::move(r));
+  }
   rep.divergences = first_divergence(rep.results);
   return rep;
 }

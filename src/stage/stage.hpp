@@ -56,6 +56,11 @@ using ImplFn = std::function<Expected(const Case& c, const Params& p, const RefO
 // Reference-free findings on a kernel output beyond the RefTensor flags (e.g. the K cache's written scales, B5).
 using SanityFn = std::function<void(const Case& c, const std::string& tensor, const Tensor& out, std::vector<std::string>& findings)>;
 
+// Consistency across the cases of one run (every file `check` reads): e.g. the same request processed by different
+// step splits or batch compositions must give identical rows. Receives the valid cases of the stage that hold
+// outputs; returns results of group "consistency" (none when nothing repeats).
+using CrossCheckFn = std::function<std::vector<cmp::CheckResult>(const std::vector<const Case*>& cases)>;
+
 // A known bug as a value: what a kernel with that bug writes at one element of a bounded output. When a bounded
 // output FAILs, `check` evaluates it at a sample of the failing elements and names the bug when the kernel output
 // matches it there (a hint, never a verdict).
@@ -100,6 +105,7 @@ struct Stage {
   std::vector<golden::GoldenSpec> selftest;    // small cases the mutants start from (same generators)
   std::vector<Mutant> mutants;
   std::vector<Hypothesis> hypotheses;  // known bugs `check` tests a failing bounded output against
+  CrossCheckFn cross_check;            // may be empty
 
   const ImplFn* impl_for(Backend b) const;    // null when the backend has no implementation of this stage
   std::vector<std::string> emulated_by() const;  // profiles that emulate this stage

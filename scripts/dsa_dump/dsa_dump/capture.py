@@ -420,7 +420,7 @@ def capture_ascend_compressor(x: Any, wkv: Any, wgate: Any, state_cache: Any, ap
                               rope_head_dim: int = 64, cmp_ratio: int, coff: int, norm_eps: float = 1e-6,
                               rotary_mode: int = 2, cache_mode: int = 1, rotate: bool = False,
                               variant: str = "ascend-a3", kv_proj: Any = None, score_proj: Any = None,
-                              name: Optional[str] = None, out: Out = None,
+                              request_ids: Any = None, layer: Optional[int] = None, name: Optional[str] = None, out: Out = None,
                               attrs: Optional[Dict[str, Any]] = None) -> Case:
     """v4.compressor: ``cmp_kv = torch.ops._C_ascend.compressor(x, wkv, wgate, state_cache, ape, norm_weight, rope_sin,
     rope_cos, state_block_table=..., cu_seqlens=..., seqused=None, start_pos=..., rope_head_dim=64, cmp_ratio=r,
@@ -431,7 +431,10 @@ def capture_ascend_compressor(x: Any, wkv: Any, wgate: Any, state_cache: Any, ap
     the indexer compressor's kv after ``rotate_activation`` (the op itself does not rotate). A torch reference of
     the DeepSeek inference code is captured with variant="ref" (or "vllm-cuda" for vLLM's CUDA path).
     kv_proj / score_proj ([T, coff*D] fp32, x.W^T without ape) replace x, wkv and wgate when the kernel's own
-    projections are available. seqused must be None and rotary_mode 2 (interleaved), as vLLM-Ascend passes them."""
+    projections are available. seqused must be None and rotary_mode 2 (interleaved), as vLLM-Ascend passes them.
+    request_ids ([B] ints, e.g. the engine's request index) and layer are provenance: `dsa-check check` then demands
+    identical rows for the same (layer, request, entry) across all captured calls — one prefill, chunked prefill and
+    token-by-token decode, in any batch (consistency result)."""
     if seqused is not None:
         raise ValueError("capture_ascend_compressor: seqused is not modelled (vLLM-Ascend passes None)")
     if int(rotary_mode) != 2:
@@ -459,6 +462,10 @@ def capture_ascend_compressor(x: Any, wkv: Any, wgate: Any, state_cache: Any, ap
             "state_cache": state(state_cache_after) if state_cache_after is not None else None}
     a = dict(cmp_ratio=int(cmp_ratio), coff=int(coff), rope_head_dim=int(rope_head_dim), norm_eps=float(norm_eps),
              cache_mode=int(cache_mode), rotate=bool(rotate), variant=variant)
+    if request_ids is not None:
+        a["request_ids"] = [int(i) for i in np.asarray(_np(request_ids)).reshape(-1)]
+    if layer is not None:
+        a["layer"] = int(layer)
     a.update(attrs or {})
     return _emit(_case("v4.compressor", name, ins, outs, a), out)
 

@@ -306,7 +306,7 @@ StepResult run_step(const Case& c, const Params& p, Bug bug, int threads) {
         eC(C.size()), y(C.size()), ey(C.size());
 #pragma omp for schedule(dynamic, 1)
     for (std::int64_t k = 0; k < static_cast<std::int64_t>(entries.size()); ++k) {
-      const auto [b, j] = entries[static_cast<std::size_t>(k)];
+      const std::int64_t b = entries[static_cast<std::size_t>(k)].first, j = entries[static_cast<std::size_t>(k)].second;
       const std::int64_t s0 = sp.int_at(b), t0 = cu.int_at(b);
       std::vector<RowRef> rows;
       std::size_t used = 0;

@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <string>
+#include <tuple>
 
 #include "stages/v4/compressor/core.hpp"
 #include "stages/v4/table.hpp"
@@ -85,6 +87,11 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& pr) {
                                   thr * (16.0 * static_cast<double>(p.coff * p.r) * C2 + 8.0 * 64 * (Hh + 2 * C2)),
                            "inputs/x, inputs/ape, inputs/state_cache_in", pr);
   }
+  if (auto it = c.attrs.find("request_ids"); it != c.attrs.end()) {
+    const auto* ids = std::get_if<std::vector<std::int64_t>>(&it->second);
+    if (!ids || static_cast<std::int64_t>(ids->size()) != p.B)
+      bad("attr request_ids", "a list of B = " + std::to_string(p.B) + " integers (one request id per request)", attr_to_string(it->second));
+  }
   if (emitted > p.R)
     bad("inputs/rope_sin", "one row per emitted entry: >= " + std::to_string(emitted) + " rows", std::to_string(p.R));
   for (const auto* g : {&c.outputs, &c.expected}) {
@@ -108,6 +115,74 @@ void sanity(const Case& c, const std::string& tensor, const Tensor&, std::vector
                   ": several tokens write one state slot (the reference keeps the last token's row)");
       return;
     }
+}
+
+
+// Prefill == chunked == decode and batch invariance on kernel dumps: every emitted row is keyed by (attr `layer`,
+// request id from attr `request_ids`, compressed index j); a key that several cases emit must have identical bits.
+std::vector<cmp::CheckResult> cross_check(const std::vector<const Case*>& cases) {
+  struct Row {
+    const Case* c;
+    std::int64_t row;
+  };
+  std::map<std::tuple<std::string, std::int64_t, std::int64_t>, std::vector<Row>> rows;
+  const Schema& schema = find_stage(kName)->schema;
+  for (const Case* c : cases) {
+    auto it = c->attrs.find("request_ids");
+    auto ot = c->outputs.find("cmp_kv");
+    if (it == c->attrs.end() || ot == c->outputs.end()) continue;
+    const auto& ids = std::get<std::vector<std::int64_t>>(it->second);
+    const AttrReader a(*c, schema);
+    const std::int64_t r = a.i("cmp_ratio");
+    const std::string layer = c->has_attr("layer") ? attr_to_string(c->attrs.at("layer")) : "";
+    const Tensor& cu = c->input("cu_seqlens");
+    const Tensor& sp = c->input("start_pos");
+    std::int64_t row = 0;
+    for (std::size_t b = 0; b < ids.size(); ++b) {
+      const std::int64_t s0 = sp.int_at(static_cast<std::int64_t>(b)),
+                         q = cu.int_at(static_cast<std::int64_t>(b) + 1) - cu.int_at(static_cast<std::int64_t>(b));
+      for (std::int64_t j = s0 / r; j < (s0 + q) / r; ++j) rows[{layer, ids[b], j}].push_back({c, row++});
+    }
+  }
+  cmp::CheckResult res;
+  res.stage = kName;
+  res.group = "consistency";
+  res.tensor = "cmp_kv";
+  res.case_name = "requests";
+  res.kind = CompareKind::bytes;
+  std::int64_t pairs = 0, bad = 0;
+  std::string first;
+  for (const auto& [key, v] : rows) {
+    if (v.size() < 2) continue;
+    const Tensor& a = v.front().c->outputs.at("cmp_kv");
+    const std::int64_t D = a.dim(1);
+    for (std::size_t i = 1; i < v.size(); ++i) {
+      const Tensor& b = v[i].c->outputs.at("cmp_kv");
+      ++pairs;
+      if (b.dim(1) != D) continue;
+      for (std::int64_t d = 0; d < D; ++d)
+        if (a.bits(v.front().row * D + d) != b.bits(v[i].row * D + d)) {
+          if (bad++ == 0)
+            first = "request " + std::to_string(std::get<1>(key)) + " entry " + std::to_string(std::get<2>(key)) +
+                    (std::get<0>(key).empty() ? "" : " (layer " + std::get<0>(key) + ")") + ": case '" + v.front().c->name +
+                    "' row " + std::to_string(v.front().row) + " and case '" + v[i].c->name + "' row " + std::to_string(v[i].row) +
+                    " differ first at dim " + std::to_string(d) + " (" + cmp::num_json(a.value(v.front().row * D + d)).dump() +
+                    " vs " + cmp::num_json(b.value(v[i].row * D + d)).dump() + ")";
+          break;
+        }
+    }
+    res.file = v.front().c->file;
+  }
+  if (pairs == 0) return {};
+  res.numel = pairs;
+  res.mismatches = bad;
+  res.verdict = bad ? cmp::Verdict::FAIL : cmp::Verdict::BITEXACT;
+  res.message = bad ? std::to_string(bad) + " of " + std::to_string(pairs) +
+                          " repeated (request, entry) row(s) differ between calls (prefill == chunked == decode, batch "
+                          "invariance); first: " + first
+                    : std::to_string(pairs) + " repeated (request, entry) row(s) identical across calls (prefill == "
+                                              "chunked == decode, batch invariance)";
+  return {res};
 }
 
 }  // namespace
@@ -150,6 +225,7 @@ Stage stage() {
   s.parse = typed_parse(&parse);
   s.impl[static_cast<std::size_t>(Backend::cpu)] = typed_impl(&cpu);
   s.sanity = sanity;
+  s.cross_check = cross_check;
   s.generators = generators();
   s.goldens = goldens();
   s.selftest = selftest_cases();
