@@ -21,8 +21,9 @@ int bench_threads() {
   return e ? std::atoi(e) : 2;
 }
 
-void BM_sparse_mla_decode(benchmark::State& state) {
-  const golden::GoldenSpec* spec = golden::find_spec("mla_decode_v32_full");
+// The inputs of a catalogue case, built by its stage's generator (no reference run).
+Case catalogue_inputs(const char* name) {
+  const golden::GoldenSpec* spec = golden::find_spec(name);
   const Stage* st = find_stage(spec->stage);
   Case c;
   c.name = spec->name;
@@ -31,6 +32,11 @@ void BM_sparse_mla_decode(benchmark::State& state) {
   for (const auto& g : st->generators)
     if (g.name == spec->generator) g.fn(*spec, spec->seed, bench_threads(), c);
   apply_attr_defaults(c);
+  return c;
+}
+
+void BM_sparse_mla_decode(benchmark::State& state) {
+  const Case c = catalogue_inputs("mla_decode_v32_full");
   BoundCase b;
   if (auto p = validate_case(c, false, &b); !p.empty()) throw SchemaError(p.front());
   RefOptions o;
@@ -49,15 +55,7 @@ BENCHMARK(BM_sparse_mla_decode)->Unit(benchmark::kSecond)->Iterations(2)->UseRea
 // r 4, coff 2). Rate = the two projection GEMMs' multiply-adds (T * 2 * coff * D * H) per wall second of the whole
 // step (projections, state rows, 8192 pooled entries with their bounds).
 void BM_v4_compressor_prefill_32k(benchmark::State& state) {
-  const golden::GoldenSpec* spec = golden::find_spec("v4c4_prefill_32k");
-  const Stage* st = find_stage(spec->stage);
-  Case c;
-  c.name = spec->name;
-  c.stage = spec->stage;
-  c.attrs = spec->attrs;
-  for (const auto& g : st->generators)
-    if (g.name == spec->generator) g.fn(*spec, spec->seed, bench_threads(), c);
-  apply_attr_defaults(c);
+  const Case c = catalogue_inputs("v4c4_prefill_32k");
   BoundCase b;
   if (auto p = validate_case(c, false, &b); !p.empty()) throw SchemaError(p.front());
   RefOptions o;

@@ -135,4 +135,18 @@ std::function<void(Case&, const Expected&, std::uint64_t)> buggy(std::function<v
   };
 }
 
+void write_padded_tokens(Tensor& t) {
+  auto taken = [&t](std::int64_t s) {
+    for (std::int64_t i = 0; i < t.numel(); ++i)
+      if (t.int_at(i) == s) return true;
+    return false;
+  };
+  std::int64_t free = 0;
+  for (std::int64_t i = 0; i < t.numel(); ++i) {
+    if (t.int_at(i) >= 0) continue;
+    while (taken(free)) ++free;
+    iset(t, i, free);
+  }
+}
+
 }  // namespace dsa::mutant

@@ -36,6 +36,9 @@ const RefTensor& reft(const Expected& E, const std::string& n);
 void set_attr(Case& c, const std::string& k, AttrValue v);
 void iset(Tensor& t, std::int64_t i, std::int64_t v);       // integer element write (i32 or i64)
 std::vector<std::int64_t> finite_defined(const RefTensor& t);  // defined elements with a finite reference value
+// The padded-token bug of cache writers (B12): every -1 of a slot_mapping replaced by the lowest slot no other token
+// stores into (slot 0 first).
+void write_padded_tokens(Tensor& slot_mapping);
 template <typename F>
 void edit_input(Case& c, const std::string& n, F f) {
   Tensor t = c.input(n).clone();

@@ -1,5 +1,6 @@
 #include "stage/stage.hpp"
 
+#include <map>
 #include <stdexcept>
 
 #include "io/h5io.hpp"
@@ -112,6 +113,25 @@ bool check_reference_memory(const Case& c, double bytes, const std::string& what
                       "a reference within the memory budget (" + std::to_string(static_cast<std::int64_t>(budget)) + " bytes, half the machine's memory)",
                       "about " + std::to_string(static_cast<std::int64_t>(bytes)) + " bytes"});
   return false;
+}
+
+void check_slot_mapping(const Case& c, const Tensor& slots, std::int64_t capacity, const std::string& capacity_doc,
+                        std::vector<Problem>& problems) {
+  std::map<std::int64_t, std::int64_t> seen;
+  for (std::int64_t t = 0; t < slots.numel(); ++t) {
+    const std::int64_t v = slots.int_at(t);
+    if (v == -1) continue;
+    if (v < 0 || v >= capacity) {
+      problems.push_back({c.file, c.name, "inputs/slot_mapping", "-1 or a slot in [0, " + capacity_doc + " = " + std::to_string(capacity) + ")",
+                          "token " + std::to_string(t) + ": " + std::to_string(v)});
+      return;
+    }
+    if (auto [it, fresh] = seen.emplace(v, t); !fresh) {
+      problems.push_back({c.file, c.name, "inputs/slot_mapping", "distinct slots",
+                          "tokens " + std::to_string(it->second) + " and " + std::to_string(t) + " both store into slot " + std::to_string(v)});
+      return;
+    }
+  }
 }
 
 void apply_attr_defaults(Case& c) {

@@ -137,6 +137,11 @@ Expected run_reference(const BoundCase& b, const RefOptions& opt = {}, Backend b
 // hostile file must not make the reference allocate gigabytes. Appends the problem; returns false when refused.
 bool check_reference_memory(const Case& c, double bytes, const std::string& what, std::vector<Problem>& problems);
 
+// Cache writers' slot_mapping rule: every entry -1 (padded token, skipped) or a slot in [0, capacity), and no two
+// tokens storing into one slot (the result would depend on write order). Appends the first violation.
+void check_slot_mapping(const Case& c, const Tensor& slots, std::int64_t capacity, const std::string& capacity_doc,
+                        std::vector<Problem>& problems);
+
 // Adds the case's stage's declared attr defaults (no-op for an unknown stage).
 void apply_attr_defaults(Case& c);
 

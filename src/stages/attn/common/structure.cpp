@@ -26,4 +26,14 @@ std::string duplicate_rows(const Tensor& idx, std::int64_t K, std::int64_t limit
          std::to_string(first_v) + "); " + kernel_rule + " A top-k producer should never emit duplicates.";
 }
 
+void check_topk_length(const Case& c, std::int64_t K, const char* unit, std::vector<Problem>& p) {
+  const Tensor* tl = c.input_opt("topk_length");
+  for (std::int64_t i = 0; tl && i < tl->numel(); ++i)
+    if (tl->int_at(i) < 0 || tl->int_at(i) > K) {
+      p.push_back({c.file, c.name, "inputs/topk_length", "0 <= topk_length <= topk = " + std::to_string(K),
+                   std::string(unit) + " " + std::to_string(i) + ": " + std::to_string(tl->int_at(i))});
+      return;
+    }
+}
+
 }  // namespace dsa::attn

@@ -39,19 +39,8 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& p) {
                      std::to_string(f % K) + ": " + std::to_string(v)});
     break;
   }
-  if (const Tensor* tl = c.input_opt("topk_length"))
-    for (std::int64_t i = 0; i < tl->numel(); ++i)
-      if (tl->int_at(i) < 0 || tl->int_at(i) > K) {
-        p.push_back({c.file, c.name, "inputs/topk_length", "0 <= topk_length <= topk = " + std::to_string(K),
-                     "batch " + std::to_string(i) + ": " + std::to_string(tl->int_at(i))});
-        break;
-      }
-  std::int64_t nmax = 0;
-  for (std::int64_t i = 0; K > 0 && i < idx.numel() / K; ++i) {
-    std::int64_t n = 0;
-    for (std::int64_t pp = 0; pp < K; ++pp) n += idx.int_at(i * K + pp) != -1;
-    nmax = std::max(nmax, n);
-  }
+  check_topk_length(c, K, "batch", p);
+  const std::int64_t nmax = longest_row(idx, K, [](std::int64_t t) { return t != -1; });
   const Tensor& q = c.input("q");
   const double rows = static_cast<double>(q.dim(0) * q.dim(1)), H = static_cast<double>(q.dim(2)), n8 = static_cast<double>(nmax + 8);
   const double thr = static_cast<double>(omp_get_max_threads());

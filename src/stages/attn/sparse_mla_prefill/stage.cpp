@@ -25,23 +25,12 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& p) {
     p.push_back({c.file, c.name, "inputs/q", "d_qk = 576 (V3.2: 512 latent + 64 rope) or 512 (FlashMLA @HEAD)", std::to_string(D)});
   if (r.cv.base2 && c.input_opt("attn_sink"))
     p.push_back({c.file, c.name, "inputs/attn_sink", "absent with lse_base = 2 (the 2025 release has no sinks)", "present"});
-  if (const Tensor* tl = c.input_opt("topk_length"))
-    for (std::int64_t i = 0; i < tl->numel(); ++i)
-      if (tl->int_at(i) < 0 || tl->int_at(i) > K) {
-        p.push_back({c.file, c.name, "inputs/topk_length", "0 <= topk_length <= topk = " + std::to_string(K),
-                     "row " + std::to_string(i) + ": " + std::to_string(tl->int_at(i))});
-        break;
-      }
+  check_topk_length(c, K, "row", p);
   // Outputs with their bounds, and per thread the row engine's workspace for the longest row (keys, packed keys and
   // values, 64 heads of scores, q and the head outputs).
   const Tensor& idx = c.input("indices");
   const std::int64_t N = c.input("kv").dim(0);
-  std::int64_t nmax = 0;
-  for (std::int64_t i = 0; K > 0 && i < idx.numel() / K; ++i) {
-    std::int64_t n = 0;
-    for (std::int64_t pp = 0; pp < K; ++pp) n += idx.int_at(i * K + pp) >= 0 && idx.int_at(i * K + pp) < N;
-    nmax = std::max(nmax, n);
-  }
+  const std::int64_t nmax = longest_row(idx, K, [N](std::int64_t t) { return t >= 0 && t < N; });
   const double S = static_cast<double>(c.input("q").dim(0)), H = static_cast<double>(c.input("q").dim(1)), n8 = static_cast<double>(nmax + 8);
   const double thr = static_cast<double>(omp_get_max_threads());
   check_reference_memory(c, S * H * (512.0 * 10 + 26) + thr * (8.0 * n8 * (2.0 * static_cast<double>(D) + 512 + 64) + 8.0 * (H + 4) * (static_cast<double>(D) + 1024)),

@@ -19,25 +19,8 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& p) {
   if (cin.dim(3) != layouts::IndexerKCache::record_bytes(Dh))
     p.push_back({c.file, c.name, "inputs/kv_cache_in", "dim 3 = head_dim + 4 = " + std::to_string(layouts::IndexerKCache::record_bytes(Dh)),
                  std::to_string(cin.dim(3))});
-  // Slots: -1 (padded token) or in [0, P*page_size), and distinct (two tokens storing into one slot make the
-  // kernel's result depend on write order).
-  const Tensor& sm = c.input("slot_mapping");
-  const std::int64_t cap = cin.dim(0) * cin.dim(1);
-  std::map<std::int64_t, std::int64_t> seen;
-  for (std::int64_t t = 0; t < sm.numel(); ++t) {
-    const std::int64_t v = sm.int_at(t);
-    if (v == -1) continue;
-    if (v < 0 || v >= cap) {
-      p.push_back({c.file, c.name, "inputs/slot_mapping", "-1 or a slot in [0, num_pages*page_size = " + std::to_string(cap) + ")",
-                   "token " + std::to_string(t) + ": " + std::to_string(v)});
-      break;
-    }
-    if (auto [it, fresh] = seen.emplace(v, t); !fresh) {
-      p.push_back({c.file, c.name, "inputs/slot_mapping", "distinct slots",
-                   "tokens " + std::to_string(it->second) + " and " + std::to_string(t) + " both store into slot " + std::to_string(v)});
-      break;
-    }
-  }
+  // Slots: -1 (padded token) or in [0, P*page_size), and distinct.
+  check_slot_mapping(c, c.input("slot_mapping"), cin.dim(0) * cin.dim(1), "num_pages*page_size", p);
   return r;
 }
 

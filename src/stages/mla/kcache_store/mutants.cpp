@@ -56,19 +56,7 @@ std::vector<Mutant> mutants() {
       {"mla_kcache_padded_token_written", "B12", "mla_kcache", V{Verdict::FAIL},
        "padded tokens (slot -1) written to the lowest slots no other token stores into (slot 0 first)",
        buggy([](Case& c) {
-         edit_input(c, "slot_mapping", [](Tensor& t) {
-           auto taken = [&t](std::int64_t s) {
-             for (std::int64_t i = 0; i < t.numel(); ++i)
-               if (t.int_at(i) == s) return true;
-             return false;
-           };
-           std::int64_t free = 0;
-           for (std::int64_t i = 0; i < t.numel(); ++i) {
-             if (t.int_at(i) >= 0) continue;
-             while (taken(free)) ++free;
-             iset(t, i, free);
-           }
-         });
+         edit_input(c, "slot_mapping", write_padded_tokens);
        })},
   };
 }

@@ -26,23 +26,7 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& p) {
     indexer::check_finite_attr(c, a, "amax_eps", false, p);
     r.quant.fmt = indexer::ScaleFmt::fp32_div, r.quant.amax_eps = static_cast<float>(a.f("amax_eps"));
   }
-  const Tensor& sm = c.input("slot_mapping");
-  const std::int64_t cap = c.input("kv_cache_in").dim(0) * r.layout.page_size;
-  std::map<std::int64_t, std::int64_t> seen;
-  for (std::int64_t t = 0; t < sm.numel(); ++t) {
-    const std::int64_t v = sm.int_at(t);
-    if (v == -1) continue;
-    if (v < 0 || v >= cap) {
-      p.push_back({c.file, c.name, "inputs/slot_mapping", "-1 or a slot in [0, num_blocks*page_size = " + std::to_string(cap) + ")",
-                   "token " + std::to_string(t) + ": " + std::to_string(v)});
-      break;
-    }
-    if (auto [it, fresh] = seen.emplace(v, t); !fresh) {
-      p.push_back({c.file, c.name, "inputs/slot_mapping", "distinct slots",
-                   "tokens " + std::to_string(it->second) + " and " + std::to_string(t) + " both store into slot " + std::to_string(v)});
-      break;
-    }
-  }
+  check_slot_mapping(c, c.input("slot_mapping"), c.input("kv_cache_in").dim(0) * r.layout.page_size, "num_blocks*page_size", p);
   return r;
 }
 
