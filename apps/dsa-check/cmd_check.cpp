@@ -1,4 +1,5 @@
 // `dsa-check check FILE...`: CLI wiring only (logic in src/pipeline/check.cpp and src/compare/).
+#include <algorithm>
 #include <iostream>
 
 #include "apps/dsa-check/commands.hpp"
@@ -37,6 +38,14 @@ void add_check(CLI::App& app, int& rc) {
                   "bytes the tensors of one file may take (default: half the machine's memory); larger files are refused "
                   "with exit 2")
       ->check(CLI::PositiveNumber);
+  auto stream_mib = std::make_shared<std::int64_t>(o->stream_over >> 20);
+  cmd->add_option("--stream-over", *stream_mib,
+                  "MiB: an output of a row-tiled stage (indexer.logits_*) larger than this is not loaded but streamed "
+                  "from the file in row tiles (reference rows, compare, discard; same verdicts; 0 = always stream)")
+      ->check(CLI::NonNegativeNumber)
+      ->each([o](const std::string& v) { o->stream_over = std::min<std::int64_t>(std::stoll(v), std::int64_t{1} << 40) << 20; });
+  cmd->add_option("--tile-rows", o->check.tile_rows, "rows per tile of a streamed output (0 = about 16 M elements per tile)")
+      ->check(CLI::NonNegativeNumber);
   auto shard = std::make_shared<std::string>();
   cmd->add_option("--shard", *shard,
                   "I/N: check only shard I (0 <= I < N) of the cases, a stable partition by file path and case name "

@@ -15,80 +15,114 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 }  // namespace
 
-CheckResult compare_bounded(const Tensor& out, const RefTensor& ref, const Tolerance& tol, const Tensor* against) {
-  CheckResult r;
-  r.kind = CompareKind::bounded;
-  r.tensor = ref.name;
-  r.tol = tol;
+BoundedAccumulator::BoundedAccumulator(const Tolerance& tol, const RefTensor& ref, DType out_dtype) : tol_(tol), name_(ref.name) {
+  int emin = -126;
+  detail::ulp_format(out_dtype, p_, emin);
+  emin_ = emin;
+  s_.ulp_bits = p_;
+  for (const auto& pm : ref.peers) peers_.push_back({pm, 0, 0, 0, 0});
+}
+
+void BoundedAccumulator::add(const Tensor& out, const RefTensor& ref, const Tensor* against) {
   const Tensor& v = against ? *against : ref.value;
-  r.numel = v.numel();
+  const std::int64_t off = ref.flat_offset;
+  numel_ += v.numel();
   const std::uint8_t* def = ref.defined.defined() ? ref.defined.data<std::uint8_t>() : nullptr;
   const bool has_m = ref.magnitude.defined() && ref.magnitude.numel() == v.numel();
   const double* mag = has_m ? ref.magnitude.data<double>() : nullptr;
-  int p = 24, emin = -126;
-  detail::ulp_format(out.dtype(), p, emin);
-
-  BoundedStats s;
-  s.ulp_bits = p;
-  std::int64_t nonfinite = 0, mask = 0, bound_fail = 0, bit_diff = 0, n_1e3 = 0, n_5e3 = 0;
-  double sxy = 0, sxx = 0, syy = 0, worst_key = -1;
-  std::optional<Location> first_nf, first_mask, first_fail, worst;
+  const Tolerance& tol = tol_;
+  BoundedStats& s = s_;
+  // Locations carry the whole output's flat index and meaning (a row tile's element i is element off + i).
+  auto loc = [&](std::int64_t i, double err, double bound, bool describe_now) {
+    Location l = detail::location(out, v, i, describe_now ? detail::describe(ref, off + i) : std::string(), err, bound);
+    l.flat = off + i;
+    return l;
+  };
+  std::optional<Location> worst_here;
+  double worst_here_key = -1;
+  std::optional<Location> fail_here;
   for (std::int64_t i = 0; i < v.numel(); ++i) {
     if (def && !def[i]) continue;
     const double o = out.value(i), e = v.value(i);
-    if (out.bits(i) != v.bits(i) && !(std::isnan(o) && std::isnan(e))) ++bit_diff;
+    if (out.bits(i) != v.bits(i) && !(std::isnan(o) && std::isnan(e))) ++bit_diff_;
     if (!std::isfinite(e) || !std::isfinite(o)) {
       const bool same = (std::isnan(e) && std::isnan(o)) || o == e;
       if (same) continue;
       // Locations (with their decoded meaning) are built only when kept: a failing 16M-logit tensor must not
       // format 16M strings.
       const bool mask_issue = ref.mask_must_match && ((e == -kInf && !std::isnan(o)) || (o == -kInf && std::isfinite(e)));
-      std::optional<Location>& keep = mask_issue ? first_mask : first_nf;
-      ++(mask_issue ? mask : nonfinite);
-      if (!keep) keep = detail::location(out, v, i, detail::describe(ref, i), kInf, 0.0);
+      std::optional<Location>& keep = mask_issue ? first_mask_ : first_nf_;
+      ++(mask_issue ? mask_ : nonfinite_);
+      if (!keep) keep = loc(i, kInf, 0.0, true);
       continue;
     }
     const double M = mag ? mag[i] : std::fabs(e);
     const double err = std::fabs(o - e);
     const double bound = tol.rtol * M + tol.atol;
     ++s.compared;
-    sxy += o * e;
-    sxx += o * o;
-    syy += e * e;
+    sxy_ += o * e;
+    sxx_ += o * o;
+    syy_ += e * e;
     s.max_abs = std::max(s.max_abs, err);
     const double rel = e != 0 ? err / std::fabs(e) : (err == 0 ? 0.0 : kInf);
     s.max_rel = std::max(s.max_rel, rel);
-    if (rel < 1e-3) ++n_1e3;
-    if (rel < 5e-3) ++n_5e3;
+    if (rel < 1e-3) ++n_1e3_;
+    if (rel < 5e-3) ++n_5e3_;
     const double em = M > 0 ? err / M : (err == 0 ? 0.0 : kInf);
     s.max_err_over_m = std::max(s.max_err_over_m, em);
     // ulps only where |ref| stands above the bound: below it (cancellation, near-zero logits) an ulp of the
     // reference says nothing about the kernel (err/M is the meaningful figure there).
     if (std::fabs(e) > bound) {
-      s.max_ulp = std::max(s.max_ulp, err / detail::ulp_at(e, p, emin));
+      s.max_ulp = std::max(s.max_ulp, err / detail::ulp_at(e, p_, emin_));
       ++s.ulp_compared;
     }
     if (err > tol.atol) s.min_rtol = std::max(s.min_rtol, M > 0 ? (err - tol.atol) / M : kInf);
     if (err > bound) {
-      ++bound_fail;
-      if (!first_fail) first_fail = detail::location(out, v, i, {}, err, bound);
-      if (em > worst_key) {
-        worst_key = em;
-        worst = detail::location(out, v, i, {}, err, bound);
+      ++bound_fail_;
+      if (!first_fail_ && !fail_here) fail_here = loc(i, err, bound, false);
+      if (em > worst_key_ && em > worst_here_key) {
+        worst_here_key = em;
+        worst_here = loc(i, err, bound, false);
       }
     }
   }
-  for (auto* l : {&first_fail, &worst})
+  for (auto* l : {&fail_here, &worst_here})
     if (*l) (*l)->where = detail::describe(ref, (*l)->flat);
-  if (s.compared > 0) {
-    s.ratio_rel_1e3 = static_cast<double>(n_1e3) / static_cast<double>(s.compared);
-    s.ratio_rel_5e3 = static_cast<double>(n_5e3) / static_cast<double>(s.compared);
+  if (fail_here) first_fail_ = fail_here;
+  if (worst_here) worst_ = worst_here, worst_key_ = worst_here_key;
+  for (auto& pa : peers_) {
+    const PeerMetric& pm = pa.pm;
+    for (std::int64_t i = 0; i < v.numel(); ++i) {
+      if (def && !def[i]) continue;
+      const double o = out.value(i), e = v.value(i);
+      if (!std::isfinite(e) || !std::isfinite(o)) {
+        pa.beyond += !((std::isnan(e) && std::isnan(o)) || o == e);
+        continue;
+      }
+      const double d = std::fabs(o - e);
+      pa.beyond += !(d < pm.abs_tol || d / (std::fabs(e) + pm.rel_eps) < pm.rel_tol);
+      pa.xy += o * e, pa.xx += o * o, pa.yy += e * e;
+    }
   }
-  const double den = sxx + syy;
-  s.calc_diff = den == 0 ? 0.0 : 1.0 - 2.0 * sxy / den;
-  s.cosine = (sxx == 0 && syy == 0) ? 1.0 : (sxx == 0 || syy == 0) ? 0.0 : sxy / std::sqrt(sxx * syy);
+}
+
+CheckResult BoundedAccumulator::finish() const {
+  CheckResult r;
+  r.kind = CompareKind::bounded;
+  r.tensor = name_;
+  r.tol = tol_;
+  r.numel = numel_;
+  const Tolerance& tol = tol_;
+  BoundedStats s = s_;
+  if (s.compared > 0) {
+    s.ratio_rel_1e3 = static_cast<double>(n_1e3_) / static_cast<double>(s.compared);
+    s.ratio_rel_5e3 = static_cast<double>(n_5e3_) / static_cast<double>(s.compared);
+  }
+  const double den = sxx_ + syy_;
+  s.calc_diff = den == 0 ? 0.0 : 1.0 - 2.0 * sxy_ / den;
+  s.cosine = (sxx_ == 0 && syy_ == 0) ? 1.0 : (sxx_ == 0 || syy_ == 0) ? 0.0 : sxy_ / std::sqrt(sxx_ * syy_);
   r.bounded = s;
-  r.mismatches = nonfinite + mask + bound_fail;
+  r.mismatches = nonfinite_ + mask_ + bound_fail_;
 
   std::ostringstream m;
   auto metrics = [&] {
@@ -97,25 +131,25 @@ CheckResult compare_bounded(const Tensor& out, const RefTensor& ref, const Toler
       << detail::fmt(tol.rtol) << (tol.profile.empty() ? "" : " (" + tol.profile + ")") << ", min passing rtol "
       << detail::fmt(s.min_rtol);
   };
-  if (nonfinite) {
+  if (nonfinite_) {
     r.verdict = Verdict::NONFINITE;
-    r.first = first_nf;
-    r.worst = first_nf;
-    m << nonfinite << " element(s) non-finite where the reference is not (or the NaN/inf pattern differs); first at "
-      << detail::loc_str(*first_nf);
-  } else if (mask) {
+    r.first = first_nf_;
+    r.worst = first_nf_;
+    m << nonfinite_ << " element(s) non-finite where the reference is not (or the NaN/inf pattern differs); first at "
+      << detail::loc_str(*first_nf_);
+  } else if (mask_) {
     r.verdict = Verdict::MASK_MISMATCH;
-    r.first = first_mask;
-    r.worst = first_mask;
-    m << mask << " element(s) break the -inf mask; first at " << detail::loc_str(*first_mask);
-  } else if (bound_fail) {
+    r.first = first_mask_;
+    r.worst = first_mask_;
+    m << mask_ << " element(s) break the -inf mask; first at " << detail::loc_str(*first_mask_);
+  } else if (bound_fail_) {
     r.verdict = Verdict::FAIL;
-    r.first = first_fail;
-    r.worst = worst;
-    m << bound_fail << " of " << s.compared << " element(s) outside the bound; first at " << detail::loc_str(*first_fail)
-      << "; worst at " << detail::loc_str(*worst) << "; ";
+    r.first = first_fail_;
+    r.worst = worst_;
+    m << bound_fail_ << " of " << s.compared << " element(s) outside the bound; first at " << detail::loc_str(*first_fail_)
+      << "; worst at " << detail::loc_str(*worst_) << "; ";
     metrics();
-  } else if (bit_diff == 0) {
+  } else if (bit_diff_ == 0) {
     r.verdict = Verdict::BITEXACT;
     m << "bit-exact (" << s.compared << " defined finite elements)";
   } else {
@@ -124,26 +158,14 @@ CheckResult compare_bounded(const Tensor& out, const RefTensor& ref, const Toler
   }
   if (r.verdict != Verdict::BITEXACT && r.verdict != Verdict::WITHIN_BOUND && r.verdict != Verdict::FAIL && s.compared)
     m << "; finite part: max err/M " << detail::fmt(s.max_err_over_m);
-  for (const auto& pm : ref.peers) {
-    std::int64_t beyond = 0;
-    double pxy = 0, pxx = 0, pyy = 0;
-    for (std::int64_t i = 0; i < v.numel(); ++i) {
-      if (def && !def[i]) continue;
-      const double o = out.value(i), e = v.value(i);
-      if (!std::isfinite(e) || !std::isfinite(o)) {
-        beyond += !((std::isnan(e) && std::isnan(o)) || o == e);
-        continue;
-      }
-      const double d = std::fabs(o - e);
-      beyond += !(d < pm.abs_tol || d / (std::fabs(e) + pm.rel_eps) < pm.rel_tol);
-      pxy += o * e, pxx += o * o, pyy += e * e;
-    }
-    const double cd = pxx + pyy == 0 ? 0.0 : 1.0 - 2.0 * pxy / (pxx + pyy);
+  for (const auto& pa : peers_) {
+    const PeerMetric& pm = pa.pm;
+    const double cd = pa.xx + pa.yy == 0 ? 0.0 : 1.0 - 2.0 * pa.xy / (pa.xx + pa.yy);
     const bool use_cos = pm.cos_tol >= 0;
     std::ostringstream pmsg;
     pmsg << pm.name << " (abs " << detail::fmt(pm.abs_tol) << ", rel " << detail::fmt(pm.rel_tol);
     if (use_cos) pmsg << ", cos_diff " << detail::fmt(pm.cos_tol);
-    pmsg << "): " << (beyond == 0 && (!use_cos || cd <= pm.cos_tol) ? "pass" : "fail") << ", " << beyond
+    pmsg << "): " << (pa.beyond == 0 && (!use_cos || cd <= pm.cos_tol) ? "pass" : "fail") << ", " << pa.beyond
          << " element(s) beyond abs/rel";
     if (use_cos) pmsg << ", cos_diff " << detail::fmt(cd);
     m << "; " << pmsg.str();
@@ -151,6 +173,12 @@ CheckResult compare_bounded(const Tensor& out, const RefTensor& ref, const Toler
   }
   r.message = m.str();
   return r;
+}
+
+CheckResult compare_bounded(const Tensor& out, const RefTensor& ref, const Tolerance& tol, const Tensor* against) {
+  BoundedAccumulator a(tol, ref, out.dtype());
+  a.add(out, ref, against);
+  return a.finish();
 }
 
 }  // namespace dsa::cmp

@@ -90,6 +90,31 @@ enum class NanPolicy { any_code, exact };
 CheckResult compare_bytes(const Tensor& out, const RefTensor& ref, NanPolicy nan = NanPolicy::any_code);
 // `against`: the tensor to compare with (ref.value, or an emulation); magnitude/defined/mask from `ref`.
 CheckResult compare_bounded(const Tensor& out, const RefTensor& ref, const Tolerance& tol, const Tensor* against = nullptr);
+// The bounded comparator over row tiles of one output (Stage::tiling), fed in order: the same result, metrics and
+// message as compare_bounded over the whole tensor (sums in the same element order). Each tile's RefTensor carries
+// its flat_offset; its describe() takes whole-output flat indices.
+class BoundedAccumulator {
+ public:
+  BoundedAccumulator(const Tolerance& tol, const RefTensor& ref, DType out_dtype);
+  void add(const Tensor& out, const RefTensor& ref, const Tensor* against = nullptr);
+  CheckResult finish() const;
+  std::int64_t bound_failures() const { return bound_fail_; }  // finite elements outside the bound so far
+
+ private:
+  struct PeerAcc {
+    PeerMetric pm;
+    std::int64_t beyond;
+    double xy, xx, yy;
+  };
+  Tolerance tol_;
+  std::string name_;
+  int p_ = 24, emin_ = -126;
+  BoundedStats s_;
+  std::int64_t numel_ = 0, nonfinite_ = 0, mask_ = 0, bound_fail_ = 0, bit_diff_ = 0, n_1e3_ = 0, n_5e3_ = 0;
+  double sxy_ = 0, sxx_ = 0, syy_ = 0, worst_key_ = -1;
+  std::optional<Location> first_nf_, first_mask_, first_fail_, worst_;
+  std::vector<PeerAcc> peers_;
+};
 CheckResult compare_topk(const Tensor& out, const RefTensor& ref, const Tolerance& tol);
 
 // Classification of one top-k candidate against the reference band (tie-aware rule of spec v32 §5.5).
@@ -106,6 +131,10 @@ TopkRow topk_row(const TopkRef& t, std::int64_t row, const Tolerance& tol);
 // reference itself exhibits are dropped. nullopt = nothing to say.
 std::optional<std::string> finding_not_positive(const Tensor& out, const RefTensor* ref);   // B5 (scales)
 std::optional<std::string> finding_constant_rows(const Tensor& out, const RefTensor* ref);  // B6 (logit rows)
+// B6 pieces for row tiles: the constant rows of `out` the reference does not share (whole-output row numbers, from
+// ref->flat_offset), and the finding's text.
+std::vector<std::int64_t> constant_rows_unlike_ref(const Tensor& out, const RefTensor* ref);
+std::string constant_rows_finding(std::size_t count, std::int64_t first_row);
 std::optional<std::string> finding_positional_topk(const Tensor& out, const RefTensor& ref);  // B22
 
 }  // namespace dsa::cmp

@@ -58,17 +58,29 @@ std::optional<std::string> finding_not_positive(const Tensor& out, const RefTens
          (ref ? detail::describe(*ref, first) : "element " + std::to_string(first)) + " = " + detail::fmt(out.value(first));
 }
 
-std::optional<std::string> finding_constant_rows(const Tensor& out, const RefTensor* ref) {
-  if (!dtype_is_float(out.dtype())) return std::nullopt;
+std::vector<std::int64_t> constant_rows_unlike_ref(const Tensor& out, const RefTensor* ref) {
+  if (!dtype_is_float(out.dtype())) return {};
   const std::uint8_t* def = (ref && ref->defined.defined()) ? ref->defined.data<std::uint8_t>() : nullptr;
   auto rows = constant_rows(out, def);
   if (!rows.empty() && ref && ref->value.numel() == out.numel()) {
     const auto rr = constant_rows(ref->value, def);
     std::erase_if(rows, [&](std::int64_t r) { return std::find(rr.begin(), rr.end(), r) != rr.end(); });
   }
+  if (ref && ref->flat_offset > 0 && out.rank() >= 2 && out.dim(0) > 0) {
+    const std::int64_t row0 = ref->flat_offset / (out.numel() / out.dim(0));
+    for (auto& r : rows) r += row0;
+  }
+  return rows;
+}
+
+std::string constant_rows_finding(std::size_t count, std::int64_t first_row) {
+  return "B6: " + std::to_string(count) + " logit row(s) constant although the reference is not; first row " + std::to_string(first_row);
+}
+
+std::optional<std::string> finding_constant_rows(const Tensor& out, const RefTensor* ref) {
+  const auto rows = constant_rows_unlike_ref(out, ref);
   if (rows.empty()) return std::nullopt;
-  return "B6: " + std::to_string(rows.size()) + " logit row(s) constant although the reference is not; first row " +
-         std::to_string(rows.front());
+  return constant_rows_finding(rows.size(), rows.front());
 }
 
 std::optional<std::string> finding_positional_topk(const Tensor& out, const RefTensor& ref) {

@@ -1,4 +1,5 @@
 #include "io/h5io.hpp"
+#include "io/h5chunks.hpp"
 #include "io/h5handle.hpp"
 #include "io/paths.hpp"
 
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <mutex>
 #include <thread>
 
 #include <atomic>
@@ -297,6 +299,68 @@ struct DsCtx {
   const std::string& case_name;
   std::vector<Problem>& problems;
   std::int64_t& budget_left;  // bytes the file may still load (ReadOptions::max_total_bytes)
+  const Case* c = nullptr;    // the case being read (attrs and stage already set): ReadOptions::defer
+};
+
+// One HDF5 call at a time: the library (Debian's serial build) is not thread-safe, and deferred tensors are read
+// while `check -j N` runs cases in parallel.
+std::mutex& hdf5_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+// Reads rows [r0, r1) of dim 0 of an open dataset into dst (raw bits, native order): the parallel chunk reader, else
+// a hyperslab H5Dread. "" or the problem.
+std::string read_rows_into(hid_t ds, hid_t mem, int rank, std::int64_t r0, std::int64_t r1, std::size_t es, void* dst) {
+  std::string err;
+  const ChunkRead cr = read_chunked_rows(ds, r0, r1, es, dst, err);
+  if (cr == ChunkRead::failed) return err;
+  if (cr == ChunkRead::done) return "";
+  H fspace(H5Dget_space(ds), H5Sclose);
+  if (!fspace.ok()) return "an unreadable dataspace";
+  std::vector<hsize_t> dims(static_cast<std::size_t>(rank)), start(dims.size(), 0);
+  if (H5Sget_simple_extent_dims(fspace, dims.data(), nullptr) < 0) return "unreadable dims";
+  start[0] = static_cast<hsize_t>(r0);
+  dims[0] = static_cast<hsize_t>(r1 - r0);
+  if (H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start.data(), nullptr, dims.data(), nullptr) < 0) return "an unselectable row range";
+  H mspace(H5Screate_simple(rank, dims.data(), nullptr), H5Sclose);
+  if (!mspace.ok() || H5Dread(ds, mem, mspace, fspace, H5P_DEFAULT, dst) < 0) return "a read error (truncated or corrupt file?)";
+  return "";
+}
+
+// The memory type that reads a dataset's raw bits: the file type in native byte order (no value conversion).
+hid_t raw_memory_type(hid_t type) {
+  const H5T_class_t cls = H5Tget_class(type);
+  const hid_t mem = cls == H5T_ENUM ? H5Tget_native_type(type, H5T_DIR_ASCEND) : H5Tcopy(type);
+  if (mem >= 0 && (cls == H5T_INTEGER || cls == H5T_FLOAT)) H5Tset_order(mem, H5Tget_order(H5T_NATIVE_INT));
+  return mem;
+}
+
+// A deferred output (ReadOptions::defer): rows read from the file on demand.
+struct H5Rows final : RowSource {
+  std::string file, dataset, where;  // where: "file: case/outputs/logits" for messages
+  DType dtype;
+  Shape shape;
+  Tensor read_rows(std::int64_t r0, std::int64_t r1) const override {
+    Shape s = shape;
+    s[0] = r1 - r0;
+    Tensor t(dtype, s, Tensor::Uninit{});
+    if (t.numel() == 0) return t;
+    std::lock_guard<std::mutex> lk(hdf5_mutex());
+    QuietErrors quiet;
+    auto fail = [&](const std::string& why) {
+      return std::runtime_error(where + ": rows " + std::to_string(r0) + ".." + std::to_string(r1 - 1) + " could not be read: " + why);
+    };
+    H f(H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+    if (!f.ok()) throw fail("the file cannot be opened any more (changed since it was read?)");
+    H ds(H5Dopen2(f, dataset.c_str(), H5P_DEFAULT), H5Dclose);
+    H type(ds.ok() ? H5Dget_type(ds) : H5I_INVALID_HID, H5Tclose);
+    if (!ds.ok() || !type.ok()) throw fail("the dataset cannot be opened any more");
+    H mem(raw_memory_type(type), H5Tclose);
+    if (!mem.ok() || H5Tget_size(mem) != dtype_size(dtype)) throw fail("an unreadable element type");
+    if (auto e = read_rows_into(ds, mem, static_cast<int>(shape.size()), r0, r1, dtype_size(dtype), t.raw()); !e.empty()) throw fail(e);
+    return t;
+  }
 };
 
 // Where the dataset's bytes live: refuses what is not data of this file (virtual datasets, external raw storage),
@@ -432,20 +496,32 @@ std::optional<Tensor> read_dataset(hid_t group, const std::string& gname, const 
                        std::to_string(std::max<std::int64_t>(ctx.budget_left, 0)) + " left");
   Tensor t;
   try {
-    t = Tensor(*dt, shape);
+    t = Tensor(*dt, shape, Tensor::Uninit{});  // H5Dread writes every byte (checked: storage fully allocated)
   } catch (const std::bad_alloc&) {
     return problem("memory for " + std::to_string(nbytes) + " bytes", "an allocation failure (out of memory)");
+  }
+  if (rank > 0 && opt.defer && ctx.c && gname != "inputs" && opt.defer(*ctx.c, gname, name, nbytes)) {
+    auto src = std::make_shared<H5Rows>();
+    src->file = ctx.file;
+    src->dataset = "/" + ctx.case_name + "/" + path;
+    src->where = ctx.file + ": " + ctx.case_name + "/" + path;
+    src->dtype = *dt;
+    src->shape = shape;
+    return Tensor::deferred(*dt, shape, std::move(src));  // read in row tiles by `check`; not held (no budget)
   }
   ctx.budget_left -= nbytes;
   if (opt.metadata_only) return Tensor();  // the isolated walk of a big file: everything but the data
   if (numel > 0) {
     // Read raw bits: memory type = the file type in native byte order (no value conversion; works for 16-bit
     // floats, which have no native type in HDF5 1.10, and for opaque types).
-    const H5T_class_t cls = H5Tget_class(type);
-    H mem(cls == H5T_ENUM ? H5Tget_native_type(type, H5T_DIR_ASCEND) : H5Tcopy(type), H5Tclose);
-    if (mem.ok() && (cls == H5T_INTEGER || cls == H5T_FLOAT)) H5Tset_order(mem, H5Tget_order(H5T_NATIVE_INT));
+    H mem(raw_memory_type(type), H5Tclose);
     if (!mem.ok() || H5Tget_size(mem) != dtype_size(*dt)) return problem("a readable element type", desc);
-    if (H5Dread(ds, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.raw()) < 0)
+    std::string err;
+    const ChunkRead cr = (opt.parallel_inflate || opt.chunk_walk) && rank > 0
+                             ? read_chunked_rows(ds, 0, shape[0], dtype_size(*dt), t.raw(), err, opt.parallel_inflate)
+                             : ChunkRead::unsupported;
+    if (cr == ChunkRead::failed) return problem("readable data", err);
+    if (cr == ChunkRead::unsupported && H5Dread(ds, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.raw()) < 0)
       return problem("readable data", "a read error (truncated or corrupt file?)");
   }
   return t;
@@ -552,6 +628,8 @@ std::string isolated_walk(const std::string& path, const ReadOptions& opt) {
     }
     ReadOptions o;
     o.isolate = false;
+    o.parallel_inflate = false;  // no OpenMP in a forked child (libgomp's pool does not survive fork)
+    o.chunk_walk = true;         // gzip chunks the parent inflates itself: HDF5 only fetches them
     o.metadata_only = !small;
     o.load_outputs = opt.load_outputs;
     o.max_bytes_per_tensor = opt.max_bytes_per_tensor;
@@ -741,7 +819,7 @@ ReadResult read_file(const std::string& path, const ReadOptions& opt) {
           unreadable.insert(tpath);
           continue;
         }
-        if (auto t = read_dataset(sub, gname, tn, DsCtx{path, name, res.problems, budget_left}, opt)) dst.emplace(tn, std::move(*t));
+        if (auto t = read_dataset(sub, gname, tn, DsCtx{path, name, res.problems, budget_left, &c}, opt)) dst.emplace(tn, std::move(*t));
         else unreadable.insert(tpath);
       }
     }

@@ -30,6 +30,9 @@ struct ReadOptions {
   // the attr defaults to add. Empty = none.
   std::function<std::vector<Problem>(const Case&, bool check_outputs)> validate;
   std::function<void(Case&)> defaults;
+  // Outputs/expected tensors not to load but to read in row tiles later (Tensor::deferred, rows()): asked per tensor
+  // with the case (attrs and stage read), the group ("outputs" | "expected"), the name and the byte size. Empty = none.
+  std::function<bool(const Case&, const std::string& group, const std::string& tensor, std::int64_t nbytes)> defer;
   bool load_outputs = true;    // read outputs/ and expected/ too
   bool apply_defaults = true;  // add the defaults to each case (off: attrs exactly as stored; validation sees them)
   std::int64_t max_bytes_per_tensor = std::int64_t{64} << 30;  // refuse absurd sizes before allocating
@@ -45,6 +48,8 @@ struct ReadOptions {
   std::int64_t isolate_data_bytes = std::int64_t{256} << 20;
   int isolate_timeout_s = 0;
   bool metadata_only = false;  // internal: the child's walk without the data of big files
+  bool parallel_inflate = true;  // gzip/shuffle chunks inflated on all cores (io/h5chunks.hpp)
+  bool chunk_walk = false;       // internal (the child): such chunks fetched raw, not inflated
 };
 
 // Reads every case of a file. Never throws for bad input: problems are returned (every problem of the file,

@@ -95,6 +95,10 @@ RunReport run_checks(const RunOptions& o, const ProgressFn& progress) {
     }
     io::ReadOptions ro = read_options();
     if (o.max_memory > 0) ro.max_total_bytes = o.max_memory;
+    ro.defer = [&o](const Case& c, const std::string&, const std::string& tensor, std::int64_t nbytes) {
+      const Stage* st = find_stage(c.stage);
+      return st && st->tiling && st->tiling->tensor == tensor && nbytes > o.stream_over;
+    };
     std::map<std::string, ParamsPtr> parsed;  // by case name (unique within a file)
     ro.validate = [&parsed](const Case& c, bool check_outputs) {
       BoundCase b;
@@ -263,7 +267,7 @@ int run_merge_command(const std::vector<std::string>& files, const std::string& 
 int run_check_command(const RunOptions& o, std::ostream& out, std::ostream& err) {
   const auto t0 = std::chrono::steady_clock::now();
   const bool tty_err = ::isatty(2) != 0;
-  bool progressed = false;
+  std::atomic<bool> progressed{false};
   // On a TTY only (quiet in CI logs and pipes), once the run has taken 2 s: cases done, rate, ETA, the last case.
   auto progress = [&](std::size_t d, std::size_t n, const Case& c) {
     if (!tty_err) return;
@@ -276,7 +280,25 @@ int run_check_command(const RunOptions& o, std::ostream& out, std::ostream& err)
     std::fflush(stderr);
     progressed = true;
   };
-  RunReport rep = run_checks(o, progress);
+  // Within a streamed case (row tiles): rows done, rate and ETA of that case.
+  RunOptions ro = o;
+  std::mutex pm;
+  std::map<const Case*, std::chrono::steady_clock::time_point> case_t0;
+  ro.check.row_progress = [&](const Case& c, std::int64_t done, std::int64_t rows) {
+    if (!tty_err) return;
+    std::lock_guard<std::mutex> lk(pm);
+    const auto now = std::chrono::steady_clock::now();
+    auto it = case_t0.try_emplace(&c, now).first;
+    if (std::chrono::duration<double>(now - t0).count() < 2.0) return;
+    const double sec = std::max(1e-9, std::chrono::duration<double>(now - it->second).count());
+    const double rate = static_cast<double>(done) / sec;
+    const double eta = rate > 0 ? static_cast<double>(rows - done) / rate : 0.0;
+    std::fprintf(stderr, "\r\033[K%s [%s]: %lld/%lld rows, %.0f rows/s, ETA %.0f s", printable(c.name).c_str(),
+                 printable(c.stage).c_str(), static_cast<long long>(done), static_cast<long long>(rows), rate, eta);
+    std::fflush(stderr);
+    progressed = true;
+  };
+  RunReport rep = run_checks(ro, progress);
   if (progressed) std::fprintf(stderr, "\n");
   for (const auto& p : rep.problems) err << "error: " << p << "\n";
   const bool color = o.color < 0 ? ::isatty(1) != 0 : o.color == 1;

@@ -35,52 +35,182 @@ const Profile* requested_emulation(const BoundCase& b, const CheckOptions& o) {
   return k && k->emulates(b.stage->name) ? k : nullptr;
 }
 
-std::vector<std::string> hypothesis_findings(const BoundCase& b, const Tensor& out, const RefTensor& ref, const Tolerance& tol) {
-  std::vector<std::string> f;
-  if (!b.params || !b.c) return f;
-  const std::uint8_t* def = ref.defined.defined() ? ref.defined.data<std::uint8_t>() : nullptr;
-  const bool has_m = ref.magnitude.defined() && ref.magnitude.numel() == ref.value.numel();
-  const double* mag = has_m ? ref.magnitude.data<double>() : nullptr;
-  int p = 24, emin = -126;
-  detail::ulp_format(out.dtype(), p, emin);
-  auto failing = [&](std::int64_t i) {
-    if (def && !def[i]) return false;
-    const double o = out.value(i), e = ref.value.value(i);
-    return std::isfinite(o) && std::isfinite(e) && std::fabs(o - e) > tol.rtol * (mag ? mag[i] : std::fabs(e)) + tol.atol;
-  };
-  for (const auto& h : b.stage->hypotheses) {
-    if (h.tensor != ref.name || !h.value) continue;
-    // A fixed sample of at most 64 failing elements (evenly spread; deterministic).
-    std::int64_t n_fail = 0;
-    for (std::int64_t i = 0; i < out.numel(); ++i) n_fail += failing(i);
-    if (n_fail == 0) continue;
-    const std::int64_t stride = std::max<std::int64_t>(1, n_fail / 64);
-    std::int64_t seen = 0, tried = 0, matched = 0;
-    for (std::int64_t i = 0; i < out.numel() && tried < 64; ++i) {
-      if (!failing(i) || seen++ % stride != 0) continue;
-      std::optional<Hypothesis::Value> alt;
-      try {  // a hint must never turn a verdict into an error (e.g. a case bound without its inputs)
-        alt = h.value(*b.c, *b.params, i);
-      } catch (const std::exception&) {
-        break;
-      }
-      if (!alt || !std::isfinite(alt->value)) continue;
-      ++tried;
-      // The buggy kernel errs like a correct one around its own value, then rounds to the output dtype.
-      const double slack = tol.rtol * std::fabs(alt->magnitude) + tol.atol + detail::ulp_at(alt->value, p, emin);
-      if (std::fabs(out.value(i) - alt->value) <= slack) ++matched;
-    }
-    if (tried > 0 && matched * 10 >= tried * 9)
-      f.push_back(h.bug + kHypothesisMatch + " (" + h.doc + ") at " + std::to_string(matched) +
-                  " of " + std::to_string(tried) + " sampled failing element(s)");
+namespace {
+
+// Hypothesis hints over one output fed whole or in row tiles: per tile, up to the remaining of 64 failing elements
+// (evenly spread over the tile's failing elements; deterministic) are evaluated with every hypothesis of the tensor.
+class HypothesisSampler {
+ public:
+  HypothesisSampler(const BoundCase& b, const std::string& tensor, const Tolerance& tol) : b_(b), tol_(tol) {
+    if (b.params && b.c)
+      for (const auto& h : b.stage->hypotheses)
+        if (h.tensor == tensor && h.value) hs_.push_back({&h, 0, 0, false});
   }
-  return f;
+  void add(const Tensor& out, const RefTensor& ref) {
+    if (hs_.empty()) return;
+    const std::uint8_t* def = ref.defined.defined() ? ref.defined.data<std::uint8_t>() : nullptr;
+    const bool has_m = ref.magnitude.defined() && ref.magnitude.numel() == ref.value.numel();
+    const double* mag = has_m ? ref.magnitude.data<double>() : nullptr;
+    int p = 24, emin = -126;
+    detail::ulp_format(out.dtype(), p, emin);
+    auto failing = [&](std::int64_t i) {
+      if (def && !def[i]) return false;
+      const double o = out.value(i), e = ref.value.value(i);
+      return std::isfinite(o) && std::isfinite(e) && std::fabs(o - e) > tol_.rtol * (mag ? mag[i] : std::fabs(e)) + tol_.atol;
+    };
+    std::int64_t n_fail = -1;
+    for (auto& H : hs_) {
+      if (H.stopped || H.tried >= 64) continue;
+      if (n_fail < 0) {
+        n_fail = 0;
+        for (std::int64_t i = 0; i < out.numel(); ++i) n_fail += failing(i);
+      }
+      if (n_fail == 0) return;
+      const std::int64_t stride = std::max<std::int64_t>(1, n_fail / 64);
+      std::int64_t seen = 0;
+      for (std::int64_t i = 0; i < out.numel() && H.tried < 64; ++i) {
+        if (!failing(i) || seen++ % stride != 0) continue;
+        std::optional<Hypothesis::Value> alt;
+        try {  // a hint must never turn a verdict into an error (e.g. a case bound without its inputs)
+          alt = H.h->value(*b_.c, *b_.params, ref.flat_offset + i);
+        } catch (const std::exception&) {
+          H.stopped = true;
+          break;
+        }
+        if (!alt || !std::isfinite(alt->value)) continue;
+        ++H.tried;
+        // The buggy kernel errs like a correct one around its own value, then rounds to the output dtype.
+        const double slack = tol_.rtol * std::fabs(alt->magnitude) + tol_.atol + detail::ulp_at(alt->value, p, emin);
+        if (std::fabs(out.value(i) - alt->value) <= slack) ++H.matched;
+      }
+    }
+  }
+  std::vector<std::string> findings() const {
+    std::vector<std::string> f;
+    for (const auto& H : hs_)
+      if (H.tried > 0 && H.matched * 10 >= H.tried * 9)
+        f.push_back(H.h->bug + kHypothesisMatch + " (" + H.h->doc + ") at " + std::to_string(H.matched) + " of " +
+                    std::to_string(H.tried) + " sampled failing element(s)");
+    return f;
+  }
+
+ private:
+  struct One {
+    const Hypothesis* h;
+    std::int64_t tried, matched;
+    bool stopped;
+  };
+  const BoundCase& b_;
+  Tolerance tol_;
+  std::vector<One> hs_;
+};
+
+// The bounded judgement of one output, fed whole or in row tiles: the bound, and the bit-exact emulation the case's
+// kernel asks for (policy in check_case.hpp).
+class BoundedJudge {
+ public:
+  BoundedJudge(const BoundCase& b, const std::string& group, const RefTensor& ref, DType out_dtype, const CheckOptions& o)
+      : group_(group), tol_(resolve_tolerance(b, ref.name, o.tol)), main_(tol_, ref, out_dtype), hyp_(b, ref.name, tol_) {
+    const Profile* prof = requested_emulation(b, o);
+    emu_ = prof ? prof->name : "";
+    if (!emu_.empty()) {
+      has_emu_ = ref.emulations.count(emu_) > 0;
+      if (has_emu_) emu_acc_.emplace(Tolerance{emu_, 0.0, 0.0}, ref, out_dtype);
+    }
+  }
+  void add(const Tensor& out, const RefTensor& ref) {
+    const std::int64_t fails_before = main_.bound_failures();
+    main_.add(out, ref);
+    if (emu_acc_) {
+      const Tensor& em = ref.emulations.at(emu_);
+      emu_acc_->add(out, ref, &em);
+      const std::uint8_t* def = ref.defined.defined() ? ref.defined.data<std::uint8_t>() : nullptr;
+      for (std::int64_t i = 0; i < out.numel(); ++i) {
+        if (def && !def[i]) continue;
+        const double x = out.value(i), y = em.value(i);
+        if (out.bits(i) != em.bits(i) && !(std::isnan(x) && std::isnan(y))) ++diff_;
+      }
+    }
+    if (main_.bound_failures() > fails_before) hyp_.add(out, ref);  // hints only ever explain bound failures
+  }
+  CheckResult finish() const {
+    CheckResult r = main_.finish();
+    if (!emu_.empty() && !has_emu_) {
+      r.notes.push_back("emulation " + emu_ + " requested by attr kernel but not provided by the reference; judged by bound");
+    } else if (emu_acc_) {
+      const CheckResult e = emu_acc_->finish();
+      r.emulation = emu_;
+      r.emulation_mismatches = diff_;
+      if (diff_ == 0) {
+        r.verdict = Verdict::BITEXACT;
+        r.message = "bit-exact vs " + emu_ + " emulation; vs exact value: " +
+                    (r.bounded ? "max err/M " + detail::fmt(r.bounded->max_err_over_m) : r.message);
+      } else if (r.pass() && group_ == "expected") {
+        // A golden may hold the exact value: the emulation policy is for kernel outputs only.
+        r.notes.push_back("expected/ is not the " + emu_ + " emulation (" + std::to_string(diff_) + " elements); judged by the bound");
+      } else if (r.pass()) {
+        r.verdict = Verdict::FAIL;
+        r.first = e.first;
+        r.worst = e.worst;
+        r.mismatches = diff_;
+        r.message = "not bit-exact vs " + emu_ + " emulation (" + std::to_string(diff_) + " elements; first at " +
+                    (e.first ? detail::loc_str(*e.first) : std::string("?")) + "); within " + tol_.profile +
+                    " bound (" + r.message + "); use --no-emulation to judge by the bound only";
+      } else {
+        r.message += "; also not bit-exact vs " + emu_ + " emulation (" + std::to_string(diff_) + " elements)";
+      }
+    }
+    return r;
+  }
+  // Hints for a FAIL judged by the bound.
+  std::vector<std::string> hints() const { return hyp_.findings(); }
+
+ private:
+  std::string group_;
+  Tolerance tol_;
+  cmp::BoundedAccumulator main_;
+  std::optional<cmp::BoundedAccumulator> emu_acc_;
+  HypothesisSampler hyp_;
+  std::string emu_;
+  bool has_emu_ = false;
+  std::int64_t diff_ = 0;
+};
+
+// Fills in the result's identity and adds the hints and sanity findings.
+void finish_result(CheckResult& r, const BoundCase& b, const std::string& group, const RefTensor& ref,
+                   const std::vector<std::string>& hints, const std::vector<std::string>& sanity) {
+  const Case& c = *b.c;
+  r.kind = ref.kind;
+  r.tensor = ref.name;
+  r.group = group;
+  r.file = c.file;
+  r.case_name = c.name;
+  r.stage = c.stage;
+  if (r.verdict == Verdict::FAIL && ref.kind == CompareKind::bounded)
+    for (const auto& f : hints) {
+      r.message += "; hint: " + f;
+      r.notes.push_back(f);
+    }
+  if (r.verdict != Verdict::ERROR && r.verdict != Verdict::SHAPE && r.verdict != Verdict::DTYPE) {
+    for (const auto& f : sanity) {
+      if (!r.pass()) r.message += "; hint: " + f;
+      r.notes.push_back(f);
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> hypothesis_findings(const BoundCase& b, const Tensor& out, const RefTensor& ref, const Tolerance& tol) {
+  HypothesisSampler h(b, ref.name, tol);
+  h.add(out, ref);
+  return h.findings();
 }
 
 CheckResult compare_tensor(const BoundCase& b, const std::string& group, const Tensor& out, const RefTensor& ref,
                            const CheckOptions& o) {
-  const Case& c = *b.c;
   CheckResult r;
+  std::vector<std::string> hints;
   try {
     const bool index_ok = ref.kind == CompareKind::topk_set && dtype_is_integer(out.dtype()) &&
                           dtype_is_integer(ref.value.dtype());  // i32 or i64 indices are both fine
@@ -95,65 +225,18 @@ CheckResult compare_tensor(const BoundCase& b, const std::string& group, const T
     } else if (ref.kind == CompareKind::topk_set) {
       r = cmp::compare_topk(out, ref, resolve_tolerance(b, ref.name, o.tol));
     } else {
-      const Tolerance tol = resolve_tolerance(b, ref.name, o.tol);
-      const Profile* prof = requested_emulation(b, o);
-      const std::string emu = prof ? prof->name : "";
-      auto it = emu.empty() ? ref.emulations.end() : ref.emulations.find(emu);
-      r = cmp::compare_bounded(out, ref, tol);
-      if (!emu.empty() && it == ref.emulations.end()) {
-        r.notes.push_back("emulation " + emu + " requested by attr kernel but not provided by the reference; judged by bound");
-      } else if (it != ref.emulations.end()) {
-        CheckResult e = cmp::compare_bounded(out, ref, Tolerance{emu, 0.0, 0.0}, &it->second);
-        r.emulation = emu;
-        std::int64_t diff = 0;
-        const std::uint8_t* def = ref.defined.defined() ? ref.defined.data<std::uint8_t>() : nullptr;
-        for (std::int64_t i = 0; i < out.numel(); ++i) {
-          if (def && !def[i]) continue;
-          const double x = out.value(i), y = it->second.value(i);
-          if (out.bits(i) != it->second.bits(i) && !(std::isnan(x) && std::isnan(y))) ++diff;
-        }
-        r.emulation_mismatches = diff;
-        if (diff == 0) {
-          r.verdict = Verdict::BITEXACT;
-          r.message = "bit-exact vs " + emu + " emulation; vs exact value: " +
-                      (r.bounded ? "max err/M " + detail::fmt(r.bounded->max_err_over_m) : r.message);
-        } else if (r.pass() && group == "expected") {
-          // A golden may hold the exact value: the emulation policy is for kernel outputs only.
-          r.notes.push_back("expected/ is not the " + emu + " emulation (" + std::to_string(diff) + " elements); judged by the bound");
-        } else if (r.pass()) {
-          r.verdict = Verdict::FAIL;
-          r.first = e.first;
-          r.worst = e.worst;
-          r.mismatches = diff;
-          r.message = "not bit-exact vs " + emu + " emulation (" + std::to_string(diff) + " elements; first at " +
-                      (e.first ? detail::loc_str(*e.first) : std::string("?")) + "); within " + tol.profile +
-                      " bound (" + r.message + "); use --no-emulation to judge by the bound only";
-        } else {
-          r.message += "; also not bit-exact vs " + emu + " emulation (" + std::to_string(diff) + " elements)";
-        }
-      }
+      BoundedJudge j(b, group, ref, out.dtype(), o);
+      j.add(out, ref);
+      r = j.finish();
+      if (r.verdict == Verdict::FAIL) hints = j.hints();
     }
   } catch (const std::exception& e) {
     r.verdict = Verdict::ERROR;
     r.message = e.what();
   }
-  r.kind = ref.kind;
-  r.tensor = ref.name;
-  r.group = group;
-  r.file = c.file;
-  r.case_name = c.name;
-  r.stage = c.stage;
-  if (r.verdict == Verdict::FAIL && ref.kind == CompareKind::bounded)
-    for (auto& f : hypothesis_findings(b, out, ref, resolve_tolerance(b, ref.name, o.tol))) {
-      r.message += "; hint: " + f;
-      r.notes.push_back(f);
-    }
-  if (r.verdict != Verdict::ERROR && r.verdict != Verdict::SHAPE && r.verdict != Verdict::DTYPE) {
-    for (auto& f : sanity_findings(b, ref.name, out, &ref)) {
-      if (!r.pass()) r.message += "; hint: " + f;
-      r.notes.push_back(f);
-    }
-  }
+  std::vector<std::string> sanity;
+  if (r.verdict != Verdict::ERROR && r.verdict != Verdict::SHAPE && r.verdict != Verdict::DTYPE) sanity = sanity_findings(b, ref.name, out, &ref);
+  finish_result(r, b, group, ref, hints, sanity);
   return r;
 }
 
@@ -202,9 +285,112 @@ std::vector<CheckResult> check_case(const Case& c, const CheckOptions& o) {
   return check_case(b, o);
 }
 
+namespace {
+
+// The groups (outputs, expected) whose tensor `t` the reader deferred.
+bool has_deferred(const Case& c, const std::string& t) {
+  for (const auto* g : {&c.outputs, &c.expected})
+    if (auto it = g->find(t); it != g->end() && it->second.is_deferred()) return true;
+  return false;
+}
+
+// A stage with a RowTiling whose output was deferred: reference rows, output rows read from the file, compared and
+// dropped tile by tile (peak memory O(inputs + tile)); the same results as the whole-tensor check.
+std::vector<CheckResult> check_case_tiled(const BoundCase& b, const CheckOptions& o) {
+  const Case& c = *b.c;
+  const Stage* st = b.stage;
+  const std::string& T = st->tiling->tensor;
+  struct Group {
+    std::string name;
+    const Tensor* t;
+    std::optional<BoundedJudge> judge;
+    std::optional<CheckResult> early;  // a structural or read failure: the group's result
+    std::size_t const_rows = 0;
+    std::int64_t first_const = -1;
+  };
+  std::vector<Group> groups;
+  for (const auto& [gname, g] : {std::pair<std::string, const TensorMap*>{"outputs", &c.outputs}, {"expected", &c.expected}})
+    if (auto it = g->find(T); it != g->end()) groups.push_back({gname, &it->second, std::nullopt, std::nullopt});
+  std::vector<CheckResult> res;
+  // Other outputs of the case (a tiled stage has one output; anything else is reported as having no reference).
+  for (const auto& [gname, g] : {std::pair<std::string, const TensorMap*>{"outputs", &c.outputs}, {"expected", &c.expected}})
+    for (const auto& [n, t] : *g)
+      if (n != T)
+        res.push_back(case_error(c, gname + "/" + n, c.where() + ": " + gname + "/" + n + ": the reference of stage " + c.stage + " has no such output"));
+  const std::int64_t R = groups.front().t->dim(0);
+  const std::int64_t per_row = R > 0 ? groups.front().t->numel() / R : 0;
+  const std::int64_t align = std::max<std::int64_t>(1, st->tiling->align(c, *b.params));
+  std::int64_t tile = o.tile_rows > 0 ? o.tile_rows : std::max<std::int64_t>(1, (std::int64_t{16} << 20) / std::max<std::int64_t>(per_row, 1));
+  tile = std::max(align, tile / align * align);
+  bool shown_meta = false;
+  RefTensor meta;  // name and kind of the tiled output
+  std::int64_t tiles = 0;
+  for (std::int64_t r0 = 0; r0 < R || (R == 0 && tiles == 0); ++tiles) {
+    const std::int64_t r1 = std::min(R, r0 + tile);
+    RefOptions ro = reference_options(b, o);
+    ro.row_begin = r0;
+    ro.row_end = r1;
+    Expected E;
+    try {
+      E = run_reference(b, ro, o.backend);
+    } catch (const std::exception& e) {
+      return {case_error(c, "-", c.where() + ": reference of stage " + c.stage + " failed: " + e.what())};
+    }
+    const RefTensor* ref = E.find(T);
+    if (!ref) return {case_error(c, "-", c.where() + ": the reference of stage " + c.stage + " has no output " + T)};
+    if (!shown_meta) meta.name = ref->name, meta.kind = ref->kind, shown_meta = true;
+    for (auto& g : groups) {
+      if (g.early) continue;
+      CheckResult r;
+      try {
+        const Tensor out = g.t->rows(r0, r1);
+        if (out.dtype() != ref->value.dtype()) {
+          r.verdict = Verdict::DTYPE;
+          r.message = "dtype " + std::string(dtype_name(out.dtype())) + ", reference has " + std::string(dtype_name(ref->value.dtype()));
+        } else if (out.shape() != ref->value.shape()) {
+          Shape full = ref->value.shape();
+          full[0] = R;
+          r.verdict = Verdict::SHAPE;
+          r.message = "shape " + shape_str(g.t->shape()) + ", reference has " + shape_str(full);
+        } else {
+          if (!g.judge) g.judge.emplace(b, g.name, *ref, out.dtype(), o);
+          g.judge->add(out, *ref);
+          for (const auto& os : st->schema.outputs)
+            if (os.tensor.name == T && os.nonconstant_rows) {
+              const auto rows = cmp::constant_rows_unlike_ref(out, ref);
+              if (!rows.empty() && g.first_const < 0) g.first_const = rows.front();
+              g.const_rows += rows.size();
+            }
+          continue;
+        }
+      } catch (const std::exception& e) {
+        r.verdict = Verdict::ERROR;
+        r.message = e.what();
+      }
+      g.early = r;
+    }
+    if (o.row_progress) o.row_progress(c, r1, R);
+    r0 = r1;
+    if (R == 0) break;
+  }
+  for (auto& g : groups) {
+    CheckResult r = g.early ? *g.early : g.judge->finish();
+    std::vector<std::string> hints, sanity;
+    if (!g.early && r.verdict == Verdict::FAIL) hints = g.judge->hints();
+    if (g.const_rows) sanity.push_back(cmp::constant_rows_finding(g.const_rows, g.first_const));
+    finish_result(r, b, g.name, meta, hints, sanity);
+    r.notes.push_back("streamed from the file in " + std::to_string(tiles) + " tile(s) of " + std::to_string(tile) + " row(s)");
+    res.insert(res.begin() + static_cast<std::ptrdiff_t>(&g - groups.data()), std::move(r));
+  }
+  return res;
+}
+
+}  // namespace
+
 std::vector<CheckResult> check_case(const BoundCase& b, const CheckOptions& o) {
   const Case& c = *b.c;
   if (c.outputs.empty() && c.expected.empty()) return nothing_to_check(c);
+  if (b.stage->tiling && has_deferred(c, b.stage->tiling->tensor)) return check_case_tiled(b, o);
   Expected E;
   try {
     E = run_reference(b, reference_options(b, o), o.backend);

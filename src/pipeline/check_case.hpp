@@ -7,6 +7,7 @@
 // other than what it claims. `--no-emulation` judges by the bound only. Goldens (expected/) are judged by the
 // bound when they are not the emulation.
 #pragma once
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,10 @@ struct CheckOptions {
   bool deterministic = false;  // identical index tensors across dumps of one case
   int threads = 0;             // reference threads
   Backend backend = Backend::cpu;
+  // Row-tiled checks (Stage::tiling) of outputs the reader deferred (RunOptions::stream_over): rows per tile
+  // (0 = about 16 M elements per tile, rounded to the stage's alignment), and a callback after each tile.
+  std::int64_t tile_rows = 0;
+  std::function<void(const Case& c, std::int64_t rows_done, std::int64_t rows)> row_progress;
 };
 // Parse "logits:1e-3" or "1e-3"; throws std::invalid_argument with a clear message.
 std::pair<std::string, double> parse_tol_override(const std::string& s);

@@ -61,8 +61,12 @@ struct RefTensor {
   TopkRef topk;              // topk_set only
   // Bit-exact emulations of particular kernels (profile name -> value with the dtype/shape of `value`).
   std::map<std::string, Tensor> emulations;
-  // Flat element index -> human meaning, e.g. "row 3 col 1027" or "page 17 token 5 scale".
+  // Flat element index -> human meaning, e.g. "row 3 col 1027" or "page 17 token 5 scale". Flat indices are of the
+  // whole output, also for a row tile.
   std::function<std::string(std::int64_t flat)> describe;
+  // A row tile (Stage::tiling): `value` and the per-element tensors hold elements [flat_offset, flat_offset + numel)
+  // of the whole output.
+  std::int64_t flat_offset = 0;
 };
 
 struct Expected {

@@ -37,6 +37,10 @@ struct RefOptions {
   int thread_count() const { return threads > 0 ? threads : omp_get_max_threads(); }
   const Profile* emulation = nullptr;  // kernel profile to emulate in addition to the exact value (RefTensor::emulations)
   bool emulates(const char* profile) const { return emulation && emulation->name == profile; }
+  // Stages with a RowTiling: compute only rows [row_begin, row_end) of the tiled output (row_end < 0 = all rows).
+  // The RefTensor then holds those rows, with flat_offset = row_begin * (elements per row).
+  std::int64_t row_begin = 0, row_end = -1;
+  std::int64_t rows_end(std::int64_t rows) const { return row_end < 0 ? rows : row_end; }
 };
 
 // Parsed, validated options of one case for one stage. Each stage derives its own (in its core.hpp); references
@@ -90,6 +94,15 @@ struct Mutant {
   std::string diagnosis = {};
 };
 
+// A stage whose single output is a stack of independent rows along dim 0 (e.g. logits: one row per query) can be
+// checked in row tiles: `check` streams a big output from the file, tile by tile (reference rows -> compare ->
+// discard), so that peak memory is O(inputs + tile). The impl honours RefOptions::row_begin/row_end; tiles start at
+// multiples of align(case) rows.
+struct RowTiling {
+  std::string tensor;
+  std::function<std::int64_t(const Case& c, const Params& p)> align;
+};
+
 struct Stage {
   std::string name;                 // "indexer.logits_ragged"
   std::string summary;              // one line
@@ -106,6 +119,7 @@ struct Stage {
   std::vector<Mutant> mutants;
   std::vector<Hypothesis> hypotheses;  // known bugs `check` tests a failing bounded output against
   CrossCheckFn cross_check;            // may be empty
+  std::optional<RowTiling> tiling;     // row-tiled (streamed) checks of big outputs
 
   const ImplFn* impl_for(Backend b) const;    // null when the backend has no implementation of this stage
   std::vector<std::string> emulated_by() const;  // profiles that emulate this stage

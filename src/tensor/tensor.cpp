@@ -1,7 +1,11 @@
 #include "tensor/tensor.hpp"
 
+#include <sys/mman.h>
+
 #include <cmath>
+#include <cstdlib>
 #include <limits>
+#include <new>
 #include <sstream>
 
 namespace dsa {
@@ -25,12 +29,56 @@ std::int64_t checked_numel(const Shape& s) {
   return n;
 }
 
-Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
+namespace {
+
+constexpr std::size_t kHuge = std::size_t{2} << 20;  // x86-64 huge page
+
+// Big buffers: huge-page aligned and advised (THP "madvise" mode is common), so that a 1 GiB tensor takes 512 page
+// faults instead of 262144. Small ones: operator new. Zeroing only when asked: a file read or a reference output
+// writes every byte anyway.
+std::shared_ptr<std::byte> allocate_bytes(std::size_t n, bool zero) {
+  if (n >= (std::size_t{4} << 20)) {
+    const std::size_t rounded = (n + kHuge - 1) / kHuge * kHuge;
+    void* p = std::aligned_alloc(kHuge, rounded);
+    if (!p) throw std::bad_alloc();
+#ifdef MADV_HUGEPAGE
+    ::madvise(p, rounded, MADV_HUGEPAGE);
+#endif
+    if (zero) std::memset(p, 0, n);
+    return std::shared_ptr<std::byte>(static_cast<std::byte*>(p), [](std::byte* q) { std::free(q); });
+  }
+  auto* p = new std::byte[std::max<std::size_t>(n, 1)];
+  if (zero) std::memset(p, 0, n);
+  return std::shared_ptr<std::byte>(p, std::default_delete<std::byte[]>());
+}
+
+}  // namespace
+
+void Tensor::allocate(bool zero) {
   numel_ = checked_numel(shape_);
   const std::size_t es = dtype_size(dtype_);
   if (static_cast<std::uint64_t>(numel_) > std::numeric_limits<std::size_t>::max() / es)
     throw std::overflow_error("byte size of shape " + shape_str(shape_) + " overflows");
-  storage_ = std::make_shared<std::vector<std::byte>>(static_cast<std::size_t>(numel_) * es);
+  storage_ = allocate_bytes(static_cast<std::size_t>(numel_) * es, zero);
+}
+
+Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) { allocate(true); }
+Tensor::Tensor(DType dtype, Shape shape, Uninit) : dtype_(dtype), shape_(std::move(shape)) { allocate(false); }
+
+Tensor Tensor::deferred(DType dtype, Shape shape, std::shared_ptr<const RowSource> src) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.numel_ = checked_numel(t.shape_);
+  t.source_ = std::move(src);
+  return t;
+}
+
+Tensor Tensor::rows(std::int64_t r0, std::int64_t r1) const {
+  if (rank() == 0 || r0 < 0 || r1 < r0 || r1 > shape_[0])
+    throw std::out_of_range("Tensor::rows: [" + std::to_string(r0) + ", " + std::to_string(r1) + ") of " + shape_str(shape_));
+  if (source_) return source_->read_rows(r0, r1);
+  return slice0(r0, r1);
 }
 
 std::int64_t Tensor::dim(int i) const {
@@ -103,7 +151,7 @@ void Tensor::set_value(std::int64_t i, double v) {
 }
 
 Tensor Tensor::full(double value) const {
-  Tensor t(dtype_, shape_);
+  Tensor t(dtype_, shape_, Uninit{});
   if (t.numel_ == 0) return t;
   t.set_value(0, value);
   const std::size_t es = dtype_size(dtype_);
@@ -115,6 +163,7 @@ Tensor Tensor::slice0(std::int64_t begin, std::int64_t end) const {
   if (rank() == 0 || begin < 0 || end < begin || end > shape_[0])
     throw std::out_of_range("Tensor::slice0: [" + std::to_string(begin) + ", " + std::to_string(end) +
                             ") of " + shape_str(shape_));
+  if (source_) throw std::logic_error("Tensor::slice0 of a deferred tensor (use rows())");
   Tensor t = *this;
   const std::int64_t inner = shape_[0] == 0 ? 0 : numel_ / shape_[0];
   t.shape_[0] = end - begin;
@@ -146,7 +195,8 @@ Tensor Tensor::view_as(DType dtype) const {
 }
 
 Tensor Tensor::clone() const {
-  Tensor t(dtype_, shape_);
+  if (source_) throw std::logic_error("Tensor::clone of a deferred tensor (read its rows)");
+  Tensor t(dtype_, shape_, Uninit{});
   if (nbytes()) std::memcpy(t.raw(), raw(), nbytes());
   return t;
 }

@@ -39,11 +39,30 @@ template <> struct storage_of<DType::i64> { using type = std::int64_t; };
 template <> struct storage_of<DType::f32> { using type = float; };
 template <> struct storage_of<DType::f64> { using type = double; };
 
+class Tensor;
+
+// Where the rows of a deferred tensor live (e.g. a dataset of an HDF5 dump too big to hold whole): rows [r0, r1) of
+// dim 0 on demand, as an ordinary tensor. Throws std::runtime_error naming the file and tensor on a read failure.
+struct RowSource {
+  virtual ~RowSource() = default;
+  virtual Tensor read_rows(std::int64_t r0, std::int64_t r1) const = 0;
+};
+
 class Tensor {
  public:
   Tensor() = default;
   // Zero-initialised tensor.
   Tensor(DType dtype, Shape shape);
+  // Uninitialised storage (every element is written before it is read: file reads, reference outputs). Buffers of
+  // 4 MiB and more are 2 MiB aligned and advised as huge pages (fewer page faults on first touch).
+  struct Uninit {};
+  Tensor(DType dtype, Shape shape, Uninit);
+  // A tensor whose data is not in memory: dtype and shape only, rows read on demand through `src` (rows()).
+  // defined() is false; data()/raw() must not be used.
+  static Tensor deferred(DType dtype, Shape shape, std::shared_ptr<const RowSource> src);
+  bool is_deferred() const { return static_cast<bool>(source_); }
+  // Rows [r0, r1) of dim 0: a view of an in-memory tensor, a read for a deferred one.
+  Tensor rows(std::int64_t r0, std::int64_t r1) const;
   static Tensor zeros(DType dtype, Shape shape) { return Tensor(dtype, std::move(shape)); }
   template <typename T>
   static Tensor from_vector(DType dtype, Shape shape, const std::vector<T>& v) {
@@ -64,8 +83,8 @@ class Tensor {
   bool defined() const { return static_cast<bool>(storage_); }
   bool empty() const { return numel_ == 0; }
 
-  std::byte* raw() { return storage_ ? storage_->data() + offset_ : nullptr; }
-  const std::byte* raw() const { return storage_ ? storage_->data() + offset_ : nullptr; }
+  std::byte* raw() { return storage_ ? storage_.get() + offset_ : nullptr; }
+  const std::byte* raw() const { return storage_ ? storage_.get() + offset_ : nullptr; }
 
   template <typename T>
   T* data() {
@@ -136,8 +155,10 @@ class Tensor {
   DType dtype_ = DType::f32;
   Shape shape_;
   std::int64_t numel_ = 0;
-  std::shared_ptr<std::vector<std::byte>> storage_;
+  void allocate(bool zero);
+  std::shared_ptr<std::byte> storage_;
   std::size_t offset_ = 0;  // bytes
+  std::shared_ptr<const RowSource> source_;  // deferred tensors only
 };
 
 }  // namespace dsa

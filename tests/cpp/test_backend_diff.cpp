@@ -108,3 +108,41 @@ TEST_CASE("backend-diff CLI: committed goldens identical for 1 vs 3 threads, a m
   CHECK(run_cli("backend-diff --b gpu " + std::string(DSA_SOURCE_DIR) + "/golden/quant_subnormal.h5", &out) == 2);
   CHECK(out.find("expected cpu, cpu:THREADS, cuda") != std::string::npos);
 }
+
+TEST_CASE("table: row-tiled stages (Stage::tiling) have one bounded output and no whole-tensor sanity rule") {
+  int tiled = 0;
+  for (const Stage& st : stages()) {
+    if (!st.tiling) continue;
+    CAPTURE(st.name);
+    ++tiled;
+    REQUIRE(st.schema.outputs.size() == 1);
+    CHECK(st.schema.outputs[0].tensor.name == st.tiling->tensor);
+    CHECK(st.schema.outputs[0].compare == CompareKind::bounded);
+    CHECK_FALSE(st.schema.outputs[0].positive);  // (B5 is whole-tensor; the streamed path merges only B6 rows)
+    CHECK_FALSE(static_cast<bool>(st.sanity));
+    CHECK(static_cast<bool>(st.tiling->align));
+    // Every row tile of every selftest case equals the same rows of the whole reference, bit for bit.
+    for (const auto& spec : st.selftest) {
+      const Case c = golden::make_case(spec, 77, 2);
+      CAPTURE(c.name);
+      BoundCase b;
+      REQUIRE(validate_case(c, false, &b).empty());
+      const Expected whole = run_reference(b);
+      const RefTensor& w = *whole.find(st.tiling->tensor);
+      const std::int64_t R = w.value.dim(0), per = R ? w.value.numel() / R : 0, al = st.tiling->align(c, *b.params);
+      for (std::int64_t r0 = 0; r0 < R; r0 += 2 * al) {
+        RefOptions ro;
+        ro.row_begin = r0;
+        ro.row_end = std::min(R, r0 + 2 * al);
+        const Expected t = run_reference(b, ro);
+        const RefTensor& x = *t.find(st.tiling->tensor);
+        CHECK(x.flat_offset == r0 * per);
+        CHECK(x.value.same_bytes(w.value.slice0(r0, ro.row_end)));
+        CHECK(x.magnitude.same_bytes(w.magnitude.slice0(r0, ro.row_end)));
+        CHECK(x.defined.same_bytes(w.defined.slice0(r0, ro.row_end)));
+        CHECK(x.describe(r0 * per) == w.describe(r0 * per));
+      }
+    }
+  }
+  CHECK(tiled == 2);  // indexer.logits_ragged, indexer.logits_paged
+}

@@ -260,7 +260,8 @@ def test_f64_rounds_once(dst, numerics_tables_bin, tmp_path):
                         1e-300, -1e-300, 1e300, -1e300, 5e-324, math.inf, -math.inf, math.nan, -math.nan])])
     got = cxx(numerics_tables_bin, tmp_path, "f64", dst, x)
     assert_bits_equal(got, np.array([oracle(float(v), dst) for v in x], dtype=got.dtype), x, f"f64 -> {dst} vs exact oracle")
-    # The documented difference really exists (so the oracle, not ml_dtypes, is the reference here).
+    # The case that tells one rounding from two: ml_dtypes < 0.7 casts f64 -> bf16 through f32 (0x3F80), 0.7+ rounds
+    # once like us (0x3F81); either way the oracle, not ml_dtypes, is the reference here.
     if dst == "bf16":
-        assert int(ref(np.array([1 + 2.0**-8 + 2.0**-40]), "bf16")[0]) == 0x3F80
+        assert int(ref(np.array([1 + 2.0**-8 + 2.0**-40]), "bf16")[0]) in (0x3F80, 0x3F81)
         assert int(cxx(numerics_tables_bin, tmp_path, "f64", "bf16", np.array([1 + 2.0**-8 + 2.0**-40]))[0]) == 0x3F81

@@ -26,7 +26,7 @@ namespace {
 
 // The element loop with its options as template parameters: no control flow inside, so it vectorizes.
 template <bool Mul, bool Clamp>
-void encode_block(const float* x, std::int64_t n, float s, float inv, std::uint8_t* y) {
+[[gnu::always_inline]] inline void encode_block(const float* x, std::int64_t n, float s, float inv, std::uint8_t* y) {
 #pragma omp simd
   for (std::int64_t i = 0; i < n; ++i) {
     float v = Mul ? x[i] * inv : x[i] / s;
@@ -35,9 +35,14 @@ void encode_block(const float* x, std::int64_t n, float s, float inv, std::uint8
   }
 }
 
-}  // namespace
+// The element loops compiled twice, AVX2 and baseline, picked at load time (same bits: integer and IEEE ops only).
+__attribute__((target_clones("avx2", "default"))) void encode_any(bool mul, bool clamp, const float* x, std::int64_t n,
+                                                                   float s, float inv, std::uint8_t* y) {
+  if (mul) clamp ? encode_block<true, true>(x, n, s, inv, y) : encode_block<true, false>(x, n, s, inv, y);
+  else clamp ? encode_block<false, true>(x, n, s, inv, y) : encode_block<false, false>(x, n, s, inv, y);
+}
 
-float quantize_block(const float* x, std::int64_t n, const QuantParams& p, std::uint8_t* y) {
+__attribute__((target_clones("avx2", "default"))) float block_amax(const float* x, std::int64_t n) {
   float amax = 0.0f;
   int nan = 0;
 #pragma omp simd reduction(max : amax) reduction(| : nan)
@@ -46,7 +51,18 @@ float quantize_block(const float* x, std::int64_t n, const QuantParams& p, std::
     nan |= a != a;
     amax = a > amax ? a : amax;  // exact: max of magnitudes (NaN handled by the flag)
   }
-  if (nan) amax = std::numeric_limits<float>::quiet_NaN();
+  return nan ? std::numeric_limits<float>::quiet_NaN() : amax;
+}
+
+}  // namespace
+
+__attribute__((target_clones("avx2", "default"))) void bf16_to_f32_row(const std::uint16_t* x, std::int64_t n, float* y) {
+#pragma omp simd
+  for (std::int64_t i = 0; i < n; ++i) y[i] = num::bf16_to_f32(x[i]);
+}
+
+float quantize_block(const float* x, std::int64_t n, const QuantParams& p, std::uint8_t* y) {
+  const float amax = block_amax(x, n);
   float s;
   switch (p.fmt) {
     case ScaleFmt::ue8m0: s = num::ue8m0_scale(amax, p.amax_eps); break;
@@ -63,8 +79,7 @@ float quantize_block(const float* x, std::int64_t n, const QuantParams& p, std::
   const bool pow2 = (sb & 0x7FFFFFu) == 0 && ((sb >> 23) & 0xFFu) != 0 && ((sb >> 23) & 0xFFu) != 0xFFu &&
                     std::isfinite(inv) && inv * s == 1.0f && inv != 0.0f;
   const bool mul = p.apply == ScaleApply::mul_inv || pow2;
-  if (mul) p.clamp ? encode_block<true, true>(x, n, s, inv, y) : encode_block<true, false>(x, n, s, inv, y);
-  else p.clamp ? encode_block<false, true>(x, n, s, inv, y) : encode_block<false, false>(x, n, s, inv, y);
+  encode_any(mul, p.clamp, x, n, s, inv, y);
   return s;
 }
 

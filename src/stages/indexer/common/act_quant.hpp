@@ -24,4 +24,7 @@ struct QuantParams {
 // amax = max |x| (exact; NaN propagates), scale per `fmt`, y = e4m3(clamp(x/s)) or e4m3(clamp(fl32(x*fl32(1/s)))).
 float quantize_block(const float* x, std::int64_t n, const QuantParams& p, std::uint8_t* y);
 
+// n bf16 bits -> fp32 (exact), vectorized.
+void bf16_to_f32_row(const std::uint16_t* x, std::int64_t n, float* y);
+
 }  // namespace dsa::indexer

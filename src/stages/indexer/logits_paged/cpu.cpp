@@ -38,14 +38,15 @@ Expected cpu(const Case& c, const Params& p, const RefOptions& opt) {
       nvalid[static_cast<sz>(b * NN + t)] = valid_columns(cl.data<std::int32_t>(), cl.rank() == 2, b, t, NN, cols, MB * ps);
   auto page_of = [&](i64 b, i64 j) { return static_cast<i64>(btp[b * MB + j / ps]); };
 
-  LogitsTensors lt(R, cols, bf16, clean);
+  const i64 r0 = opt.row_begin, r1 = opt.rows_end(R);  // the row tile: whole requests (Stage::tiling aligns to next_n)
+  LogitsTensors lt(r1 - r0, cols, bf16, clean);
   const LogitsOut out = lt.out();
 
   const WeightsF64 wf(wt);
   const i64 kb = 120;
   struct Task { i64 b, j0, j1; };
   std::vector<Task> tasks;
-  for (i64 b = 0; b < B; ++b) {
+  for (i64 b = r0 / NN; b < (r1 + NN - 1) / NN; ++b) {
     i64 hi = 0;
     for (i64 t = 0; t < NN; ++t) hi = std::max(hi, nvalid[static_cast<sz>(b * NN + t)]);
     for (i64 j0 = 0; j0 < hi; j0 += kb) tasks.push_back({b, j0, std::min(hi, j0 + kb)});
@@ -80,14 +81,15 @@ Expected cpu(const Case& c, const Params& p, const RefOptions& opt) {
       for (i64 t = 0; t < NN; ++t) {
         const i64 r = T.b * NN + t;
         const i64 jhi = std::min(T.j1, nvalid[static_cast<sz>(r)]);
-        if (jhi <= T.j0) continue;
+        if (jhi <= T.j0 || r < r0 || r >= r1) continue;
         reduce_keys(isa, tile.c_at(0, static_cast<int>(t * H)), static_cast<sz>(tile.ncp), static_cast<int>(jhi - T.j0),
-                    wf, w, static_cast<sz>(r * H), static_cast<int>(H), scl.data(), acc, mg, out, r * cols + T.j0);
+                    wf, w, static_cast<sz>(r * H), static_cast<int>(H), scl.data(), acc, mg, out, (r - r0) * cols + T.j0);
       }
     }
   }
 
   RefTensor rt = lt.ref(clean);
+  rt.flat_offset = r0 * cols;
   if (opt.emulates(profiles::kDeepgemmSm90)) {
     Tensor emu = lt.emulation();
 #pragma omp parallel num_threads(threads)
@@ -95,13 +97,13 @@ Expected cpu(const Case& c, const Params& p, const RefOptions& opt) {
       profiles::sm90::EmuRow er(H, D);
       std::vector<std::int32_t> ksig(static_cast<sz>(D)), kexp(ksig.size());
 #pragma omp for schedule(dynamic, 1)
-      for (i64 r = 0; r < R; ++r) {
+      for (i64 r = r0; r < r1; ++r) {
         const i64 b = r / NN;
         er.decode(qc + r * H * D);
         for (i64 j = 0; j < nvalid[static_cast<sz>(r)]; ++j) {
           const bool knan = profiles::sm90::decode_vec(kvv.values(page_of(b, j), j % ps), static_cast<int>(D), ksig.data(), kexp.data());
           const float x = er.logit(ksig.data(), kexp.data(), knan, w + r * H, kvv.scale(page_of(b, j), j % ps));
-          store_bits(emu, r * cols + j, emu_bits(x, bf16));
+          store_bits(emu, (r - r0) * cols + j, emu_bits(x, bf16));
         }
       }
     }

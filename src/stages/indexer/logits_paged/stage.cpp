@@ -104,6 +104,7 @@ Stage stage() {
   s.selftest = selftest_cases();
   s.mutants = mutants();
   s.hypotheses = logits::logit_hypotheses<Params>(&operands);
+  s.tiling = RowTiling{"logits", [](const Case& c, const dsa::Params&) { return c.input("q").dim(1); }};  // whole requests
   return s;
 }
 

@@ -33,7 +33,8 @@ Expected cpu(const Case& c, const Params& p, const RefOptions& opt) {
   const float* w = wt.data<float>();
 
   const bool all_defined = clean && msk == 0;
-  LogitsTensors lt(S, cols, bf16, all_defined);
+  const i64 r0 = opt.row_begin, r1 = opt.rows_end(S);  // the row tile (all rows unless check streams the output)
+  LogitsTensors lt(r1 - r0, cols, bf16, all_defined);
   const LogitsOut out = lt.out();
 
   auto row_lo = [&rows](i64 i) { return rows.lo(i); };
@@ -45,8 +46,8 @@ Expected cpu(const Case& c, const Params& p, const RefOptions& opt) {
   const i64 kb = 120;                                            // keys per tile
   struct Task { i64 i0, i1, j0, j1; };
   std::vector<Task> tasks;
-  for (i64 i0 = 0; i0 < S; i0 += rb) {
-    const i64 i1 = std::min(S, i0 + rb);
+  for (i64 i0 = r0; i0 < r1; i0 += rb) {
+    const i64 i1 = std::min(r1, i0 + rb);
     i64 lo = N, hi = 0;
     for (i64 i = i0; i < i1; ++i)
       if (row_hi(i) > row_lo(i)) lo = std::min(lo, row_lo(i)), hi = std::max(hi, row_hi(i));
@@ -76,12 +77,13 @@ Expected cpu(const Case& c, const Params& p, const RefOptions& opt) {
         if (jhi <= jlo) continue;
         reduce_keys(isa, tile.c_at(static_cast<int>(jlo - T.j0), static_cast<int>((i - T.i0) * H)),
                     static_cast<sz>(tile.ncp), static_cast<int>(jhi - jlo), wf, w, static_cast<sz>(i * H),
-                    static_cast<int>(H), sc + jlo, acc, mg, out, i * cols + col_of(i, jlo));
+                    static_cast<int>(H), sc + jlo, acc, mg, out, (i - r0) * cols + col_of(i, jlo));
       }
     }
   }
 
   RefTensor rt = lt.ref(all_defined);
+  rt.flat_offset = r0 * cols;
 
   if (opt.emulates(profiles::kDeepgemmSm90)) {
     Tensor emu = lt.emulation();
@@ -93,11 +95,11 @@ Expected cpu(const Case& c, const Params& p, const RefOptions& opt) {
     {
       profiles::sm90::EmuRow er(H, D);
 #pragma omp for schedule(dynamic, 1)
-      for (i64 i = 0; i < S; ++i) {
+      for (i64 i = r0; i < r1; ++i) {
         er.decode(qc + i * H * D);
         for (i64 j = row_lo(i); j < row_hi(i); ++j) {
           const float x = er.logit(ksig.data() + j * D, kexp.data() + j * D, knan[static_cast<sz>(j)] != 0, w + i * H, sc[j]);
-          store_bits(emu, i * cols + col_of(i, j), emu_bits(x, bf16));
+          store_bits(emu, (i - r0) * cols + col_of(i, j), emu_bits(x, bf16));
         }
       }
     }

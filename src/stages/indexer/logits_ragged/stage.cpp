@@ -87,6 +87,7 @@ Stage stage() {
   s.selftest = selftest_cases();
   s.mutants = mutants();
   s.hypotheses = logits::logit_hypotheses<Params>(&operands);
+  s.tiling = RowTiling{"logits", [](const Case&, const dsa::Params&) { return std::int64_t{1}; }};
   return s;
 }
 

@@ -12,8 +12,8 @@ namespace dsa::indexer::quant {
 Expected cpu(const Case& c, const Params& p, const RefOptions& opt) {
   const Tensor& x = c.input("x");
   const std::int64_t T = x.dim(0), K = x.dim(1), bs = p.block_size, nb = K / bs;
-  Tensor y(DType::fp8_e4m3fn, {T, K});
-  Tensor scale(DType::f32, {T, nb});
+  Tensor y(DType::fp8_e4m3fn, {T, K}, Tensor::Uninit{});  // every element written below
+  Tensor scale(DType::f32, {T, nb}, Tensor::Uninit{});
   const bool is_bf16 = x.dtype() == DType::bf16;
   const std::uint16_t* xb = is_bf16 ? x.data<std::uint16_t>() : nullptr;
   const float* xf = is_bf16 ? nullptr : x.data<float>();
@@ -25,8 +25,7 @@ Expected cpu(const Case& c, const Params& p, const RefOptions& opt) {
 #pragma omp for schedule(static)
     for (std::int64_t t = 0; t < T; ++t) {
       const float* r = xf ? xf + t * K : row.data();
-      if (xb)
-        for (std::int64_t i = 0; i < K; ++i) row[static_cast<std::size_t>(i)] = num::bf16_to_f32(xb[t * K + i]);
+      if (xb) bf16_to_f32_row(xb + t * K, K, row.data());
       quantize_row(r, K, p, yp + t * K, sp + t * nb);
     }
   }
