@@ -144,7 +144,7 @@ class TopkJudge {
       if (i >= tr.n) {
         ++row_struct;
         note(row * W_ + i, rs() + "index " + std::to_string(idx) + " where -1 padding is required (min(k, len) = " +
-                               std::to_string(tr.n) + "; torch.topk output: set attrs short_rows=torch fast_path=0)", true);
+                               std::to_string(tr.n) + (t_.short_rows_hint.empty() ? ")" : "; " + t_.short_rows_hint + ")"), true);
         continue;
       }
       const std::int64_t p = (idx < -1) ? -1 : t_.from_index(row, idx);
@@ -288,8 +288,11 @@ class TopkJudge {
       r_.notes.push_back(n);
     }
     if (r_.verdict != Verdict::STRUCTURE)
-      m << "; band " << st_.band << " (max " << st_.max_band << "/row), tie bound rtol " << detail::fmt(tol_.rtol) << " atol "
-        << detail::fmt(tol_.atol);
+    {
+      m << "; band " << st_.band << " (max " << st_.max_band << "/row), ";
+      if (t_.bounds.defined() && !t_.bounds.empty()) m << "tie bounds: the reference's per-candidate score bounds";
+      else m << "tie bound rtol " << detail::fmt(tol_.rtol) << " atol " << detail::fmt(tol_.atol);
+    }
     r_.topk = st_;
     r_.message = m.str();
   }

@@ -470,6 +470,44 @@ def capture_ascend_compressor(x: Any, wkv: Any, wgate: Any, state_cache: Any, ap
     return _emit(_case("v4.compressor", name, ins, outs, a), out)
 
 
+def capture_ascend_qli(query: Any, key: Any, weights: Any, query_dequant_scale: Any, key_dequant_scale: Any,
+                       output: Any = None, *, actual_seq_lengths_query: Any, actual_seq_lengths_key: Any,
+                       block_table: Any, metadata: Any = None, query_quant_mode: int = 0, key_quant_mode: int = 0,
+                       layout_query: str = "TND", layout_key: str = "PA_BSND", sparse_count: int = 512,
+                       sparse_mode: int = 3, pre_tokens: int = (1 << 63) - 1, next_tokens: int = (1 << 63) - 1,
+                       cmp_ratio: int = 4, return_value: bool = False, layer: Optional[int] = None,
+                       name: Optional[str] = None, out: Out = None, attrs: Optional[Dict[str, Any]] = None) -> Case:
+    """v4.indexer: ``topk_idxs, _ = torch.ops._C_ascend.npu_vllm_quant_lightning_indexer(query=q_int8, key=k_cache,
+    weights=w16, query_dequant_scale=qs16, key_dequant_scale=ks16, actual_seq_lengths_query=..., actual_seq_lengths_key=...,
+    block_table=..., metadata=..., query_quant_mode=0, key_quant_mode=0, layout_query="TND", layout_key="PA_BSND",
+    sparse_count=k, sparse_mode=3, pre_tokens=2^63-1, next_tokens=2^63-1, cmp_ratio=4, return_value=False)`` as seed 004's
+    ``AscendDSAImpl._indexer_qli`` calls it, with the tensors *after* ``DeviceOperator.prepare_dsa_indexer_*`` (fp16
+    weights and scales on A3). `output` is the op's first return value [T, 1, k] int32. The metadata tensor only
+    schedules the kernel and is not stored; modes other than the V4 backend's (quant modes 0, sparse_mode 3,
+    unbounded pre/next tokens) are refused."""
+    if output is None:
+        raise TypeError("capture_ascend_qli: the op's first output (topk indices) is required as `output`")
+    if out is not None and not isinstance(out, (str, os.PathLike, DumpWriter)):
+        raise TypeError("capture_ascend_qli: out= is where the case goes (a path or a DumpWriter); pass the indices as `output`")
+    if int(query_quant_mode) != 0 or int(key_quant_mode) != 0:
+        raise ValueError(f"capture_ascend_qli: quant modes {query_quant_mode}/{key_quant_mode}: only 0/0 (int8 per-row "
+                         "scales, the A3 path) is modelled")
+    if int(pre_tokens) != (1 << 63) - 1 or int(next_tokens) != (1 << 63) - 1:
+        raise ValueError("capture_ascend_qli: pre_tokens/next_tokens other than 2^63-1 are not modelled")
+    if return_value:
+        raise ValueError("capture_ascend_qli: return_value=True (scores) is not modelled; capture the indices")
+    ins = {"query": _np(query), "key": _np(key), "weights": _np(weights), "query_dequant_scale": _np(query_dequant_scale),
+           "key_dequant_scale": _np(key_dequant_scale), "block_table": _np(block_table),
+           "actual_seq_lengths_query": _widen(_reshape(_np(actual_seq_lengths_query), (-1,)), ["int32", "int64"]),
+           "actual_seq_lengths_key": _widen(_reshape(_np(actual_seq_lengths_key), (-1,)), ["int32", "int64"])}
+    a = dict(sparse_count=int(sparse_count), sparse_mode=int(sparse_mode), cmp_ratio=int(cmp_ratio),
+             layout_query=layout_query, layout_key=layout_key)
+    if layer is not None:
+        a["layer"] = int(layer)
+    a.update(attrs or {})
+    return _emit(_case("v4.indexer", name, ins, {"sparse_indices": _np(output)}, a), out)
+
+
 STAGE_HELPERS: Dict[str, Callable[..., Case]] = {
     "indexer.quant": capture_act_quant,
     "indexer.prolog": capture_prolog,
@@ -481,6 +519,7 @@ STAGE_HELPERS: Dict[str, Callable[..., Case]] = {
     "attn.sparse_mla_prefill": capture_flash_mla_sparse_fwd,
     "attn.sparse_mla_decode": capture_flash_mla_with_kvcache,
     "v4.compressor": capture_ascend_compressor,
+    "v4.indexer": capture_ascend_qli,
 }
 
 

@@ -4,4 +4,5 @@
 
 namespace dsa::v4 {
 namespace compressor { Stage stage(); }
+namespace indexer { Stage stage(); }
 }  // namespace dsa::v4

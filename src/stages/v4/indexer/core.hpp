@@ -1,0 +1,53 @@
+// v4.indexer — the DeepSeek-V4 lightning indexer on Ascend A2/A3: npu_vllm_quant_lightning_indexer (spec v4 §3.5;
+// seed 004 AscendDSAImpl._indexer_qli), int8 query and key cache, TND queries, PA_BSND key cache, sparse_mode 3,
+// cmp_ratio 4. For query row t of request b (rows aq[b-1]..aq[b]-1 of the TND batch, aq = actual_seq_lengths_query,
+// prefix sums without the leading 0; kv_len = actual_seq_lengths_key[b], the uncompressed token count):
+//   position p = kv_len - q_len + i (i = row inside the request); visible compressed entries j < nvis = (p+1) // 4
+//   (entry j = tokens 4j..4j+3 is complete at or before p); keys j at block_table[b][j / bs], slot j % bs.
+//   wq[h]   = fp16(w16[t,h] * qs16[t,h])                       (vector unit, one RNE rounding of the exact product)
+//   I[h,j]  = sum_d q8[t,h,d] * k8[j,d]                        (int32, exact)
+//   s[h,j]  = fp16(relu(I[h,j]) * 2^-10)                       (Fixpipe DEQF16 with reluPre; 2^-10 never undone)
+//   L[j]    = sum_h wq[h] * s[h,j]                             (fp16 x fp16 products, exact in fp32; fp32 sums)
+//   score_j = fl32(L[j] * float(ks16[j]))
+//   sparse_indices[t, 0, :] = the top sparse_count j by score, descending, ties -> lower j (Sort32), -1 padded; the
+//   whole row -1 when nvis <= 0. Indices are per-request compressed-entry indices (not window offsets).
+// The cube's fp32 summation order over the heads is not documented, so the reference scores L exactly (fixed
+// order in fp64) and gives each candidate a rigorous bound u_j on the kernel's score: any-order fp32 summation
+// g(H-1, 2^-24) sum|wq s| ks, the final fp32 multiply 2^-24 |score|, and the reference's own fp64 evaluation
+// (g(H-1, 2^-53) sum|wq s| ks + 2^-53 |score|). The top-k comparator (tie-aware sets, order up to the bounds)
+// decides with these bands: exact ties and near-ties inside the bound accept either pick, nothing else.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "stage/stage.hpp"
+
+namespace dsa::v4::indexer {
+
+// Known bugs the selftest mutants reproduce through the reference's own code path (never set by a dump).
+enum class Bug { none, relu_after_weighting, no_key_scale, no_query_scale, no_2pow10, chunk_slots };
+
+struct Params : dsa::Params {
+  std::int64_t k = 512;       // sparse_count
+  std::int64_t cmp_ratio = 4;
+  std::int64_t T = 0, H = 0, D = 0, B = 0, nblk = 0, bs = 0, maxblk = 0;
+  std::int64_t max_nvis = 0;  // largest visible count over the rows (the score buffer width)
+};
+
+// Row t's request, position and visible count (validated by parse).
+struct RowInfo {
+  std::int64_t b = 0, pos = 0, nvis = 0, qlen = 0;
+};
+std::vector<RowInfo> row_info(const Case& c, const Params& p);
+
+// Scores (f64, exact products summed in a fixed order) and bounds of row t's visible keys, from the case's tensors.
+void row_scores(const Case& c, const Params& p, const RowInfo& ri, std::int64_t t, Bug bug, double* score, double* bound);
+
+Expected cpu(const Case& c, const Params& p, const RefOptions& opt);
+Expected run(const Case& c, const Params& p, Bug bug, int threads);
+std::vector<golden::Generator> generators();
+std::vector<golden::GoldenSpec> goldens();
+std::vector<golden::GoldenSpec> selftest_cases();
+std::vector<Mutant> mutants();
+
+}  // namespace dsa::v4::indexer
