@@ -3,6 +3,7 @@
 // cycle ring == continuous state; and the structural errors of a step.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -132,4 +133,44 @@ TEST_CASE("v4.compressor: missing table entries and too few rope rows are input 
   p = validate_case(d);
   REQUIRE(p.size() == 1);
   CHECK(p[0].str().find("inputs/rope_sin") != std::string::npos);
+}
+
+#include "stages/v4/indexer_prolog/core.hpp"
+
+TEST_CASE("v4.indexer_prolog: amax/127 and amax*fl32(1/127) give the same fp16 scale for every bf16 amax (exhaustive)") {
+  // The A3 kernel multiplies by fl32(1/127); a kernel dividing by 127 differs in fp32 for some amax, but the stored
+  // fp16 scale never differs for a bf16 input: the mutant is unobservable in q_scale / k_scale_cache on A3.
+  namespace ip = v4::indexer_prolog;
+  int fp32_differ = 0, fp16_differ = 0;
+  for (std::uint32_t b = 1; b < 0x7F80u; ++b) {
+    const auto x = static_cast<std::uint16_t>(b);
+    std::int8_t c1, c2;
+    const float s1 = ip::dynamic_quant_int8(&x, 1, ip::AmaxZero::scale1, &c1);
+    const float s2 = ip::dynamic_quant_int8(&x, 1, ip::AmaxZero::scale1, &c2, ip::Bug::scale_div127);
+    CHECK(c1 == 127);
+    CHECK(c1 == c2);
+    fp32_differ += s1 != s2;
+    fp16_differ += num::f32_to_fp16(s1) != num::f32_to_fp16(s2);
+  }
+  CHECK(fp32_differ > 1000);  // the fp32 scales do differ (1488 bf16 values)
+  CHECK(fp16_differ == 0);
+}
+
+TEST_CASE("v4.indexer_prolog: dynamic_quant_int8 codes round half to even at fl32(x * 127/amax), amax = 0 options, NaN rows") {
+  namespace ip = v4::indexer_prolog;
+  // amax 2.0: inv = 63.5, x = 1.0 -> 63.5 -> 64 (even), x = -0.0234375 (3/128) -> -1.48828125 -> -1.
+  const std::uint16_t row[3] = {num::f32_to_bf16(2.0f), num::f32_to_bf16(1.0f), num::f32_to_bf16(-0.0234375f)};
+  std::int8_t c[3];
+  const float s = ip::dynamic_quant_int8(row, 3, ip::AmaxZero::scale1, c);
+  CHECK(s == 2.0f * (1.0f / 127.0f));
+  CHECK(c[0] == 127);
+  CHECK(c[1] == 64);
+  CHECK(c[2] == -1);
+  const std::uint16_t zero[2] = {0, 0x8000};
+  CHECK(ip::dynamic_quant_int8(zero, 2, ip::AmaxZero::scale1, c) == 1.0f);
+  CHECK(ip::dynamic_quant_int8(zero, 2, ip::AmaxZero::scale0, c) == 0.0f);
+  CHECK((c[0] == 0 && c[1] == 0));
+  const std::uint16_t nan[2] = {0x7FC0, num::f32_to_bf16(3.0f)};
+  CHECK(std::isnan(ip::dynamic_quant_int8(nan, 2, ip::AmaxZero::scale1, c)));
+  CHECK((c[0] == 0 && c[1] == 0));
 }

@@ -508,6 +508,43 @@ def capture_ascend_qli(query: Any, key: Any, weights: Any, query_dequant_scale: 
     return _emit(_case("v4.indexer", name, ins, {"sparse_indices": _np(output)}, a), out)
 
 
+def capture_ascend_indexer_prolog(*, q: Any = None, q_int8: Any = None, q_scale: Any = None, weights: Any = None,
+                                   weights_fp16: Any = None, k: Any = None, slot_mapping: Any = None,
+                                   k_cache_before: Any = None, k_scale_cache_before: Any = None, k_cache_after: Any = None,
+                                   k_scale_cache_after: Any = None, amax_zero: str = "scale1", layer: Optional[int] = None,
+                                   name: Optional[str] = None, out: Out = None, attrs: Optional[Dict[str, Any]] = None) -> Case:
+    """v4.indexer_prolog: the tensors around seed 004's A3 indexer inputs. Query path: `q` = the rotated bf16 query
+    [T, H, D] that ``indexer_quantize_query`` quantizes, `q_int8` / `q_scale` its outputs. Weights path: `weights` =
+    the bf16 ``weights_proj`` output [T, H], `weights_fp16` = ``prepare_dsa_indexer_weights(weights * c)``. Key path:
+    `k` = the indexer compressor rows [R, D] bf16, `slot_mapping` the [block, offset] pairs (or flat slots) of
+    ``indexer_quant_scatter``, the caches copied before the call (``capture`` snapshots arguments) and after it.
+    Any path may be left out (all its tensors None); each given path's outputs are checked bit for bit."""
+    if out is not None and not isinstance(out, (str, os.PathLike, DumpWriter)):
+        raise TypeError("capture_ascend_indexer_prolog: out= is where the case goes (a path or a DumpWriter)")
+    ins: Dict[str, Any] = {}
+    outs: Dict[str, Any] = {}
+    if q is not None:
+        ins["q"] = _np(q)
+        outs.update(q_int8=_np(q_int8) if q_int8 is not None else None, q_scale=_np(q_scale) if q_scale is not None else None)
+    if weights is not None:
+        ins["weights"] = _np(weights)
+        outs["weights_fp16"] = _np(weights_fp16) if weights_fp16 is not None else None
+    if k is not None:
+        if slot_mapping is None or k_cache_before is None or k_scale_cache_before is None:
+            raise TypeError("capture_ascend_indexer_prolog: k needs slot_mapping, k_cache_before and k_scale_cache_before")
+        ins.update(k=_np(k), slot_mapping=_np(slot_mapping), k_cache_in=_np(k_cache_before),
+                   k_scale_cache_in=_np(k_scale_cache_before))
+        outs.update(k_cache=_np(k_cache_after) if k_cache_after is not None else None,
+                    k_scale_cache=_np(k_scale_cache_after) if k_scale_cache_after is not None else None)
+    if not ins:
+        raise TypeError("capture_ascend_indexer_prolog: give at least one path (q, weights or k)")
+    a: Dict[str, Any] = dict(amax_zero=amax_zero)
+    if layer is not None:
+        a["layer"] = int(layer)
+    a.update(attrs or {})
+    return _emit(_case("v4.indexer_prolog", name, ins, {k2: v for k2, v in outs.items() if v is not None}, a), out)
+
+
 STAGE_HELPERS: Dict[str, Callable[..., Case]] = {
     "indexer.quant": capture_act_quant,
     "indexer.prolog": capture_prolog,
@@ -519,6 +556,7 @@ STAGE_HELPERS: Dict[str, Callable[..., Case]] = {
     "attn.sparse_mla_prefill": capture_flash_mla_sparse_fwd,
     "attn.sparse_mla_decode": capture_flash_mla_with_kvcache,
     "v4.compressor": capture_ascend_compressor,
+    "v4.indexer_prolog": capture_ascend_indexer_prolog,
     "v4.indexer": capture_ascend_qli,
 }
 

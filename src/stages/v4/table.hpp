@@ -5,4 +5,5 @@
 namespace dsa::v4 {
 namespace compressor { Stage stage(); }
 namespace indexer { Stage stage(); }
+namespace indexer_prolog { Stage stage(); }
 }  // namespace dsa::v4

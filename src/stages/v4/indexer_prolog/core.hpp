@@ -1,0 +1,47 @@
+// v4.indexer_prolog — what feeds the DeepSeek-V4 Ascend indexer (spec v4 §3.1-3.4; seed 004 indexer_select_qli /
+// _indexer_qkv_prepare, device_op.py indexer_quantize_query / prepare_dsa_indexer_weights / indexer_quant_scatter):
+//   query:   (q8, qs) = dynamic_quant_int8 of every (token, head) row of the rotated bf16 query [T, H, D] (the
+//            output of RoPE + Hadamard), q_scale = fp16(qs) (RNE)
+//   weights: A3 head weights w16 = fp16(bf16(fl32(w * fl32(0.011048543456039806)))) of the bf16 weights_proj output
+//   key:     (k8, ks) = dynamic_quant_int8 of every indexer-compressor row k [R, D]; k8 and fp16(ks) scattered into
+//            the PA_BSND caches at slot_mapping ([block, offset] pairs, A3; or flat slots); a negative block (vLLM's
+//            padding [-1, bs-1]) is skipped, as npu_scatter_nd_update_v2 skips linear indices outside the cache
+// dynamic_quant_int8 (the A2/A3 kernel for bf16 input, spec §3.4): xf = float(x) (exact); amax = max |xf|;
+//   scale = fl32(amax * fl32(1/127)) (a multiply, not amax / 127); inv = fl32(127 / amax); q = rint(fl32(xf * inv))
+//   (half to even), an int8 in [-127, 127].
+// amax = 0 (an all-zero row) is a named option, attr amax_zero: `scale1` = ops-nn's golden.py (scale := 1, codes 0),
+// `scale0` = the kernel's arithmetic (scale 0 * (1/127) = 0; inv = inf, 0 * inf = NaN, whose int8 cast is taken as 0).
+// A NaN in a row: amax, scale and fp16 scale NaN (0x7FFF), every code of the row 0. An inf: amax and scale inf,
+// inv = 0, codes x * 0 = 0 (inf * 0 = NaN, cast to 0). Everything is exact: bytes comparators.
+#pragma once
+#include <cstdint>
+
+#include "stage/stage.hpp"
+
+namespace dsa::v4::indexer_prolog {
+
+enum class AmaxZero { scale1, scale0 };
+// Known bugs the selftest mutants reproduce through the reference's own code path (never set by a dump).
+enum class Bug { none, scale_div127, codes_trunc, weights_unscaled };
+
+struct Params : dsa::Params {
+  AmaxZero amax_zero = AmaxZero::scale1;
+  bool pairs = true;  // slot_mapping as [block, offset] pairs (else flat slots)
+  std::int64_t nblk = 0, bs = 0, D = 0;
+};
+
+// dynamic_quant_int8 of n bf16 values: writes n codes, returns the fp32 scale (before its fp16 cast).
+float dynamic_quant_int8(const std::uint16_t* x, std::int64_t n, AmaxZero az, std::int8_t* codes, Bug bug = Bug::none);
+// The A3 head weight of one bf16 weights_proj output value (fp16 bits).
+std::uint16_t a3_weight(std::uint16_t w_bf16, Bug bug = Bug::none);
+// Flat cache slot of key row r, or -1 (skipped).
+std::int64_t slot_of(const Case& c, const Params& p, std::int64_t r);
+
+Expected cpu(const Case& c, const Params& p, const RefOptions& opt);
+Expected run(const Case& c, const Params& p, Bug bug, int threads);
+std::vector<golden::Generator> generators();
+std::vector<golden::GoldenSpec> goldens();
+std::vector<golden::GoldenSpec> selftest_cases();
+std::vector<Mutant> mutants();
+
+}  // namespace dsa::v4::indexer_prolog

@@ -1,0 +1,108 @@
+// v4.indexer_prolog: input generator and golden catalogue rows (README "Golden data").
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "numerics/formats.hpp"
+#include "numerics/rng.hpp"
+#include "stages/v4/indexer_prolog/core.hpp"
+
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
+namespace dsa::v4::indexer_prolog {
+
+using golden::Generator;
+using golden::GoldenSpec;
+using golden::I;
+using golden::S;
+
+namespace {
+
+enum Stream : std::uint64_t { kQ = 1, kW, kK, kCache, kSlots, kPlant };
+
+// One bf16 row of n values: N(0,1) * U(0.05, 4); zero rows all 0.
+void gen_row(Rng r, std::int64_t n, bool zero, std::uint16_t* dst) {
+  if (zero) {
+    std::fill(dst, dst + n, std::uint16_t{0});
+    return;
+  }
+  const double mag = r.uniform(0.05, 4.0);
+  for (std::int64_t i = 0; i < n; ++i) dst[i] = num::f64_to_bf16(mag * r.normal());
+}
+
+// dims T, H, D, R, nblk, bs; params zero_rows (1: q row (0, 1) and key row 1 all zero), pad_rows (every n-th key row padded: [-1, bs-1] / -1), flat (1: flat slots).
+void gen_rows(const GoldenSpec& s, std::uint64_t seed, int threads, Case& c) {
+  (void)threads;
+  const Rng root(seed);
+  const std::int64_t T = s.dim("T", 8), H = s.dim("H", 64), D = s.dim("D", 128), R = s.dim("R", 6), bs = s.dim("bs", 16),
+                     nblk = s.dim("nblk", 4);
+  const bool zero = s.param("zero_rows", 0) > 0, flat = s.param("flat", 0) > 0;
+  const auto pad = static_cast<std::int64_t>(s.param("pad_rows", 0));
+  if (T > 0) {
+    Tensor q(DType::bf16, {T, H, D}), w(DType::bf16, {T, H});
+    for (std::int64_t i = 0; i < T * H; ++i)
+      gen_row(root.fork(kQ).fork(static_cast<std::uint64_t>(i)), D, zero && i == 1, q.data<std::uint16_t>() + i * D);
+    Rng rw = root.fork(kW);
+    for (std::int64_t i = 0; i < T * H; ++i) w.data<std::uint16_t>()[i] = num::f64_to_bf16(rw.normal());
+    c.inputs["q"] = q;
+    c.inputs["weights"] = w;
+  }
+  if (R > 0) {
+    Tensor k(DType::bf16, {R, D});
+    for (std::int64_t r = 0; r < R; ++r)
+      gen_row(root.fork(kK).fork(static_cast<std::uint64_t>(r)), D, zero && r == 1, k.data<std::uint16_t>() + r * D);
+    Tensor kc(DType::int8, {nblk, bs, 1, D}), ksc(DType::fp16, {nblk, bs, 1, 1});
+    Rng rc = root.fork(kCache);
+    for (std::int64_t i = 0; i < kc.numel(); ++i) kc.data<std::int8_t>()[i] = static_cast<std::int8_t>(rc.randint(-127, 127));
+    for (std::int64_t i = 0; i < ksc.numel(); ++i) ksc.data<std::uint16_t>()[i] = num::f32_to_fp16(static_cast<float>(rc.uniform(0.001, 0.05)));
+    // Distinct slots from a shuffled pool; every pad-th row padded.
+    std::vector<std::int64_t> pool(static_cast<std::size_t>(nblk * bs));
+    std::iota(pool.begin(), pool.end(), 0);
+    Rng rs = root.fork(kSlots);
+    for (std::size_t i = pool.size(); i > 1; --i) std::swap(pool[i - 1], pool[static_cast<std::size_t>(rs.randint(0, static_cast<std::int64_t>(i) - 1))]);
+    Tensor sm = flat ? Tensor(DType::i32, {R}) : Tensor(DType::i32, {R, 2});
+    for (std::int64_t r = 0; r < R; ++r) {
+      const bool padded = pad > 0 && r % pad == pad - 1;
+      const std::int64_t slot = pool[static_cast<std::size_t>(r)];
+      if (flat) sm.data<std::int32_t>()[r] = padded ? -1 : static_cast<std::int32_t>(slot);
+      else {
+        sm.data<std::int32_t>()[2 * r] = padded ? -1 : static_cast<std::int32_t>(slot / bs);
+        sm.data<std::int32_t>()[2 * r + 1] = static_cast<std::int32_t>(padded ? bs - 1 : slot % bs);
+      }
+    }
+    c.inputs["k"] = k;
+    c.inputs["slot_mapping"] = sm;
+    c.inputs["k_cache_in"] = kc;
+    c.inputs["k_scale_cache_in"] = ksc;
+  }
+}
+
+}  // namespace
+
+std::vector<Generator> generators() {
+  return {{"v4ip.rows", "v4.indexer_prolog",
+           "rotated q [T,H,D] and key rows [R,D] bf16 N(0,1) x U(0.05, 4) per row; zero_rows: an all-zero q and k "
+           "row; weights bf16 N(0,1); caches of junk int8 / fp16 scales; distinct shuffled slots, every pad_rows-th key "
+           "row padded ([-1, bs-1], or -1 with flat). dims T, H, D, R, nblk, bs",
+           gen_rows}};
+}
+
+std::vector<GoldenSpec> goldens() {
+  const char* st = "v4.indexer_prolog";
+  const char* g = "v4ip.rows";
+  return {
+      {.name = "v4ip_a3_pairs", .stage = st, .generator = g, .seed = 1301,
+       .dims = {{"T", 6}, {"H", 64}, {"D", 128}, {"R", 24}, {"nblk", 3}, {"bs", 16}},
+       .params = {{"zero_rows", 1}, {"pad_rows", 5}},
+       .doc = "V4-Flash dims (64 heads x 128): all-zero rows (amax_zero=scale1), padded key rows [-1, bs-1] skipped, "
+              "[block, offset] slots"},
+      {.name = "v4ip_kernel_amax0_flat", .stage = st, .generator = g, .seed = 1302,
+       .dims = {{"T", 2}, {"H", 64}, {"D", 128}, {"R", 10}, {"nblk", 2}, {"bs", 16}},
+       .params = {{"zero_rows", 1}, {"pad_rows", 4}, {"flat", 1}}, .attrs = {{"amax_zero", S("scale0")}},
+       .poison = {{"q", 1, 9, golden::kNaN}, {"k", 3, 0, golden::kInf}},
+       .doc = "the kernel's amax = 0 arithmetic (scale 0), flat slots with -1 padding; NaN policy: a NaN in a row gives a NaN "
+              "scale and zero codes, an inf an inf scale and zero codes"},
+  };
+}
+
+}  // namespace dsa::v4::indexer_prolog

@@ -1,0 +1,72 @@
+// v4.indexer_prolog: selftest cases and mutants (issue list: scale stored fp32 instead of fp16; plus codes truncated,
+// weights without the softmax scale, padded key rows written), each with the verdict it must get.
+#include "stage/mutant_kit.hpp"
+#include "stages/v4/indexer_prolog/core.hpp"
+
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
+namespace dsa::v4::indexer_prolog {
+
+using namespace mutant;
+using cmp::Verdict;
+using V = std::vector<Verdict>;
+
+std::vector<golden::GoldenSpec> selftest_cases() {
+  return {
+      {.name = "v4ip", .stage = "v4.indexer_prolog", .generator = "v4ip.rows", .seed = 51,
+       .dims = {{"T", 3}, {"H", 8}, {"D", 32}, {"R", 12}, {"nblk", 2}, {"bs", 16}},
+       .params = {{"zero_rows", 1}, {"pad_rows", 4}},
+       .doc = "q, weights and key paths; all-zero rows; padded key rows"},
+  };
+}
+
+namespace {
+
+std::function<void(Case&, const Expected&, std::uint64_t)> with_bug(Bug bug) {
+  return [bug](Case& c, const Expected&, std::uint64_t seed) {
+    BoundCase b;
+    if (auto pr = validate_case(c, false, &b); !pr.empty()) throw SchemaError(pr.front());
+    const Expected E = run(c, dynamic_cast<const Params&>(*b.params), bug, 1);
+    c.outputs.clear();
+    plausible_outputs(c, E, seed);
+  };
+}
+
+}  // namespace
+
+std::vector<Mutant> mutants() {
+  return {
+      // (amax / 127 instead of amax * fl32(1/127) is not observable on A3: the fp16 scales agree for every bf16 amax,
+      // tested exhaustively in ctest "v4.indexer_prolog: ...")
+      {"v4ip_scale_fp32", "v4 §3.4", "v4ip", V{Verdict::DTYPE}, "query scale stored as fp32 instead of fp16",
+       [](Case& c, const Expected& E, std::uint64_t) {
+         const Tensor& s = reft(E, "q_scale").value;
+         Tensor f(DType::f32, s.shape());
+         for (std::int64_t i = 0; i < s.numel(); ++i) f.data<float>()[i] = num::fp16_to_f32(s.data<std::uint16_t>()[i]);
+         c.outputs["q_scale"] = f;
+       }},
+      {"v4ip_codes_trunc", "v4 §3.4", "v4ip", V{Verdict::FAIL}, "codes truncated toward zero instead of rint (CAST_TRUNC)",
+       with_bug(Bug::codes_trunc)},
+      {"v4ip_weights_unscaled", "v4 §3.2", "v4ip", V{Verdict::FAIL}, "head weights not multiplied by 0.0110485 (fp16(w) only)",
+       with_bug(Bug::weights_unscaled)},
+      {"v4ip_padded_written", "B12", "v4ip", V{Verdict::FAIL},
+       "padded key rows ([-1, bs-1] pairs or -1) written into the lowest free cache slots instead of skipped",
+       buggy([](Case& c) {
+         const std::int64_t bs = c.input("k_cache_in").dim(1);
+         edit_input(c, "slot_mapping", [bs](Tensor& t) {
+           if (t.shape().size() == 1) return write_padded_tokens(t);
+           // pairs: the same edit on the flat slots block * bs + offset, written back as pairs
+           Tensor flat(DType::i64, {t.dim(0)});
+           for (std::int64_t r = 0; r < t.dim(0); ++r)
+             iset(flat, r, t.int_at(2 * r) < 0 ? -1 : t.int_at(2 * r) * bs + t.int_at(2 * r + 1));
+           write_padded_tokens(flat);
+           for (std::int64_t r = 0; r < t.dim(0); ++r) {
+             iset(t, 2 * r, flat.int_at(r) / bs);
+             iset(t, 2 * r + 1, flat.int_at(r) % bs);
+           }
+         });
+       })},
+  };
+}
+
+}  // namespace dsa::v4::indexer_prolog
