@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "stage/stage.hpp"
+#include "stages/indexer/common/ascend_li.hpp"
 
 namespace dsa::v4::indexer {
 
@@ -28,20 +29,14 @@ namespace dsa::v4::indexer {
 enum class Bug { none, relu_after_weighting, no_key_scale, no_query_scale, no_2pow10, chunk_slots };
 
 struct Params : dsa::Params {
-  std::int64_t k = 512;       // sparse_count
-  std::int64_t cmp_ratio = 4;
-  std::int64_t T = 0, H = 0, D = 0, B = 0, nblk = 0, bs = 0, maxblk = 0;
-  std::int64_t max_nvis = 0;  // largest visible count over the rows (the score buffer width)
+  std::int64_t k = 512;  // sparse_count
+  std::int64_t T = 0, H = 0, D = 0;
+  dsa::indexer::ascend_li::Geometry g;  // requests, key cache, block table, cmp_ratio (4)
 };
-
-// Row t's request, position and visible count (validated by parse).
-struct RowInfo {
-  std::int64_t b = 0, pos = 0, nvis = 0, qlen = 0;
-};
-std::vector<RowInfo> row_info(const Case& c, const Params& p);
+using dsa::indexer::ascend_li::Row;
 
 // Scores (f64, exact products summed in a fixed order) and bounds of row t's visible keys, from the case's tensors.
-void row_scores(const Case& c, const Params& p, const RowInfo& ri, std::int64_t t, Bug bug, double* score, double* bound);
+void row_scores(const Case& c, const Params& p, const Row& ri, std::int64_t t, Bug bug, double* score, double* bound);
 
 Expected cpu(const Case& c, const Params& p, const RefOptions& opt);
 Expected run(const Case& c, const Params& p, Bug bug, int threads);

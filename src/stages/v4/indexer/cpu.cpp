@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "numerics/formats.hpp"
-#include "stages/indexer/common/topk_canonical.hpp"
 #include "stages/v4/indexer/core.hpp"
 
 namespace dsa::v4::indexer {
@@ -37,33 +36,14 @@ double gamma_n(i64 n, double u) { return static_cast<double>(n) * u / (1.0 - sta
 
 }  // namespace
 
-std::vector<RowInfo> row_info(const Case& c, const Params& p) {
-  const Tensor& aq = c.input("actual_seq_lengths_query");
-  const Tensor& ak = c.input("actual_seq_lengths_key");
-  std::vector<RowInfo> rows(static_cast<std::size_t>(p.T));
-  i64 start = 0;
-  for (i64 b = 0; b < p.B; ++b) {
-    const i64 end = aq.int_at(b), qlen = end - start, kv = ak.int_at(b);
-    for (i64 i = 0; i < qlen && start + i < p.T; ++i) {
-      RowInfo& r = rows[static_cast<std::size_t>(start + i)];
-      r.b = b;
-      r.qlen = qlen;
-      r.pos = kv - qlen + i;
-      r.nvis = r.pos + 1 > 0 ? (r.pos + 1) / p.cmp_ratio : 0;
-    }
-    start = end;
-  }
-  return rows;
-}
-
-void row_scores(const Case& c, const Params& p, const RowInfo& ri, i64 t, Bug bug, double* score, double* bound) {
+void row_scores(const Case& c, const Params& p, const Row& ri, i64 t, Bug bug, double* score, double* bound) {
   const i64 H = p.H, D = p.D;
   const std::int8_t* q = c.input("query").data<std::int8_t>() + t * H * D;
   const std::uint16_t* w = c.input("weights").data<std::uint16_t>() + t * H;
   const std::uint16_t* qs = c.input("query_dequant_scale").data<std::uint16_t>() + t * H;
   const std::int8_t* key = c.input("key").data<std::int8_t>();
   const std::uint16_t* ksc = c.input("key_dequant_scale").data<std::uint16_t>();
-  const std::int32_t* bt = c.input("block_table").data<std::int32_t>() + ri.b * p.maxblk;
+  const std::int32_t* bt = c.input("block_table").data<std::int32_t>();
   std::vector<double> wq(static_cast<std::size_t>(H));
   for (i64 h = 0; h < H; ++h) {
     const double prod = static_cast<double>(num::fp16_to_f32(w[h])) *
@@ -73,7 +53,7 @@ void row_scores(const Case& c, const Params& p, const RowInfo& ri, i64 t, Bug bu
   const double g = (gamma_n(H - 1, std::ldexp(1.0, -24)) + gamma_n(H - 1, std::ldexp(1.0, -53))) * (1.0 + std::ldexp(1.0, -20));
   std::vector<std::int32_t> I(static_cast<std::size_t>(H));
   for (i64 j = 0; j < ri.nvis; ++j) {
-    const i64 slot = static_cast<i64>(bt[j / p.bs]) * p.bs + j % p.bs;
+    const i64 slot = dsa::indexer::ascend_li::key_slot(bt, p.g, ri.b, j);
     heads_dot(q, key + slot * D, H, D, I.data());
     double L = 0, A = 0;
     for (i64 h = 0; h < H; ++h) {
@@ -95,62 +75,18 @@ void row_scores(const Case& c, const Params& p, const RowInfo& ri, i64 t, Bug bu
     const double sc = L * ks;
     score[j] = sc;
     bound[j] = std::isfinite(sc) ? g * A * std::fabs(ks) + std::ldexp(std::fabs(sc), -23) : 0.0;
-    if (bug == Bug::chunk_slots && j >= ri.qlen / p.cmp_ratio) score[j] = -std::numeric_limits<double>::infinity(), bound[j] = 0;
+    if (bug == Bug::chunk_slots && j >= ri.qlen / p.g.cmp_ratio) score[j] = -std::numeric_limits<double>::infinity(), bound[j] = 0;
   }
 }
 
 Expected run(const Case& c, const Params& p, Bug bug, int threads) {
-  const auto rows = std::make_shared<const std::vector<RowInfo>>(row_info(c, p));
-  const i64 T = p.T, k = p.k, C = std::max<i64>(p.max_nvis, 1);
-  i64 W = k;  // output width: the dumped indices', else sparse_count
-  for (const auto* g : {&c.outputs, &c.expected})
-    if (auto it = g->find("sparse_indices"); it != g->end() && it->second.rank() >= 1) {
-      W = it->second.dim(-1);
-      break;
-    }
-  Tensor scores(DType::f64, {T, C}), bounds(DType::f64, {T, C});
-  Tensor value(DType::i32, {T, 1, W}, Tensor::Uninit{});
-  std::vector<double> kth(static_cast<std::size_t>(T));
-  std::vector<i64> len(static_cast<std::size_t>(T));
-  double* sc = scores.data<double>();
-  double* bd = bounds.data<double>();
-  std::int32_t* out = value.data<std::int32_t>();
-  const double ninf = -std::numeric_limits<double>::infinity();
-#pragma omp parallel for schedule(dynamic, 1) num_threads(std::max(1, threads))
-  for (i64 t = 0; t < T; ++t) {
-    const RowInfo& ri = (*rows)[static_cast<std::size_t>(t)];
-    double* row = sc + t * C;
-    std::fill(row, row + C, ninf);
-    row_scores(c, p, ri, t, bug, row, bd + t * C);
-    len[static_cast<std::size_t>(t)] = ri.nvis;
-    const std::vector<i64> sel = dsa::indexer::topk_canonical(row, ri.nvis, k);
-    kth[static_cast<std::size_t>(t)] = ri.nvis <= k ? dsa::indexer::topk_last_score(row, ri.nvis) : row[sel.back()];
-    for (i64 i = 0; i < W; ++i)
-      out[t * W + i] = i < static_cast<i64>(sel.size()) ? static_cast<std::int32_t>(sel[static_cast<std::size_t>(i)]) : -1;
-  }
-  RefTensor r;
-  r.name = "sparse_indices";
-  r.kind = CompareKind::topk_set;
-  r.value = value;
-  r.topk.k = k;
-  r.topk.len = std::move(len);
-  r.topk.scores = scores;
-  r.topk.bounds = bounds;
-  r.topk.kth = std::move(kth);
-  r.topk.to_index = [](i64, i64 q) { return q; };  // per-request compressed-entry index
-  r.topk.from_index = [rows](i64 row, i64 idx) {
-    return idx >= 0 && idx < (*rows)[static_cast<std::size_t>(row)].nvis ? idx : i64{-1};
-  };
-  r.topk.sorted = true;      // the op sorts (descending; Sort32 + MrgSort)
-  r.topk.fast_path = false;  // rows with nvis <= k are sorted too
-  r.topk.short_rows_hint = "";  // the op always pads with -1
-  r.describe = [rows, W](i64 f) {
-    const RowInfo& ri = (*rows)[static_cast<std::size_t>(f / W)];
-    return "token " + std::to_string(f / W) + " (request " + std::to_string(ri.b) + ", position " + std::to_string(ri.pos) +
-           ", " + std::to_string(ri.nvis) + " visible entries) pos " + std::to_string(f % W);
-  };
+  namespace li = dsa::indexer::ascend_li;
+  auto rows = std::make_shared<std::vector<Row>>(static_cast<std::size_t>(p.T));
+  li::fill_rows(c, li::Call{.row0 = 0, .T = p.T}, p.g, *rows);
   Expected e;
-  e.tensors.push_back(std::move(r));
+  e.tensors.push_back(li::topk_indices(
+      c, "sparse_indices", rows, p.k, [&](i64 t, const Row& ri, double* score, double* bound) { row_scores(c, p, ri, t, bug, score, bound); },
+      threads));
   return e;
 }
 

@@ -1,0 +1,130 @@
+// Shared metadata checks and the top-k reference of the Ascend lightning-indexer ops (see ascend_li.hpp).
+#include "stages/indexer/common/ascend_li.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <limits>
+
+#include "stages/indexer/common/topk_canonical.hpp"
+
+namespace dsa::indexer::ascend_li {
+
+using i64 = std::int64_t;
+
+bool parse_call(const Case& c, const Call& call, Geometry& g, std::vector<Problem>& pr) {
+  auto bad = [&](const std::string& t, const std::string& want, const std::string& found) {
+    pr.push_back({c.file, c.name, t, want, found});
+    return false;
+  };
+  const Tensor& aq = c.input(call.aq_name);
+  const Tensor& ak = c.input(call.ak_name);
+  const Tensor& bt = c.input("block_table");
+  const std::string in_aq = "inputs/" + call.aq_name, in_ak = "inputs/" + call.ak_name;
+  if (aq.numel() != g.B || ak.numel() != g.B)
+    return bad(in_aq + ", " + in_ak, "B = " + std::to_string(g.B) + " entries (block_table rows)",
+               std::to_string(aq.numel()) + " and " + std::to_string(ak.numel()));
+  i64 prev = 0;
+  for (i64 b = 0; b < g.B; ++b) {
+    const i64 end = aq.int_at(b), kv = ak.int_at(b);
+    if (end < prev || end > call.T)
+      return bad(in_aq, "non-decreasing prefix sums (no leading 0) within the call's " + std::to_string(call.T) + " query rows",
+                 "request " + std::to_string(b) + ": " + std::to_string(end) + " after " + std::to_string(prev));
+    if (kv < 0 || kv > (i64{1} << 40))
+      return bad(in_ak, "uncompressed token counts in 0..2^40", "request " + std::to_string(b) + ": " + std::to_string(kv));
+    const i64 nv = kv / g.cmp_ratio;  // the request's last row (position kv - 1) sees kv / r entries
+    if (end > prev) {
+      g.max_nvis = std::max(g.max_nvis, nv);
+      const i64 blocks = (nv + g.bs - 1) / g.bs;
+      if (blocks > g.maxblk)
+        return bad("inputs/block_table", "at least ceil(nvis / block size) = " + std::to_string(blocks) + " blocks for request " +
+                                             std::to_string(b) + " (" + std::to_string(nv) + " visible keys)",
+                   std::to_string(g.maxblk) + " columns");
+      for (i64 j = 0; j < blocks; ++j)
+        if (const i64 id = bt.int_at(b * g.maxblk + j); id < 0 || id >= g.nblk)
+          return bad("inputs/block_table", "block ids in [0, " + std::to_string(g.nblk) + ") for the blocks a request reads",
+                     "request " + std::to_string(b) + " block " + std::to_string(j) + ": " + std::to_string(id));
+    }
+    prev = end;
+  }
+  if (prev != call.T)
+    return bad(in_aq, "last prefix sum = the call's query rows = " + std::to_string(call.T), std::to_string(prev));
+  return true;
+}
+
+void fill_rows(const Case& c, const Call& call, const Geometry& g, std::vector<Row>& rows) {
+  const Tensor& aq = c.input(call.aq_name);
+  const Tensor& ak = c.input(call.ak_name);
+  i64 start = 0;
+  for (i64 b = 0; b < g.B; ++b) {
+    const i64 end = aq.int_at(b), qlen = end - start, kv = ak.int_at(b);
+    for (i64 i = 0; i < qlen && start + i < call.T; ++i) {
+      Row& r = rows[static_cast<std::size_t>(call.row0 + start + i)];
+      r.b = b;
+      r.qlen = qlen;
+      r.pos = kv - qlen + i;
+      r.nvis = r.pos + 1 > 0 ? (r.pos + 1) / g.cmp_ratio : 0;
+    }
+    start = end;
+  }
+}
+
+void check_width(const Case& c, const std::string& output, i64 k, std::vector<Problem>& pr) {
+  for (const auto* g : {&c.outputs, &c.expected})
+    if (auto it = g->find(output); it != g->end() && it->second.rank() >= 1 && it->second.dim(-1) < k)
+      pr.push_back({c.file, c.name, std::string(g == &c.outputs ? "outputs/" : "expected/") + output,
+                    "last dim >= sparse_count = " + std::to_string(k), std::to_string(it->second.dim(-1))});
+}
+
+RefTensor topk_indices(const Case& c, const std::string& output, Rows rows, i64 k, const RowScorer& scorer, int threads) {
+  const i64 T = static_cast<i64>(rows->size());
+  i64 C = 1, W = k;  // score buffer width; output width: the dumped indices', else sparse_count
+  for (const Row& r : *rows) C = std::max(C, r.nvis);
+  for (const auto* g : {&c.outputs, &c.expected})
+    if (auto it = g->find(output); it != g->end() && it->second.rank() >= 1) {
+      W = it->second.dim(-1);
+      break;
+    }
+  Tensor scores(DType::f64, {T, C}), bounds(DType::f64, {T, C});
+  Tensor value(DType::i32, {T, 1, W}, Tensor::Uninit{});
+  std::vector<double> kth(static_cast<std::size_t>(T));
+  std::vector<i64> len(static_cast<std::size_t>(T));
+  double* sc = scores.data<double>();
+  double* bd = bounds.data<double>();
+  std::int32_t* out = value.data<std::int32_t>();
+  const double ninf = -std::numeric_limits<double>::infinity();
+#pragma omp parallel for schedule(dynamic, 1) num_threads(std::max(1, threads))
+  for (i64 t = 0; t < T; ++t) {
+    const Row& ri = (*rows)[static_cast<std::size_t>(t)];
+    double* row = sc + t * C;
+    std::fill(row, row + C, ninf);
+    scorer(t, ri, row, bd + t * C);
+    len[static_cast<std::size_t>(t)] = ri.nvis;
+    const std::vector<i64> sel = topk_canonical(row, ri.nvis, k);
+    kth[static_cast<std::size_t>(t)] = ri.nvis <= k ? topk_last_score(row, ri.nvis) : row[sel.back()];
+    for (i64 i = 0; i < W; ++i)
+      out[t * W + i] = i < static_cast<i64>(sel.size()) ? static_cast<std::int32_t>(sel[static_cast<std::size_t>(i)]) : -1;
+  }
+  RefTensor r;
+  r.name = output;
+  r.kind = CompareKind::topk_set;
+  r.value = value;
+  r.topk.k = k;
+  r.topk.len = std::move(len);
+  r.topk.scores = scores;
+  r.topk.bounds = bounds;
+  r.topk.kth = std::move(kth);
+  r.topk.to_index = [](i64, i64 q) { return q; };  // per-request key index
+  r.topk.from_index = [rows](i64 row, i64 idx) { return idx >= 0 && idx < (*rows)[static_cast<std::size_t>(row)].nvis ? idx : i64{-1}; };
+  r.topk.sorted = true;         // the ops sort (descending; Sort32 + MrgSort)
+  r.topk.fast_path = false;     // rows with nvis <= k are sorted too
+  r.topk.short_rows_hint = "";  // the ops always pad with -1
+  r.describe = [rows, W](i64 f) {
+    const Row& ri = (*rows)[static_cast<std::size_t>(f / W)];
+    return "token " + std::to_string(f / W) + " (request " + std::to_string(ri.b) + ", position " + std::to_string(ri.pos) + ", " +
+           std::to_string(ri.nvis) + " visible keys) pos " + std::to_string(f % W);
+  };
+  return r;
+}
+
+}  // namespace dsa::indexer::ascend_li

@@ -1,0 +1,53 @@
+// What the Ascend lightning-indexer ops share (npu_lightning_indexer, V3.2 bf16; npu_vllm_quant_lightning_indexer,
+// V4 int8): TND query rows grouped into requests by actual_seq_lengths_query (prefix sums without the leading 0),
+// actual_seq_lengths_key (the uncompressed kv length per request), a PA_BSND key cache read through block_table, the
+// sparse_mode 3 visibility nvis = (p + 1) // cmp_ratio at position p = kv_len - q_len + i, and the sorted, -1 padded
+// sparse_indices output judged by the tie-aware top-k comparator with per-candidate score bounds.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "stage/stage.hpp"
+
+namespace dsa::indexer::ascend_li {
+
+// Query row t's request, position, visible count and request length.
+struct Row {
+  std::int64_t b = 0, pos = 0, nvis = 0, qlen = 0;
+};
+using Rows = std::shared_ptr<const std::vector<Row>>;
+
+// The metadata of one op call over query rows [row0, row0 + T) (a context-parallel half is one call).
+struct Call {
+  std::string aq_name = "actual_seq_lengths_query", ak_name = "actual_seq_lengths_key";
+  std::int64_t row0 = 0, T = 0;
+};
+
+struct Geometry {
+  std::int64_t B = 0, nblk = 0, bs = 0, maxblk = 0, cmp_ratio = 1;
+  std::int64_t max_nvis = 0;  // the largest visible count any row may get (the score buffer width)
+};
+
+// Checks one call's metadata (prefix sums ending at T, kv lengths, block ids of the blocks a request reads) against
+// the block table; raises g.max_nvis. Returns false (problems appended) on the first inconsistency.
+bool parse_call(const Case& c, const Call& call, Geometry& g, std::vector<Problem>& pr);
+// Writes rows[call.row0 .. call.row0 + call.T) from the call's metadata (validated by parse_call).
+void fill_rows(const Case& c, const Call& call, const Geometry& g, std::vector<Row>& rows);
+// "last dim >= sparse_count" for a dumped index output.
+void check_width(const Case& c, const std::string& output, std::int64_t k, std::vector<Problem>& pr);
+// Flat cache slot of request b's j-th visible key (block_table[b][j / bs] * bs + j % bs).
+inline std::int64_t key_slot(const std::int32_t* bt, const Geometry& g, std::int64_t b, std::int64_t j) {
+  return static_cast<std::int64_t>(bt[b * g.maxblk + j / g.bs]) * g.bs + j % g.bs;
+}
+
+// Scores (f64) and bounds of row t's visible keys 0..nvis-1 (the rest stays -inf / 0).
+using RowScorer = std::function<void(std::int64_t t, const Row& r, double* score, double* bound)>;
+// The reference sparse_indices [T, 1, W] (W = the dumped width, else k): per row the top k by score, descending,
+// ties to the lower index, -1 padded, all -1 when nvis <= 0; with the scores and bounds the comparator judges by.
+RefTensor topk_indices(const Case& c, const std::string& output, Rows rows, std::int64_t k, const RowScorer& scorer,
+                       int threads);
+
+}  // namespace dsa::indexer::ascend_li
