@@ -149,4 +149,19 @@ void write_padded_tokens(Tensor& t) {
   }
 }
 
+void replace_padding(Tensor& t, std::int64_t v) {
+  for (std::int64_t i = 0; i < t.numel(); ++i)
+    if (t.int_at(i) == -1) iset(t, i, v);
+}
+
+void rows_ascending(Tensor& t) {
+  const std::int64_t W = t.dim(-1);
+  for (std::int64_t r = 0; r < t.numel() / W; ++r) {
+    std::vector<std::int64_t> v;
+    for (std::int64_t i = 0; i < W && t.int_at(r * W + i) >= 0; ++i) v.push_back(t.int_at(r * W + i));
+    std::sort(v.begin(), v.end());
+    for (std::size_t i = 0; i < v.size(); ++i) iset(t, r * W + static_cast<std::int64_t>(i), v[i]);
+  }
+}
+
 }  // namespace dsa::mutant

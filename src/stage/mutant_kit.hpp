@@ -39,6 +39,10 @@ std::vector<std::int64_t> finite_defined(const RefTensor& t);  // defined elemen
 // The padded-token bug of cache writers (B12): every -1 of a slot_mapping replaced by the lowest slot no other token
 // stores into (slot 0 first).
 void write_padded_tokens(Tensor& slot_mapping);
+// Top-k index editors on an [R, ..., W] index tensor: every -1 replaced by v (padding bug B12); each row's valid
+// prefix (up to its first -1) sorted ascending (an unsorted kernel declared sorted, B9).
+void replace_padding(Tensor& indices, std::int64_t v);
+void rows_ascending(Tensor& indices);
 template <typename F>
 void edit_input(Case& c, const std::string& n, F f) {
   Tensor t = c.input(n).clone();

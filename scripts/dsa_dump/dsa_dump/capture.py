@@ -508,6 +508,60 @@ def capture_ascend_qli(query: Any, key: Any, weights: Any, query_dequant_scale: 
     return _emit(_case("v4.indexer", name, ins, {"sparse_indices": _np(output)}, a), out)
 
 
+def capture_ascend_li(query: Any, key: Any, weights: Any, output: Any = None, *, actual_seq_lengths_query: Any,
+                      actual_seq_lengths_key: Any, block_table: Any, layout_query: str = "TND", layout_key: str = "PA_BSND",
+                      sparse_count: int = 2048, sparse_mode: int = 3, pre_tokens: int = (1 << 63) - 1,
+                      next_tokens: int = (1 << 63) - 1, positions: Any = None, variant: str = "ascend-a3",
+                      layer: Optional[int] = None, name: Optional[str] = None, out: Out = None,
+                      attrs: Optional[Dict[str, Any]] = None) -> Case:
+    """indexer.npu_lightning: ``torch_npu.npu_lightning_indexer(query=q, key=past_key_states, weights=weights,
+    actual_seq_lengths_query=..., actual_seq_lengths_key=..., block_table=..., layout_query="TND",
+    layout_key="PA_BSND", sparse_count=2048, sparse_mode=3)`` as seed 000's NPU indexer calls it; `output` is the op's
+    first return value (``topk_indices[0]``, [T, k] or [T, 1, k]).
+
+    Context parallelism (``do_npu_cp_balance_indexer``): pass the (prev, next) pairs exactly as the engine holds them
+    -- ``actual_seq_lengths_query=(q_prev, q_next)``, ``actual_seq_lengths_key=(kv_prev, kv_next)``, and
+    ``output=(topk_prev, topk_next)`` -- with the whole `query` / `weights` (split at ceil(T/2) as the engine does).
+    `positions` (``forward_batch.positions`` of these rows) is the provenance that lets `check` judge the split
+    against the unsplit call: without it a split whose metadata mixes rank-local and global lengths (B45) can look
+    right."""
+    if output is None:
+        raise TypeError("capture_ascend_li: the op's first output (topk indices) is required as `output`")
+    if out is not None and not isinstance(out, (str, os.PathLike, DumpWriter)):
+        raise TypeError("capture_ascend_li: out= is where the case goes (a path or a DumpWriter); pass the indices as `output`")
+    if int(pre_tokens) != (1 << 63) - 1 or int(next_tokens) != (1 << 63) - 1:
+        raise ValueError("capture_ascend_li: pre_tokens/next_tokens other than 2^63-1 are not modelled")
+    pairs = [isinstance(x, (tuple, list)) for x in (actual_seq_lengths_query, actual_seq_lengths_key, output)]
+    if any(pairs) and not all(pairs):
+        raise TypeError("capture_ascend_li: a context-parallel capture gives actual_seq_lengths_query, "
+                        "actual_seq_lengths_key and output all as (prev, next) pairs")
+    lens = lambda x: _widen(_reshape(_np(x), (-1,)), ["int32", "int64"])  # noqa: E731
+    cp = all(pairs)
+    ins = {"query": _np(query), "key": _np(key), "weights": _np(weights), "block_table": _np(block_table)}
+    a = dict(sparse_count=int(sparse_count), sparse_mode=int(sparse_mode), layout_query=layout_query,
+             layout_key=layout_key, variant=variant)
+    if cp:
+        if len(actual_seq_lengths_query) != 2 or len(actual_seq_lengths_key) != 2 or len(output) != 2:
+            raise ValueError("capture_ascend_li: the context-parallel pairs must have two entries (prev, next)")
+        ins["actual_seq_lengths_query"], ins["actual_seq_lengths_query_next"] = map(lens, actual_seq_lengths_query)
+        ins["actual_seq_lengths_key"], ins["actual_seq_lengths_key_next"] = map(lens, actual_seq_lengths_key)
+        prev, nxt = (_np(o) for o in output)
+        if prev.ndim != nxt.ndim or prev.shape[1:] != nxt.shape[1:]:
+            raise ValueError(f"capture_ascend_li: the two halves' outputs differ in shape: {prev.shape} and {nxt.shape}")
+        idx = np.concatenate([prev, nxt], axis=0)
+        a["cp_split"] = "prev_next"
+    else:
+        ins["actual_seq_lengths_query"] = lens(actual_seq_lengths_query)
+        ins["actual_seq_lengths_key"] = lens(actual_seq_lengths_key)
+        idx = _np(output)
+    if positions is not None:
+        ins["positions"] = lens(positions)
+    if layer is not None:
+        a["layer"] = int(layer)
+    a.update(attrs or {})
+    return _emit(_case("indexer.npu_lightning", name, ins, {"sparse_indices": idx}, a), out)
+
+
 def capture_ascend_indexer_prolog(*, q: Any = None, q_int8: Any = None, q_scale: Any = None, weights: Any = None,
                                    weights_fp16: Any = None, k: Any = None, slot_mapping: Any = None,
                                    k_cache_before: Any = None, k_scale_cache_before: Any = None, k_cache_after: Any = None,
@@ -552,6 +606,7 @@ STAGE_HELPERS: Dict[str, Callable[..., Case]] = {
     "indexer.logits_ragged": capture_fp8_mqa_logits,
     "indexer.logits_paged": capture_fp8_paged_mqa_logits,
     "indexer.topk": capture_topk,
+    "indexer.npu_lightning": capture_ascend_li,
     "mla.kcache_store": capture_mla_kcache_store,
     "attn.sparse_mla_prefill": capture_flash_mla_sparse_fwd,
     "attn.sparse_mla_decode": capture_flash_mla_with_kvcache,

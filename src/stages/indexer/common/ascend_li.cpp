@@ -79,14 +79,16 @@ void check_width(const Case& c, const std::string& output, i64 k, std::vector<Pr
 RefTensor topk_indices(const Case& c, const std::string& output, Rows rows, i64 k, const RowScorer& scorer, int threads) {
   const i64 T = static_cast<i64>(rows->size());
   i64 C = 1, W = k;  // score buffer width; output width: the dumped indices', else sparse_count
+  bool flat = false;  // the dumped indices are [T, W] (the op's [T, 1, W] squeezed, as topk_indices[0] of a TND call)
   for (const Row& r : *rows) C = std::max(C, r.nvis);
   for (const auto* g : {&c.outputs, &c.expected})
     if (auto it = g->find(output); it != g->end() && it->second.rank() >= 1) {
       W = it->second.dim(-1);
+      flat = it->second.rank() == 2;
       break;
     }
   Tensor scores(DType::f64, {T, C}), bounds(DType::f64, {T, C});
-  Tensor value(DType::i32, {T, 1, W}, Tensor::Uninit{});
+  Tensor value = flat ? Tensor(DType::i32, {T, W}, Tensor::Uninit{}) : Tensor(DType::i32, {T, 1, W}, Tensor::Uninit{});
   std::vector<double> kth(static_cast<std::size_t>(T));
   std::vector<i64> len(static_cast<std::size_t>(T));
   double* sc = scores.data<double>();

@@ -45,7 +45,7 @@ inline std::int64_t key_slot(const std::int32_t* bt, const Geometry& g, std::int
 
 // Scores (f64) and bounds of row t's visible keys 0..nvis-1 (the rest stays -inf / 0).
 using RowScorer = std::function<void(std::int64_t t, const Row& r, double* score, double* bound)>;
-// The reference sparse_indices [T, 1, W] (W = the dumped width, else k): per row the top k by score, descending,
+// The reference sparse_indices [T, 1, W] ([T, W] when the dump's is; W = the dumped width, else k): per row the top k by score, descending,
 // ties to the lower index, -1 padded, all -1 when nvis <= 0; with the scores and bounds the comparator judges by.
 RefTensor topk_indices(const Case& c, const std::string& output, Rows rows, std::int64_t k, const RowScorer& scorer,
                        int threads);

@@ -58,22 +58,9 @@ std::vector<Mutant> mutants() {
        "indices offset by the window length (128) as the reference model's concatenated [window | compressed] buffer",
        [](Case& c, const Expected&, std::uint64_t) { each_index(c, [](std::int64_t x) { return x + 128; }); }},
       {"v4i_unsorted", "B9", "v4i", V{Verdict::STRUCTURE}, "indices in ascending index order although the op sorts by score",
-       [](Case& c, const Expected&, std::uint64_t) {
-         Tensor& o = output(c, "sparse_indices");
-         const std::int64_t W = o.dim(-1);
-         for (std::int64_t t = 0; t < o.numel() / W; ++t) {
-           std::vector<std::int64_t> v;
-           for (std::int64_t i = 0; i < W && o.int_at(t * W + i) >= 0; ++i) v.push_back(o.int_at(t * W + i));
-           std::sort(v.begin(), v.end());
-           for (std::size_t i = 0; i < v.size(); ++i) iset(o, t * W + static_cast<std::int64_t>(i), v[i]);
-         }
-       }},
+       [](Case& c, const Expected&, std::uint64_t) { rows_ascending(output(c, "sparse_indices")); }},
       {"v4i_padding_zero", "B12", "v4i", V{Verdict::STRUCTURE}, "rows shorter than k padded with 0 instead of -1",
-       [](Case& c, const Expected&, std::uint64_t) {
-         Tensor& o = output(c, "sparse_indices");
-         for (std::int64_t i = 0; i < o.numel(); ++i)
-           if (o.int_at(i) == -1) iset(o, i, 0);
-       }},
+       [](Case& c, const Expected&, std::uint64_t) { replace_padding(output(c, "sparse_indices"), 0); }},
       {"v4i_relu_after_weighting", "B2", "v4i", set_or_order, "relu applied to w*s instead of s (sum_h relu(w_h s_h))",
        with_bug(Bug::relu_after_weighting)},
       {"v4i_no_key_scale", "B3", "v4i", set_or_order, "key dequant scale ks16 not applied", with_bug(Bug::no_key_scale)},

@@ -1,0 +1,117 @@
+// indexer.npu_lightning CPU reference: rows in parallel (each row independent; one fixed summation order: any thread
+// count gives the same bits).
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "numerics/formats.hpp"
+#include "stages/indexer/npu_lightning/core.hpp"
+
+namespace dsa::indexer::npu_lightning {
+
+namespace {
+
+using i64 = std::int64_t;
+
+// g(n, u) = n u / (1 - n u): the any-order summation factor of n additions.
+double gamma_n(i64 n, double u) { return static_cast<double>(n) * u / (1.0 - static_cast<double>(n) * u); }
+
+// A row of n bf16 / fp16 / f32 values as f64 (exact).
+void widen(const Tensor& t, i64 offset, i64 n, double* dst) {
+  switch (t.dtype()) {
+    case DType::bf16:
+      for (i64 i = 0; i < n; ++i) dst[i] = static_cast<double>(num::bf16_to_f32(t.data<std::uint16_t>()[offset + i]));
+      break;
+    case DType::fp16:
+      for (i64 i = 0; i < n; ++i) dst[i] = static_cast<double>(num::fp16_to_f32(t.data<std::uint16_t>()[offset + i]));
+      break;
+    default:
+      for (i64 i = 0; i < n; ++i) dst[i] = static_cast<double>(t.data<float>()[offset + i]);
+  }
+}
+
+// dot[h] = sum_d q[h, d] k[d] (fixed order d = 0..D-1) and abs[h] = sum_d |q[h, d] k[d]|, for every head. Compiled for
+// AVX2 and baseline: the same bits (no reassociation, no contraction).
+__attribute__((target_clones("avx2", "default"))) void heads_dot(const double* q, const double* k, i64 H, i64 D, double* dot,
+                                                                  double* abs) {
+  for (i64 h = 0; h < H; ++h) {
+    const double* qh = q + h * D;
+    double s = 0, a = 0;
+    for (i64 d = 0; d < D; ++d) {
+      const double x = qh[d] * k[d];  // exact: at most 22 significant bits
+      s += x;
+      a += std::fabs(x);
+    }
+    dot[h] = s;
+    abs[h] = a;
+  }
+}
+
+}  // namespace
+
+std::vector<ascend_li::Call> calls_of(const Params& p) {
+  if (!p.cp) return {ascend_li::Call{.row0 = 0, .T = p.T}};
+  const i64 half = (p.T + 1) / 2;
+  return {ascend_li::Call{.row0 = 0, .T = half},
+          ascend_li::Call{.aq_name = "actual_seq_lengths_query_next", .ak_name = "actual_seq_lengths_key_next", .row0 = half, .T = p.T - half}};
+}
+
+std::vector<ascend_li::Row> rows_of(const Case& c, const Params& p, bool use_positions) {
+  std::vector<ascend_li::Row> rows(static_cast<std::size_t>(p.T));
+  for (const auto& call : calls_of(p)) ascend_li::fill_rows(c, call, p.g, rows);
+  if (const Tensor* pos = use_positions ? c.input_opt("positions") : nullptr)
+    for (i64 t = 0; t < p.T; ++t) {
+      auto& r = rows[static_cast<std::size_t>(t)];
+      r.pos = pos->int_at(t);
+      r.nvis = r.pos + 1 > 0 ? (r.pos + 1) / p.g.cmp_ratio : 0;
+    }
+  return rows;
+}
+
+Expected run(const Case& c, const Params& p, Bug bug, int threads) {
+  const i64 H = p.H, D = p.D;
+  const Tensor& query = c.input("query");
+  const Tensor& key = c.input("key");
+  const Tensor& weights = c.input("weights");
+  const std::int32_t* bt = c.input("block_table").data<std::int32_t>();
+  const double u32 = std::ldexp(1.0, -24), u64 = std::ldexp(1.0, -53);
+  const double g_dot = gamma_n(D - 1, u32) + gamma_n(D - 1, u64);
+  // the kernel's head-sum depth: 16 lanes of H/16 heads each, then a 4-level tree (ascend-a3); any order otherwise
+  const i64 depth = !p.a950 && H % 16 == 0 ? H / 16 - 1 + 4 : H - 1;
+  const double g_head = (gamma_n(depth, u32) + gamma_n(H - 1, u64)) * (1.0 + u32);
+  const double tiny = static_cast<double>(D * H + 2 * H + 2) * std::ldexp(1.0, -149);  // fp32 underflow, absolute
+  auto scorer = [&](i64 t, const ascend_li::Row& ri, double* score, double* bound) {
+    std::vector<double> q(static_cast<std::size_t>(H * D)), w(static_cast<std::size_t>(H)), k(static_cast<std::size_t>(D));
+    std::vector<double> dot(static_cast<std::size_t>(H)), abs(static_cast<std::size_t>(H));
+    widen(query, t * H * D, H * D, q.data());
+    widen(weights, t * H, H, w.data());
+    if (bug == Bug::weights_ignored) std::fill(w.begin(), w.end(), 1.0);
+    for (i64 j = 0; j < ri.nvis; ++j) {
+      widen(key, ascend_li::key_slot(bt, p.g, ri.b, j) * D, D, k.data());
+      heads_dot(q.data(), k.data(), H, D, dot.data(), abs.data());
+      double L = 0, werr = 0, wmag = 0;
+      for (i64 h = 0; h < H; ++h) {
+        const std::size_t hh = static_cast<std::size_t>(h);
+        const double r = std::max(dot[hh], 0.0), e = g_dot * abs[hh], aw = std::fabs(w[hh]);
+        L += bug == Bug::relu_after_weighting ? std::max(w[hh] * dot[hh], 0.0) : w[hh] * r;  // fixed order h = 0..H-1
+        werr += aw * e;
+        wmag += aw * (r + e);
+      }
+      double u = werr + (u32 + u64) * wmag + g_head * wmag + tiny;
+      if (p.a950) u += std::ldexp(std::fabs(L) + u, -8);
+      score[j] = L;
+      bound[j] = std::isfinite(L) ? u * (1.0 + std::ldexp(1.0, -20)) : 0.0;
+    }
+  };
+  auto rows = std::make_shared<std::vector<ascend_li::Row>>(rows_of(c, p));
+  Expected e;
+  e.tensors.push_back(ascend_li::topk_indices(c, "sparse_indices", rows, p.k, scorer, threads));
+  return e;
+}
+
+Expected cpu(const Case& c, const Params& p, const RefOptions& opt) { return run(c, p, Bug::none, opt.thread_count()); }
+
+}  // namespace dsa::indexer::npu_lightning
