@@ -27,6 +27,19 @@ TensorMap buggy_outputs(const Case& c, const std::function<void(Case&)>& bug, st
 // A Mutant::apply that replaces the outputs by buggy_outputs(c, bug, seed).
 std::function<void(Case&, const Expected&, std::uint64_t)> buggy(std::function<void(Case&)> bug);
 
+// A Mutant::apply for a bug the stage's own reference reproduces (a `Bug` switch of `run(c, params, bug, threads)`):
+// the case's outputs become plausible outputs of that buggy run.
+template <typename P, typename B>
+std::function<void(Case&, const Expected&, std::uint64_t)> reference_bug(Expected (*run)(const Case&, const P&, B, int), B bug) {
+  return [run, bug](Case& c, const Expected&, std::uint64_t seed) {
+    BoundCase b;
+    if (auto pr = validate_case(c, false, &b); !pr.empty()) throw SchemaError(pr.front());
+    const Expected E = run(c, dynamic_cast<const P&>(*b.params), bug, 1);
+    c.outputs.clear();
+    plausible_outputs(c, E, seed);
+  };
+}
+
 // The case's default tolerance for `tensor` (no CLI overrides).
 cmp::Tolerance default_tolerance(const Case& c, const std::string& tensor);
 

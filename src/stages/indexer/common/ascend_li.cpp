@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <numeric>
 
 #include "stages/indexer/common/topk_canonical.hpp"
 
@@ -127,6 +128,18 @@ RefTensor topk_indices(const Case& c, const std::string& output, Rows rows, i64 
            std::to_string(ri.nvis) + " visible keys) pos " + std::to_string(f % W);
   };
   return r;
+}
+
+Tensor shuffled_block_table(Rng r, const std::vector<i64>& blocks, i64 maxblk, i64 nblk) {
+  std::vector<std::int32_t> pool(static_cast<std::size_t>(nblk));
+  std::iota(pool.begin(), pool.end(), 0);
+  for (std::size_t i = pool.size(); i > 1; --i) std::swap(pool[i - 1], pool[static_cast<std::size_t>(r.randint(0, static_cast<i64>(i) - 1))]);
+  const i64 B = static_cast<i64>(blocks.size());
+  Tensor bt(DType::i32, {B, maxblk});
+  std::size_t next = 0;
+  for (i64 b = 0; b < B; ++b)
+    for (i64 j = 0; j < maxblk; ++j) bt.data<std::int32_t>()[b * maxblk + j] = j < blocks[static_cast<std::size_t>(b)] ? pool[next++] : 0;
+  return bt;
 }
 
 }  // namespace dsa::indexer::ascend_li

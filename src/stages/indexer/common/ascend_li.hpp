@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "numerics/rng.hpp"
 #include "stage/stage.hpp"
 
 namespace dsa::indexer::ascend_li {
@@ -49,5 +50,9 @@ using RowScorer = std::function<void(std::int64_t t, const Row& r, double* score
 // ties to the lower index, -1 padded, all -1 when nvis <= 0; with the scores and bounds the comparator judges by.
 RefTensor topk_indices(const Case& c, const std::string& output, Rows rows, std::int64_t k, const RowScorer& scorer,
                        int threads);
+
+// Generators: a block table [B, maxblk] giving request b blocks[b] distinct block ids of [0, nblk) drawn from a pool
+// shuffled by `r` (the unused columns 0).
+Tensor shuffled_block_table(Rng r, const std::vector<std::int64_t>& blocks, std::int64_t maxblk, std::int64_t nblk);
 
 }  // namespace dsa::indexer::ascend_li

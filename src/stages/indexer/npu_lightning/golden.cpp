@@ -64,16 +64,7 @@ void gen_requests(const GoldenSpec& s, std::uint64_t seed, int threads, Case& c)
     const double mag = r.uniform(0.3, 2.0);
     for (i64 d = 0; d < D; ++d) key.data<std::uint16_t>()[sl * D + d] = enc(mag * (r.normal() + shared * common[static_cast<std::size_t>(d)]));
   }
-  std::vector<std::int32_t> pool(static_cast<std::size_t>(nblk));
-  std::iota(pool.begin(), pool.end(), 0);
-  {
-    Rng r = root.fork(kPerm);
-    for (std::size_t i = pool.size(); i > 1; --i) std::swap(pool[i - 1], pool[static_cast<std::size_t>(r.randint(0, static_cast<i64>(i) - 1))]);
-  }
-  Tensor bt(DType::i32, {B, maxblk});
-  std::size_t next = 0;
-  for (i64 b = 0; b < B; ++b)
-    for (i64 j = 0; j < maxblk; ++j) bt.data<std::int32_t>()[b * maxblk + j] = j < blocks[static_cast<std::size_t>(b)] ? pool[next++] : 0;
+  Tensor bt = dsa::indexer::ascend_li::shuffled_block_table(root.fork(kPerm), blocks, maxblk, nblk);
   if (s.param("dup_keys", 0) > 0 && B > 0) {
     auto slot = [&](i64 j) { return static_cast<i64>(bt.data<std::int32_t>()[j / bs]) * bs + j % bs; };
     std::uint16_t* k = key.data<std::uint16_t>();

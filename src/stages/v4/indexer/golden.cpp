@@ -67,17 +67,7 @@ void gen_requests(const GoldenSpec& s, std::uint64_t seed, int threads, Case& c)
     ksc.data<std::uint16_t>()[sl] = quant_row(x.data(), D, key.data<std::int8_t>() + sl * D);
   }
   // Block tables: a shuffled pool of block ids.
-  std::vector<std::int32_t> pool(static_cast<std::size_t>(nblk));
-  std::iota(pool.begin(), pool.end(), 0);
-  {
-    Rng r = root.fork(kPerm);
-    for (std::size_t i = pool.size(); i > 1; --i) std::swap(pool[i - 1], pool[static_cast<std::size_t>(r.randint(0, static_cast<std::int64_t>(i) - 1))]);
-  }
-  Tensor bt(DType::i32, {B, maxblk});
-  std::size_t next = 0;
-  for (std::int64_t b = 0; b < B; ++b)
-    for (std::int64_t j = 0; j < maxblk; ++j)
-      bt.data<std::int32_t>()[b * maxblk + j] = j < blocks[static_cast<std::size_t>(b)] ? pool[next++] : 0;
+  Tensor bt = dsa::indexer::ascend_li::shuffled_block_table(root.fork(kPerm), blocks, maxblk, nblk);
   if (s.param("dup_keys", 0) > 0 && B > 0) {  // ties among request 0's entries
     auto slot = [&](std::int64_t j) { return static_cast<std::int64_t>(bt.data<std::int32_t>()[j / bs]) * bs + j % bs; };
     for (std::int64_t j = 0; j + 2 < kvl[0] / 4; j += 4) {

@@ -22,15 +22,7 @@ std::vector<golden::GoldenSpec> selftest_cases() {
 
 namespace {
 
-std::function<void(Case&, const Expected&, std::uint64_t)> with_bug(Bug bug) {
-  return [bug](Case& c, const Expected&, std::uint64_t seed) {
-    BoundCase b;
-    if (auto pr = validate_case(c, false, &b); !pr.empty()) throw SchemaError(pr.front());
-    const Expected E = run(c, dynamic_cast<const Params&>(*b.params), bug, 1);
-    c.outputs.clear();
-    plausible_outputs(c, E, seed);
-  };
-}
+std::function<void(Case&, const Expected&, std::uint64_t)> with_bug(Bug bug) { return reference_bug(&run, bug); }
 
 }  // namespace
 
