@@ -160,3 +160,124 @@ def test_kit_capture_ascend_qli_roundtrip(repo_root, run_cli, tmp_path):
                                     actual_seq_lengths_query=t["actual_seq_lengths_query"],
                                     actual_seq_lengths_key=t["actual_seq_lengths_key"], block_table=t["block_table"],
                                     query_quant_mode=1, out=str(tmp_path / "x.h5"))
+
+
+# ---- the vllm-cuda and ref-bf16 variants: independent numpy models -------------------------------------------------
+
+def float_model(t, attrs, bug=None, order="forward"):
+    """vllm-cuda: fp32 dots of the e4m3 codes (numpy's order), relu, fp32 * weight, fp32 head sum, * key scale; the
+    selected set emitted in a shuffled order (an unsorted top-k kernel). ref-bf16: torch's bf16 tensors: I = bf16(fp32
+    dot), relu, bf16(w * I), bf16(fp32 sum over heads); sorted, ties to the lower index."""
+    import ml_dtypes
+    variant = attrs["variant"]
+    k = int(attrs["sparse_count"])
+    if variant == "vllm-cuda":
+        dec = lambda a: a.view(ml_dtypes.float8_e4m3fn).astype(np.float32)  # noqa: E731
+        ks = t["key_dequant_scale"].reshape(-1).astype(np.float32)
+        w = t["weights"].astype(np.float32)
+    else:
+        dec = lambda a: a.view(ml_dtypes.bfloat16).astype(np.float32)  # noqa: E731
+        ks = None
+        w = t["weights"].view(ml_dtypes.bfloat16).astype(np.float32)
+    bf = lambda a: a.astype(ml_dtypes.bfloat16).astype(np.float32)  # noqa: E731
+    q = dec(t["query"])
+    key = dec(t["key"]).reshape(t["key"].shape[0] * t["key"].shape[1], -1)
+    bt = t["block_table"]
+    aq, ak = t["actual_seq_lengths_query"].astype(np.int64), t["actual_seq_lengths_key"].astype(np.int64)
+    bs = t["key"].shape[1]
+    T, H, _ = q.shape
+    out = np.full((T, 1, k), -1, np.int32)
+    rng = np.random.default_rng(0)
+    start = 0
+    for b in range(len(aq)):
+        qlen = int(aq[b]) - start
+        for i in range(qlen):
+            row, pos = start + i, int(ak[b]) - qlen + i
+            nvis = (pos + 1) // 4 if pos + 1 > 0 else 0
+            if nvis <= 0:
+                continue
+            j = np.arange(nvis)
+            slots = bt[b, j // bs].astype(np.int64) * bs + j % bs
+            I = (q[row] @ key[slots].T).astype(np.float32)                         # [H, nvis]
+            if variant == "ref-bf16":
+                I = bf(I)
+            p = (w[row][:, None] * (I if bug == "relu_after" else np.maximum(I, 0))).astype(np.float32)
+            if bug == "relu_after":
+                p = np.maximum(p, 0)
+            if variant == "ref-bf16":
+                p = bf(p)
+            L = np.zeros(nvis, np.float32)
+            for h in (range(H) if order == "forward" else range(H - 1, -1, -1)):
+                L = (L + p[h]).astype(np.float32)
+            if variant == "ref-bf16":
+                L = bf(L)
+            else:
+                L = (L * (1.0 if bug == "no_key_scale" else ks[slots])).astype(np.float32)
+            sel = np.lexsort((j, -L.astype(np.float64)))[: min(k, nvis)]
+            if variant == "vllm-cuda":
+                sel = rng.permutation(sel)
+            out[row, 0, : len(sel)] = sel
+        start += qlen
+    return out
+
+
+@pytest.mark.parametrize("name", ["v4i_vllm_cuda_fp8", "v4i_ref_bf16"])
+def test_float_variant_models_pass(name, repo_root, run_cli, tmp_path):
+    src = repo_root / "golden" / f"{name}.h5"
+    _, attrs, t = load(src)
+    for order in ("forward", "backward"):
+        f = tmp_path / f"{order}.h5"
+        with_output(src, f, float_model(t, attrs, order=order))
+        p = run_cli("check", f, "--json", tmp_path / "r.json")
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert json.loads((tmp_path / "r.json").read_text())["results"][0]["verdict"] in ("BITEXACT", "WITHIN_BOUND")
+
+
+@pytest.mark.parametrize("name,bug", [("v4i_vllm_cuda_fp8", "no_key_scale"), ("v4i_vllm_cuda_fp8", "relu_after"),
+                                      ("v4i_ref_bf16", "relu_after")])
+def test_float_variant_models_with_a_bug_fail(name, bug, repo_root, run_cli, tmp_path):
+    src = repo_root / "golden" / f"{name}.h5"
+    _, attrs, t = load(src)
+    f = tmp_path / "bug.h5"
+    with_output(src, f, float_model(t, attrs, bug=bug))
+    p = run_cli("check", f)
+    assert p.returncode == 1, p.stdout + p.stderr
+
+
+@pytest.mark.parametrize("edit,needle", [
+    (lambda g: g.attrs.__setitem__("variant", "vllm-cuda"), "e4m3fn with variant=vllm-cuda"),  # int8 codes
+    (lambda g: g["inputs"].__delitem__("key_dequant_scale"), "key_dequant_scale"),
+])
+def test_variant_dtype_mismatch_is_exit_2(edit, needle, repo_root, run_cli, tmp_path):
+    f = tmp_path / "bad.h5"
+    shutil.copy(repo_root / "golden" / "v4i_flash_decode_mtp.h5", f)
+    with h5py.File(f, "r+") as h:
+        edit(h[next(iter(h))])
+    p = run_cli("check", f)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert needle in p.stderr and "v4i_flash_decode_mtp" in p.stderr
+
+
+def test_kit_capture_vllm_fused_cache_roundtrip(repo_root, run_cli, tmp_path):
+    import sys
+    sys.path.insert(0, str(repo_root / "scripts" / "dsa_dump"))
+    import dsa_dump
+    import ml_dtypes
+
+    _, attrs, t = load(repo_root / "golden" / "v4i_vllm_cuda_fp8.h5")
+    idx = float_model(t, attrs)[:, 0, :]
+    codes = t["key"].reshape(t["key"].shape[0], -1)                    # [nblk, bs * D] e4m3 bits
+    scales = t["key_dequant_scale"].reshape(t["key"].shape[0], -1)      # [nblk, bs] fp32
+    fused = np.concatenate([codes.view(np.uint8), scales.view(np.uint8)], axis=1)  # vLLM's per-block layout
+    aq = t["actual_seq_lengths_query"]
+    f = tmp_path / "kit.h5"
+    dsa_dump.capture_vllm_v4_indexer(
+        t["query"].view(ml_dtypes.float8_e4m3fn), fused, t["weights"], idx,
+        query_start_loc=np.concatenate([[0], aq]).astype(np.int32), seq_lens=t["actual_seq_lengths_key"],
+        block_table=t["block_table"], sparse_count=int(attrs["sparse_count"]), out=str(f))
+    p = run_cli("check", f)
+    assert p.returncode == 0, p.stdout + p.stderr
+    with pytest.raises(ValueError, match="fused cache"):
+        dsa_dump.capture_vllm_v4_indexer(t["query"].view(ml_dtypes.float8_e4m3fn), fused[:, :-1], t["weights"], idx,
+                                         query_start_loc=np.concatenate([[0], aq]), seq_lens=t["actual_seq_lengths_key"],
+                                         block_table=t["block_table"], out=str(tmp_path / "x.h5"))

@@ -562,6 +562,43 @@ def capture_ascend_li(query: Any, key: Any, weights: Any, output: Any = None, *,
     return _emit(_case("indexer.npu_lightning", name, ins, {"sparse_indices": idx}, a), out)
 
 
+def capture_vllm_v4_indexer(q_fp8: Any, k_cache: Any, weights: Any, output: Any = None, *, query_start_loc: Any,
+                            seq_lens: Any, block_table: Any, k_scale: Any = None, head_dim: int = 128,
+                            sparse_count: int = 512, sorted: bool = False, layer: Optional[int] = None,
+                            name: Optional[str] = None, out: Out = None, attrs: Optional[Dict[str, Any]] = None) -> Case:
+    """v4.indexer, variant vllm-cuda: vLLM's CUDA DeepSeek-V4 indexer (spec v4 §10) from its tensors -- `q_fp8` the
+    e4m3 query [T, H, D] of ``fused_indexer_q_rope_quant`` (its scale folded into the fp32 `weights` [T, H]), the
+    indexer K cache and the top-k output [T, k] (or [T, 1, k]) of the compressed entries. `k_cache` is either the e4m3
+    codes [nblk, bs, D] with `k_scale` fp32 [nblk, bs], or vLLM's fused uint8 cache [nblk, bs * (D + 4)] (per block:
+    bs * D code bytes, then bs fp32 scales), split here. `query_start_loc` [B + 1] and `seq_lens` [B] (uncompressed
+    tokens) are the attention metadata. `sorted`: whether the top-k kernel emits descending score order."""
+    if output is None:
+        raise TypeError("capture_vllm_v4_indexer: the top-k indices are required as `output`")
+    if out is not None and not isinstance(out, (str, os.PathLike, DumpWriter)):
+        raise TypeError("capture_vllm_v4_indexer: out= is where the case goes (a path or a DumpWriter)")
+    if k_scale is None:
+        kc = _as_bytes(_np(k_cache))
+        if _dt.is_torch_tensor(kc):
+            kc = kc.cpu().numpy()
+        if kc.dtype != np.uint8 or kc.ndim != 2 or kc.shape[1] % (head_dim + 4):
+            raise ValueError(f"capture_vllm_v4_indexer: a fused cache must be uint8 [nblk, bs * ({head_dim} + 4)], got "
+                             f"{kc.dtype} {list(kc.shape)} (or pass the codes and k_scale separately)")
+        nblk, bs = kc.shape[0], kc.shape[1] // (head_dim + 4)
+        codes = _dt.Bits(np.ascontiguousarray(kc[:, : bs * head_dim]).reshape(nblk, bs, head_dim), "fp8_e4m3fn")
+        scale = np.ascontiguousarray(kc[:, bs * head_dim:]).view(np.float32).reshape(nblk, bs)
+    else:
+        codes, scale = _np(k_cache), _np(k_scale)
+    qsl = _reshape(_np(query_start_loc), (-1,))
+    ins = {"query": _np(q_fp8), "key": codes, "weights": _np(weights), "key_dequant_scale": scale,
+           "block_table": _np(block_table), "actual_seq_lengths_query": _widen(qsl[1:], ["int32", "int64"]),
+           "actual_seq_lengths_key": _widen(_reshape(_np(seq_lens), (-1,)), ["int32", "int64"])}
+    a = dict(sparse_count=int(sparse_count), variant="vllm-cuda", sorted=int(bool(sorted)))
+    if layer is not None:
+        a["layer"] = int(layer)
+    a.update(attrs or {})
+    return _emit(_case("v4.indexer", name, ins, {"sparse_indices": _np(output)}, a), out)
+
+
 def capture_ascend_indexer_prolog(*, q: Any = None, q_int8: Any = None, q_scale: Any = None, weights: Any = None,
                                    weights_fp16: Any = None, k: Any = None, slot_mapping: Any = None,
                                    k_cache_before: Any = None, k_scale_cache_before: Any = None, k_cache_after: Any = None,

@@ -4,14 +4,51 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <numeric>
 
+#include "numerics/formats.hpp"
 #include "stages/indexer/common/topk_canonical.hpp"
 
 namespace dsa::indexer::ascend_li {
 
 using i64 = std::int64_t;
+
+void widen(const Tensor& t, i64 offset, i64 n, double* dst) {
+  switch (t.dtype()) {
+    case DType::bf16:
+      for (i64 i = 0; i < n; ++i) dst[i] = static_cast<double>(num::bf16_to_f32(t.data<std::uint16_t>()[offset + i]));
+      break;
+    case DType::fp16:
+      for (i64 i = 0; i < n; ++i) dst[i] = static_cast<double>(num::fp16_to_f32(t.data<std::uint16_t>()[offset + i]));
+      break;
+    case DType::fp8_e4m3fn:
+      for (i64 i = 0; i < n; ++i) dst[i] = static_cast<double>(num::e4m3_to_f32(t.data<std::uint8_t>()[offset + i]));
+      break;
+    case DType::int8:
+      for (i64 i = 0; i < n; ++i) dst[i] = static_cast<double>(t.data<std::int8_t>()[offset + i]);
+      break;
+    default:
+      for (i64 i = 0; i < n; ++i) dst[i] = static_cast<double>(t.data<float>()[offset + i]);
+  }
+}
+
+// Compiled for AVX2 and baseline: the same bits (no reassociation, no contraction).
+__attribute__((target_clones("avx2", "default"))) void heads_dot64(const double* q, const double* k, i64 H, i64 D, double* dot,
+                                                                    double* abs) {
+  for (i64 h = 0; h < H; ++h) {
+    const double* qh = q + h * D;
+    double s = 0, a = 0;
+    for (i64 d = 0; d < D; ++d) {
+      const double x = qh[d] * k[d];
+      s += x;
+      a += std::fabs(x);
+    }
+    dot[h] = s;
+    abs[h] = a;
+  }
+}
 
 bool parse_call(const Case& c, const Call& call, Geometry& g, std::vector<Problem>& pr) {
   auto bad = [&](const std::string& t, const std::string& want, const std::string& found) {
@@ -77,7 +114,7 @@ void check_width(const Case& c, const std::string& output, i64 k, std::vector<Pr
                     "last dim >= sparse_count = " + std::to_string(k), std::to_string(it->second.dim(-1))});
 }
 
-RefTensor topk_indices(const Case& c, const std::string& output, Rows rows, i64 k, const RowScorer& scorer, int threads) {
+RefTensor topk_indices(const Case& c, const std::string& output, Rows rows, i64 k, const RowScorer& scorer, int threads, bool sorted) {
   const i64 T = static_cast<i64>(rows->size());
   i64 C = 1, W = k;  // score buffer width; output width: the dumped indices', else sparse_count
   bool flat = false;  // the dumped indices are [T, W] (the op's [T, 1, W] squeezed, as topk_indices[0] of a TND call)
@@ -119,7 +156,7 @@ RefTensor topk_indices(const Case& c, const std::string& output, Rows rows, i64 
   r.topk.kth = std::move(kth);
   r.topk.to_index = [](i64, i64 q) { return q; };  // per-request key index
   r.topk.from_index = [rows](i64 row, i64 idx) { return idx >= 0 && idx < (*rows)[static_cast<std::size_t>(row)].nvis ? idx : i64{-1}; };
-  r.topk.sorted = true;         // the ops sort (descending; Sort32 + MrgSort)
+  r.topk.sorted = sorted;       // the Ascend ops sort (descending; Sort32 + MrgSort)
   r.topk.fast_path = false;     // rows with nvis <= k are sorted too
   r.topk.short_rows_hint = "";  // the ops always pad with -1
   r.describe = [rows, W](i64 f) {

@@ -44,12 +44,23 @@ inline std::int64_t key_slot(const std::int32_t* bt, const Geometry& g, std::int
   return static_cast<std::int64_t>(bt[b * g.maxblk + j / g.bs]) * g.bs + j % g.bs;
 }
 
+// n elements of t from flat `offset` as f64 (exact): bf16, fp16, f32, e4m3fn, int8.
+void widen(const Tensor& t, std::int64_t offset, std::int64_t n, double* dst);
+// dot[h] = sum_d q[h, d] k[d] (f64, fixed order d = 0..D-1) and abs[h] = sum_d |q[h, d] k[d]| for every head (the
+// products exact when q and k have at most 26 significant bits each).
+void heads_dot64(const double* q, const double* k, std::int64_t H, std::int64_t D, double* dot, double* abs);
+// g(n, u) = n u / (1 - n u): the any-order summation factor of n additions (0 for n <= 0).
+inline double gamma_n(std::int64_t n, double u) {
+  return n <= 0 ? 0.0 : static_cast<double>(n) * u / (1.0 - static_cast<double>(n) * u);
+}
+
 // Scores (f64) and bounds of row t's visible keys 0..nvis-1 (the rest stays -inf / 0).
 using RowScorer = std::function<void(std::int64_t t, const Row& r, double* score, double* bound)>;
 // The reference sparse_indices [T, 1, W] ([T, W] when the dump's is; W = the dumped width, else k): per row the top k by score, descending,
 // ties to the lower index, -1 padded, all -1 when nvis <= 0; with the scores and bounds the comparator judges by.
+// sorted = false: any order of the selected set is accepted.
 RefTensor topk_indices(const Case& c, const std::string& output, Rows rows, std::int64_t k, const RowScorer& scorer,
-                       int threads);
+                       int threads, bool sorted = true);
 
 // Generators: a block table [B, maxblk] giving request b blocks[b] distinct block ids of [0, nblk) drawn from a pool
 // shuffled by `r` (the unused columns 0).

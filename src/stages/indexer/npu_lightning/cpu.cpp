@@ -15,40 +15,7 @@ namespace dsa::indexer::npu_lightning {
 namespace {
 
 using i64 = std::int64_t;
-
-// g(n, u) = n u / (1 - n u): the any-order summation factor of n additions.
-double gamma_n(i64 n, double u) { return static_cast<double>(n) * u / (1.0 - static_cast<double>(n) * u); }
-
-// A row of n bf16 / fp16 / f32 values as f64 (exact).
-void widen(const Tensor& t, i64 offset, i64 n, double* dst) {
-  switch (t.dtype()) {
-    case DType::bf16:
-      for (i64 i = 0; i < n; ++i) dst[i] = static_cast<double>(num::bf16_to_f32(t.data<std::uint16_t>()[offset + i]));
-      break;
-    case DType::fp16:
-      for (i64 i = 0; i < n; ++i) dst[i] = static_cast<double>(num::fp16_to_f32(t.data<std::uint16_t>()[offset + i]));
-      break;
-    default:
-      for (i64 i = 0; i < n; ++i) dst[i] = static_cast<double>(t.data<float>()[offset + i]);
-  }
-}
-
-// dot[h] = sum_d q[h, d] k[d] (fixed order d = 0..D-1) and abs[h] = sum_d |q[h, d] k[d]|, for every head. Compiled for
-// AVX2 and baseline: the same bits (no reassociation, no contraction).
-__attribute__((target_clones("avx2", "default"))) void heads_dot(const double* q, const double* k, i64 H, i64 D, double* dot,
-                                                                  double* abs) {
-  for (i64 h = 0; h < H; ++h) {
-    const double* qh = q + h * D;
-    double s = 0, a = 0;
-    for (i64 d = 0; d < D; ++d) {
-      const double x = qh[d] * k[d];  // exact: at most 22 significant bits
-      s += x;
-      a += std::fabs(x);
-    }
-    dot[h] = s;
-    abs[h] = a;
-  }
-}
+using ascend_li::gamma_n;
 
 }  // namespace
 
@@ -86,12 +53,12 @@ Expected run(const Case& c, const Params& p, Bug bug, int threads) {
   auto scorer = [&](i64 t, const ascend_li::Row& ri, double* score, double* bound) {
     std::vector<double> q(static_cast<std::size_t>(H * D)), w(static_cast<std::size_t>(H)), k(static_cast<std::size_t>(D));
     std::vector<double> dot(static_cast<std::size_t>(H)), abs(static_cast<std::size_t>(H));
-    widen(query, t * H * D, H * D, q.data());
-    widen(weights, t * H, H, w.data());
+    ascend_li::widen(query, t * H * D, H * D, q.data());
+    ascend_li::widen(weights, t * H, H, w.data());
     if (bug == Bug::weights_ignored) std::fill(w.begin(), w.end(), 1.0);
     for (i64 j = 0; j < ri.nvis; ++j) {
-      widen(key, ascend_li::key_slot(bt, p.g, ri.b, j) * D, D, k.data());
-      heads_dot(q.data(), k.data(), H, D, dot.data(), abs.data());
+      ascend_li::widen(key, ascend_li::key_slot(bt, p.g, ri.b, j) * D, D, k.data());
+      ascend_li::heads_dot64(q.data(), k.data(), H, D, dot.data(), abs.data());
       double L = 0, werr = 0, wmag = 0;
       for (i64 h = 0; h < H; ++h) {
         const std::size_t hh = static_cast<std::size_t>(h);

@@ -16,6 +16,23 @@
 // g(H-1, 2^-24) sum|wq s| ks, the final fp32 multiply 2^-24 |score|, and the reference's own fp64 evaluation
 // (g(H-1, 2^-53) sum|wq s| ks + 2^-53 |score|). The top-k comparator (tie-aware sets, order up to the bounds)
 // decides with these bands: exact ties and near-ties inside the bound accept either pick, nothing else.
+//
+// Attr variant picks the scoring arithmetic (same visibility, index space and output):
+//   ascend-a3 (above): int8 q/k, fp16 query_dequant_scale / key_dequant_scale / weights.
+//   vllm-cuda: vLLM's CUDA path (spec v4 §10): q e4m3 [T,H,D] whose power-of-two scale is folded into the fp32
+//     weights (no query_dequant_scale), k e4m3 with an fp32 power-of-two key_dequant_scale per cached row; the logits
+//     of DeepGEMM fp8_mqa_logits / fp8_paged_mqa_logits, score_j = sum_h w_h relu(ks_j (q_h . k_j)), then a top-k
+//     kernel. The products are exact in f64 (e4m3: <= 4 significant bits each) and so are the sums (multiples of
+//     2^-18 below 2^32); the kernel's error is the Hopper fp8 WGMMA accumulation, bounded (policy sm90-fp8, 2^-10
+//     of the magnitude, here taken as ks_j sum_h |w_h| sum_d |q_hd k_jd| >= the logits' relu-based M: a safe envelope)
+//     plus its fp32 head sum g(H-1, 2^-24) and the reference's own f64 rounding.
+//   ref-bf16: the DeepSeek-V4 reference model (inference/model.py Indexer, spec v4 §3.6): bf16 q/k/weights, every
+//     op a bf16 tensor: I_h = bf16(fp32 dot), relu, p_h = bf16(w_h I_h), L = bf16(fp32 sum_h p_h). Bound per
+//     candidate: e_h = g(D-1, 2^-24) A_h + 2^-8 (|I_h| + g A_h), |w_h| e_h + 2^-8 |w_h| (r_h + e_h) per product,
+//     g(H-1, 2^-24) sum_h |p_h| for the sum, 2^-8 (|L| + u) for its bf16 rounding (ties are frequent: bands do the
+//     work). The key scale is absent (the reference keeps bf16 keys).
+// Attr sorted: 1 = the output is in descending score order (Ascend ops, torch.topk sorted=True); 0 = any order
+// (top-k kernels that emit the set unsorted).
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -28,7 +45,11 @@ namespace dsa::v4::indexer {
 // Known bugs the selftest mutants reproduce through the reference's own code path (never set by a dump).
 enum class Bug { none, relu_after_weighting, no_key_scale, no_query_scale, no_2pow10, chunk_slots };
 
+enum class Variant { ascend_a3, vllm_cuda, ref_bf16 };
+
 struct Params : dsa::Params {
+  Variant variant = Variant::ascend_a3;
+  bool sorted = true;
   std::int64_t k = 512;  // sparse_count
   std::int64_t T = 0, H = 0, D = 0;
   dsa::indexer::ascend_li::Geometry g;  // requests, key cache, block table, cmp_ratio (4)

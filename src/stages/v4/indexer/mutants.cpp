@@ -18,6 +18,12 @@ std::vector<golden::GoldenSpec> selftest_cases() {
       {.name = "v4i", .stage = "v4.indexer", .generator = "v4i.requests", .seed = 41, .dims = {{"H", 8}, {"D", 32}, {"bs", 16}},
        .lists = {{"q_len", {3, 2, 4}}, {"kv_len", {70, 5, 4}}}, .attrs = {{"sparse_count", I(8)}},
        .doc = "rows with nvis 16..17 > k = 8, nvis 1 and nvis 0..1 (a fresh prefill)"},
+      {.name = "v4i_cuda", .stage = "v4.indexer", .generator = "v4i.requests", .seed = 43, .dims = {{"H", 8}, {"D", 32}, {"bs", 16}},
+       .lists = {{"q_len", {3, 2}}, {"kv_len", {70, 9}}}, .params = {{"vllm", 1}}, .attrs = {{"sparse_count", I(8)}, {"sorted", I(0)}},
+       .doc = "variant vllm-cuda (e4m3, fp32 pow2 scales), an unsorted top-k"},
+      {.name = "v4i_ref", .stage = "v4.indexer", .generator = "v4i.requests", .seed = 44, .dims = {{"H", 8}, {"D", 32}, {"bs", 16}},
+       .lists = {{"q_len", {3, 2}}, {"kv_len", {70, 9}}}, .params = {{"ref", 1}}, .attrs = {{"sparse_count", I(8)}},
+       .doc = "variant ref-bf16"},
   };
 }
 
@@ -68,6 +74,14 @@ std::vector<Mutant> mutants() {
          plausible_outputs(d, run(d, dynamic_cast<const Params&>(*b.params), Bug::none, 1), seed);
          c.outputs = d.outputs;
        }},
+      {"v4i_cuda_no_key_scale", "B3", "v4i_cuda", V{Verdict::FAIL}, "vllm-cuda: the fp32 key scale not applied to the logits",
+       with_bug(Bug::no_key_scale)},
+      {"v4i_cuda_relu_after_weighting", "B4", "v4i_cuda", V{Verdict::FAIL}, "vllm-cuda: relu applied to w*s instead of s",
+       with_bug(Bug::relu_after_weighting)},
+      {"v4i_cuda_window_offset", "v4 §3.5", "v4i_cuda", V{Verdict::STRUCTURE}, "vllm-cuda: indices offset by the window length (128)",
+       [](Case& c, const Expected&, std::uint64_t) { each_index(c, [](std::int64_t x) { return x + 128; }); }},
+      {"v4i_ref_relu_after_weighting", "B4", "v4i_ref", set_or_order, "ref-bf16: relu applied to w*s instead of s",
+       with_bug(Bug::relu_after_weighting)},
       {"v4i_no_query_scale", "B3", "v4i", set_or_order, "query dequant scale qs16 not applied (wq = w16)",
        with_bug(Bug::no_query_scale)},
   };

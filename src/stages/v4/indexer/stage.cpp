@@ -17,6 +17,32 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& pr) {
   li::Geometry& g = p.g;
   p.k = a.i("sparse_count");
   g.cmp_ratio = a.i("cmp_ratio");
+  const std::string v = a.s("variant");
+  p.variant = v == "vllm-cuda" ? Variant::vllm_cuda : v == "ref-bf16" ? Variant::ref_bf16 : Variant::ascend_a3;
+  p.sorted = a.i("sorted") != 0;
+  // The variant's operand dtypes (one schema for the three).
+  struct Want {
+    const char* tensor;
+    std::vector<DType> dt;  // empty: must be absent
+  };
+  using DT = DType;
+  const std::vector<Want> want =
+      p.variant == Variant::ascend_a3
+          ? std::vector<Want>{{"query", {DT::int8}}, {"key", {DT::int8}}, {"weights", {DT::fp16}}, {"query_dequant_scale", {DT::fp16}}, {"key_dequant_scale", {DT::fp16}}}
+      : p.variant == Variant::vllm_cuda
+          ? std::vector<Want>{{"query", {DT::fp8_e4m3fn}}, {"key", {DT::fp8_e4m3fn}}, {"weights", {DT::f32}}, {"query_dequant_scale", {}}, {"key_dequant_scale", {DT::f32}}}
+          : std::vector<Want>{{"query", {DT::bf16}}, {"key", {DT::bf16}}, {"weights", {DT::bf16, DT::f32}}, {"query_dequant_scale", {}}, {"key_dequant_scale", {}}};
+  for (const Want& x : want) {
+    const Tensor* t = c.input_opt(x.tensor);
+    std::string names;
+    for (DT d : x.dt) names += (names.empty() ? "" : " or ") + std::string(dtype_name(d));
+    const std::string expect = x.dt.empty() ? "absent with variant=" + v + (std::string(x.tensor) == "query_dequant_scale" ? " (the query scale is folded into the weights / not used)" : " (no key scale)")
+                                            : names + " with variant=" + v;
+    if (!t && !x.dt.empty()) bad(std::string("inputs/") + x.tensor, expect, "absent");
+    else if (t && (x.dt.empty() || std::find(x.dt.begin(), x.dt.end(), t->dtype()) == x.dt.end()))
+      bad(std::string("inputs/") + x.tensor, expect, x.dt.empty() ? "present" : std::string(dtype_name(t->dtype())));
+  }
+  if (!pr.empty()) return p;
   if (a.i("sparse_mode") != 3) bad("attr sparse_mode", "3 (causal over compressed entries; the only mode the V4 backend uses)", std::to_string(a.i("sparse_mode")));
   if (p.k < 1 || p.k > 2048) bad("attr sparse_count", "1..2048 (A2/A3; 512 for V4-Flash, 1024 for V4-Pro)", std::to_string(p.k));
   if (g.cmp_ratio < 1) bad("attr cmp_ratio", ">= 1 (4 in DeepSeek-V4 C4 layers)", std::to_string(g.cmp_ratio));
@@ -51,15 +77,21 @@ Stage stage() {
                     int_attr("sparse_mode", 3, "3 = causal over compressed entries (the only mode supported)"),
                     str_attr("layout_query", "TND", {"TND"}, "query layout (requests packed)"),
                     str_attr("layout_key", "PA_BSND", {"PA_BSND"}, "paged key cache [block, slot, 1, D]"),
-                    str_attr("variant", "ascend-a3", {"ascend-a3"},
+                    str_attr("variant", "ascend-a3", {"ascend-a3", "vllm-cuda", "ref-bf16"},
                              "ascend-a3: int8 q/k, wq = fp16(w16 qs16), s = fp16(relu(I) 2^-10), fp32 head sums (order "
-                             "unknown: bounded), fp32 x fp16 key scale")};
+                             "unknown: bounded), fp32 x fp16 key scale; vllm-cuda: e4m3 q (scale folded into fp32 weights) "
+                             "and k with fp32 pow2 row scales, DeepGEMM fp8 logits (bounded); ref-bf16: the reference "
+                             "model's bf16 tensors (bounded)"),
+                    int_attr("sorted", 1, "1: indices in descending score order (Ascend ops, torch.topk); 0: any order")};
   s.schema.inputs = {
-      {"query", {DT::int8}, {"T,H,D"}, false, "int8 query codes (dynamic_quant_int8 per (token, head))"},
-      {"query_dequant_scale", {DT::fp16}, {"T,H"}, false, "qs16: fp16 per (token, head)"},
-      {"weights", {DT::fp16}, {"T,H"}, false, "w16: head weights fp16(bf16(w) * 0.011048543456039806)"},
-      {"key", {DT::int8}, {"nblk,bs,1,D", "nblk,bs,D"}, false, "int8 key cache (PA_BSND)"},
-      {"key_dequant_scale", {DT::fp16}, {"nblk,bs,1,1", "nblk,bs,1", "nblk,bs"}, false, "ks16: fp16 per cached key"},
+      {"query", {DT::int8, DT::fp8_e4m3fn, DT::bf16}, {"T,H,D"}, false,
+       "query: int8 codes (ascend-a3), e4m3 codes (vllm-cuda), bf16 (ref-bf16)"},
+      {"query_dequant_scale", {DT::fp16}, {"T,H"}, true, "qs16: fp16 per (token, head) (ascend-a3 only)"},
+      {"weights", {DT::fp16, DT::f32, DT::bf16}, {"T,H"}, false,
+       "head weights: fp16(bf16(w) * 0.0110485) (ascend-a3), fp32 with the query scale folded in (vllm-cuda), bf16 (ref-bf16)"},
+      {"key", {DT::int8, DT::fp8_e4m3fn, DT::bf16}, {"nblk,bs,1,D", "nblk,bs,D"}, false, "key cache (PA_BSND): the query's kind"},
+      {"key_dequant_scale", {DT::fp16, DT::f32}, {"nblk,bs,1,1", "nblk,bs,1", "nblk,bs"}, true,
+       "per cached key: fp16 (ascend-a3), fp32 power of two (vllm-cuda); absent for ref-bf16"},
       {"block_table", {DT::i32}, {"B,maxblk"}, false, "key cache blocks per request"},
       {"actual_seq_lengths_query", {DT::i32, DT::i64}, {"B"}, false, "query rows: prefix sums without the leading 0"},
       {"actual_seq_lengths_key", {DT::i32, DT::i64}, {"B"}, false, "uncompressed tokens per request (seq_lens)"}};
