@@ -135,6 +135,7 @@ TEST_CASE("v4.compressor: missing table entries and too few rope rows are input 
   CHECK(p[0].str().find("inputs/rope_sin") != std::string::npos);
 }
 
+#include "stages/indexer/common/hadamard.hpp"
 #include "stages/v4/indexer_prolog/core.hpp"
 
 TEST_CASE("v4.indexer_prolog: amax/127 and amax*fl32(1/127) give the same fp16 scale for every bf16 amax (exhaustive)") {
@@ -173,4 +174,52 @@ TEST_CASE("v4.indexer_prolog: dynamic_quant_int8 codes round half to even at fl3
   const std::uint16_t nan[2] = {0x7FC0, num::f32_to_bf16(3.0f)};
   CHECK(std::isnan(ip::dynamic_quant_int8(nan, 2, ip::AmaxZero::scale1, c)));
   CHECK((c[0] == 0 && c[1] == 0));
+}
+
+TEST_CASE("v4.indexer_prolog: the q rotation's bound is 0 for certain values and covers a RoPE value on a bf16 tie") {
+  namespace ip = v4::indexer_prolog;
+  constexpr std::int64_t D = 128;
+  float cv[32], sv[32];
+  for (int i = 0; i < 32; ++i) cv[i] = 1.0f, sv[i] = 0.0f;
+  sv[0] = std::ldexp(1.0f, -9);
+  std::vector<std::uint16_t> x(D), out(D), alt(D);
+  std::vector<double> bound(D);
+  Rng r(3);
+  for (auto& v : x) v = num::f64_to_bf16(r.normal());
+  // Generic rows: almost every value certain (bound 0); the rest are rows whose smallest value is so small that the
+  // cube's fp32 sum is not certified exact.
+  std::int64_t uncertain = 0;
+  for (int row = 0; row < 64; ++row) {
+    for (auto& v : x) v = num::f64_to_bf16(r.normal());
+    ip::rotate_row(x.data(), D, cv, sv, ip::HadamardKind::ascend, out.data(), bound.data());
+    for (double b : bound) uncertain += b > 0;
+  }
+  MESSAGE("uncertain values in 64 N(0,1) rows: " << uncertain << " of " << 64 * D);
+  CHECK(uncertain < 64 * D * 3 / 100);
+  // Dims 64, 65 = 1, 1 with cos 1, sin 2^-9: RoPE value 1 - 2^-9 is the midpoint of the bf16 values 1 - 2^-8 and 1
+  // (RNE: 1); a kernel whose fp32 error lands just below gets 1 - 2^-8. Every output depends on it.
+  x[64] = num::f64_to_bf16(1.0), x[65] = num::f64_to_bf16(1.0);
+  ip::rotate_row(x.data(), D, cv, sv, ip::HadamardKind::ascend, out.data(), bound.data());
+  // That kernel, evaluated exactly: r[64] = 1 - 2^-8, the rest as the reference rounds them.
+  std::vector<double> rr(D);
+  for (std::int64_t d = 0; d < D; ++d) rr[static_cast<std::size_t>(d)] = num::bf16_to_f32(x[static_cast<std::size_t>(d)]);
+  for (int i = 0; i < 32; ++i) {
+    const double a = rr[static_cast<std::size_t>(64 + 2 * i)], b = rr[static_cast<std::size_t>(65 + 2 * i)];
+    rr[static_cast<std::size_t>(64 + 2 * i)] = num::bf16_to_f32(num::f64_to_bf16(a * cv[i] - b * static_cast<double>(sv[i])));
+    rr[static_cast<std::size_t>(65 + 2 * i)] = num::bf16_to_f32(num::f64_to_bf16(b * cv[i] + a * static_cast<double>(sv[i])));
+  }
+  CHECK(rr[64] == 1.0);  // RNE of the tie
+  rr[64] = 1.0 - std::ldexp(1.0, -8);
+  int moved = 0, covered = 0;
+  for (std::int64_t i = 0; i < D; ++i) {
+    double S = 0;
+    for (std::int64_t d = 0; d < D; ++d) S += (__builtin_popcountll(static_cast<unsigned long long>(i & d)) & 1) ? -rr[static_cast<std::size_t>(d)] : rr[static_cast<std::size_t>(d)];
+    const float h = num::bf16_to_f32(num::f64_to_bf16(S));
+    const double o = num::bf16_to_f32(num::f32_to_bf16(h * indexer::hadamard_scale_f32(D)));
+    const double ref = num::bf16_to_f32(out[static_cast<std::size_t>(i)]);
+    moved += o != ref;
+    covered += std::fabs(o - ref) <= bound[static_cast<std::size_t>(i)];
+  }
+  CHECK(covered == D);
+  CHECK(moved > 0);  // the alternative rounding does show in some outputs: the bound is needed
 }

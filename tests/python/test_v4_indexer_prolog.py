@@ -123,3 +123,123 @@ def test_kit_capture_ascend_indexer_prolog(repo_root, run_cli, tmp_path):
     p = run_cli("check", f)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "5 passed, 0 failed" in p.stdout
+
+
+# ---- the query path from q_pre: RoPE + Hadamard (+ the quant of the kernel's own q_rot) ----------------------------
+
+def hadamard_matrix(n):
+    i = np.arange(n)
+    return np.where(np.bitwise_count(i[:, None] & i[None, :]) % 2 == 1, -1.0, 1.0).astype(np.float32) \
+        if hasattr(np, "bitwise_count") else \
+        np.array([[(-1.0) ** bin(a & b).count("1") for b in range(n)] for a in range(n)], np.float32)
+
+
+def rotate_model(inputs, kind, fma=False, neox=False):
+    """An fp32 kernel: RoPE x*c - y*s in fp32 (fma: one rounding of x*c - fl(y*s)), bf16; ascend: bf16(r @ H^T) with
+    numpy's fp32 matmul, bf16(fl32(h * fl32(128^-0.5))); fwht: the fp32 butterflies h = 1..64, then the same scale."""
+    bf = lambda a: a.astype(ml_dtypes.bfloat16).astype(np.float32)  # noqa: E731
+    x = inputs["q_pre"].view(ml_dtypes.bfloat16).astype(np.float32)
+    T, H, D = x.shape
+    c = inputs["rope_cos"][:, 0::2][:, None, :].astype(np.float32)
+    s = inputs["rope_sin"][:, 0::2][:, None, :].astype(np.float32)
+    r = x.copy()
+    base = D - 64
+    ia = base + (np.arange(32) if neox else 2 * np.arange(32))
+    ib = ia + (32 if neox else 1)
+    a, b = x[..., ia], x[..., ib]
+    if fma:
+        ra = (a.astype(np.float64) * c - (b * s).astype(np.float32)).astype(np.float32)
+        rb = (b.astype(np.float64) * c + (a * s).astype(np.float32)).astype(np.float32)
+    else:
+        ra = ((a * c).astype(np.float32) - (b * s).astype(np.float32)).astype(np.float32)
+        rb = ((b * c).astype(np.float32) + (a * s).astype(np.float32)).astype(np.float32)
+    r[..., ia], r[..., ib] = bf(ra), bf(rb)
+    s32 = np.float32(128 ** -0.5)
+    if kind == "ascend":
+        h = bf((r.reshape(-1, D) @ hadamard_matrix(D).T).astype(np.float32)).reshape(T, H, D)
+    else:
+        h = r.reshape(-1, D).copy()
+        w = 1
+        while w < D:
+            v = h.reshape(-1, D // (2 * w), 2, w)
+            lo, hi = v[:, :, 0, :].copy(), v[:, :, 1, :].copy()
+            v[:, :, 0, :], v[:, :, 1, :] = (lo + hi).astype(np.float32), (lo - hi).astype(np.float32)
+            h = v.reshape(-1, D)
+            w *= 2
+        h = h.reshape(T, H, D)
+    return (h * s32).astype(np.float32).astype(ml_dtypes.bfloat16).view(np.uint16)
+
+
+def qpath_case(repo_root, tmp_path, name, rot, edit=None):
+    src = repo_root / "golden" / f"{name}.h5"
+    f = tmp_path / f"{name}.h5"
+    shutil.copy(src, f)
+    with h5py.File(f, "r+") as h:
+        g = h[name]
+        ins = {k: g["inputs"][k][()] for k in g["inputs"]}
+        az = g.attrs.get("amax_zero", "scale1")
+        q8, qs = dyn_quant(rot, az if isinstance(az, str) else az.decode())
+        del g["expected"]
+        for n, v, dt in (("q_rot", rot, "bf16"), ("q_int8", q8, "int8"), ("q_scale", qs.view(np.uint16), "fp16")):
+            g.create_dataset(f"outputs/{n}", data=v).attrs["dtype"] = dt
+        if edit:
+            edit(g)
+    return f, ins
+
+
+@pytest.mark.parametrize("name,kind", [("v4ip_qpath_ascend", "ascend"), ("v4ip_qpath_fwht", "fwht")])
+@pytest.mark.parametrize("fma", [False, True])
+def test_qpath_fp32_kernels_pass(name, kind, fma, repo_root, run_cli, tmp_path):
+    with h5py.File(repo_root / "golden" / f"{name}.h5", "r") as h:
+        ins = {k: h[name]["inputs"][k][()] for k in h[name]["inputs"]}
+        exp = h[name]["expected/q_rot"][()]
+    rot = rotate_model(ins, kind, fma=fma)
+    f, _ = qpath_case(repo_root, tmp_path, name, rot)
+    p = run_cli("check", f)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert (rot == exp).mean() > 0.999  # the bound admits the rare boundary values only
+
+
+@pytest.mark.parametrize("bug", ["neox", "quant_of_reference"])
+def test_qpath_bugs_fail(bug, repo_root, run_cli, tmp_path):
+    name = "v4ip_qpath_ascend"
+    with h5py.File(repo_root / "golden" / f"{name}.h5", "r") as h:
+        ins = {k: h[name]["inputs"][k][()] for k in h[name]["inputs"]}
+    rot = rotate_model(ins, "ascend", neox=bug == "neox")
+
+    def other_quant(g):  # q_int8 computed from a different rotation than the dumped q_rot
+        q8, _ = dyn_quant(rotate_model(ins, "ascend", neox=True), "scale1")
+        g["outputs/q_int8"][...] = q8
+    f, _ = qpath_case(repo_root, tmp_path, name, rot, other_quant if bug == "quant_of_reference" else None)
+    p = run_cli("check", f)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert ("q_rot" if bug == "neox" else "q_int8") in p.stdout
+
+
+def test_qpath_needs_the_kernels_q_rot(repo_root, run_cli, tmp_path):
+    name = "v4ip_qpath_ascend"
+    with h5py.File(repo_root / "golden" / f"{name}.h5", "r") as h:
+        ins = {k: h[name]["inputs"][k][()] for k in h[name]["inputs"]}
+    f, _ = qpath_case(repo_root, tmp_path, name, rotate_model(ins, "ascend"), lambda g: g.__delitem__("outputs/q_rot"))
+    p = run_cli("check", f)
+    assert p.returncode == 2 and "outputs/q_rot" in p.stderr, p.stdout + p.stderr
+
+
+def test_kit_capture_qpath_roundtrip(repo_root, run_cli, tmp_path):
+    import sys
+    sys.path.insert(0, str(repo_root / "scripts" / "dsa_dump"))
+    import dsa_dump
+
+    name = "v4ip_qpath_ascend"
+    with h5py.File(repo_root / "golden" / f"{name}.h5", "r") as h:
+        ins = {k: h[name]["inputs"][k][()] for k in h[name]["inputs"]}
+    rot = rotate_model(ins, "ascend")
+    q8, qs = dyn_quant(rot, "scale1")
+    T = rot.shape[0]
+    bf = lambda a: a.view(ml_dtypes.bfloat16)  # noqa: E731
+    f = tmp_path / "kit.h5"
+    dsa_dump.capture_ascend_indexer_prolog(q_pre=bf(ins["q_pre"]), rope_cos=ins["rope_cos"].reshape(T, 1, 1, 64),
+                                           rope_sin=ins["rope_sin"].reshape(T, 1, 1, 64), q_rot=bf(rot), q_int8=q8,
+                                           q_scale=qs, out=str(f))
+    p = run_cli("check", f)
+    assert p.returncode == 0, p.stdout + p.stderr

@@ -602,20 +602,36 @@ def capture_vllm_v4_indexer(q_fp8: Any, k_cache: Any, weights: Any, output: Any 
 def capture_ascend_indexer_prolog(*, q: Any = None, q_int8: Any = None, q_scale: Any = None, weights: Any = None,
                                    weights_fp16: Any = None, k: Any = None, slot_mapping: Any = None,
                                    k_cache_before: Any = None, k_scale_cache_before: Any = None, k_cache_after: Any = None,
-                                   k_scale_cache_after: Any = None, amax_zero: str = "scale1", layer: Optional[int] = None,
-                                   name: Optional[str] = None, out: Out = None, attrs: Optional[Dict[str, Any]] = None) -> Case:
+                                   k_scale_cache_after: Any = None, amax_zero: str = "scale1", q_pre: Any = None,
+                                   rope_cos: Any = None, rope_sin: Any = None, q_rot: Any = None, hadamard: str = "ascend",
+                                   layer: Optional[int] = None, name: Optional[str] = None, out: Out = None,
+                                   attrs: Optional[Dict[str, Any]] = None) -> Case:
     """v4.indexer_prolog: the tensors around seed 004's A3 indexer inputs. Query path: `q` = the rotated bf16 query
     [T, H, D] that ``indexer_quantize_query`` quantizes, `q_int8` / `q_scale` its outputs. Weights path: `weights` =
     the bf16 ``weights_proj`` output [T, H], `weights_fp16` = ``prepare_dsa_indexer_weights(weights * c)``. Key path:
     `k` = the indexer compressor rows [R, D] bf16, `slot_mapping` the [block, offset] pairs (or flat slots) of
     ``indexer_quant_scatter``, the caches copied before the call (``capture`` snapshots arguments) and after it.
-    Any path may be left out (all its tensors None); each given path's outputs are checked bit for bit."""
+    Any path may be left out (all its tensors None); each given path's outputs are checked bit for bit.
+
+    The query path may start one step earlier: `q_pre` = the wq_b output [T, H, D] (before RoPE and the Hadamard),
+    `rope_cos` / `rope_sin` the tokens' fp32 RoPE rows ([T, 64] interleave-duplicated as the Ascend table, or
+    [T, 32]; a [T, 1, 1, 64] gather is flattened), `q_rot` the rotated query the engine then quantizes (required with
+    q_int8 / q_scale: the quant is judged on it), `hadamard` = "ascend" (vLLM-Ascend rotate_activation) or "fwht"."""
     if out is not None and not isinstance(out, (str, os.PathLike, DumpWriter)):
         raise TypeError("capture_ascend_indexer_prolog: out= is where the case goes (a path or a DumpWriter)")
     ins: Dict[str, Any] = {}
     outs: Dict[str, Any] = {}
-    if q is not None:
-        ins["q"] = _np(q)
+    if q is not None and q_pre is not None:
+        raise TypeError("capture_ascend_indexer_prolog: give q (rotated) or q_pre (before RoPE and the Hadamard), not both")
+    if q is not None or q_pre is not None:
+        if q_pre is not None:
+            if rope_cos is None or rope_sin is None:
+                raise TypeError("capture_ascend_indexer_prolog: q_pre needs rope_cos and rope_sin")
+            T = _np(q_pre).shape[0]
+            ins.update(q_pre=_np(q_pre), rope_cos=_reshape(_np(rope_cos), (T, -1)), rope_sin=_reshape(_np(rope_sin), (T, -1)))
+            outs["q_rot"] = _np(q_rot) if q_rot is not None else None
+        else:
+            ins["q"] = _np(q)
         outs.update(q_int8=_np(q_int8) if q_int8 is not None else None, q_scale=_np(q_scale) if q_scale is not None else None)
     if weights is not None:
         ins["weights"] = _np(weights)
@@ -628,8 +644,10 @@ def capture_ascend_indexer_prolog(*, q: Any = None, q_int8: Any = None, q_scale:
         outs.update(k_cache=_np(k_cache_after) if k_cache_after is not None else None,
                     k_scale_cache=_np(k_scale_cache_after) if k_scale_cache_after is not None else None)
     if not ins:
-        raise TypeError("capture_ascend_indexer_prolog: give at least one path (q, weights or k)")
+        raise TypeError("capture_ascend_indexer_prolog: give at least one path (q or q_pre, weights or k)")
     a: Dict[str, Any] = dict(amax_zero=amax_zero)
+    if q_pre is not None:
+        a["hadamard"] = hadamard
     if layer is not None:
         a["layer"] = int(layer)
     a.update(attrs or {})

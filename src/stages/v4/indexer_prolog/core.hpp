@@ -13,6 +13,23 @@
 // `scale0` = the kernel's arithmetic (scale 0 * (1/127) = 0; inv = inf, 0 * inf = NaN, whose int8 cast is taken as 0).
 // A NaN in a row: amax, scale and fp16 scale NaN (0x7FFF), every code of the row 0. An inf: amax and scale inf,
 // inv = 0, codes x * 0 = 0 (inf * 0 = NaN, cast to 0). Everything is exact: bytes comparators.
+//
+// The query path may start one step earlier, from `q_pre` = the wq_b output [T, H, D] bf16 and the per-token RoPE
+// table `rope_cos` / `rope_sin` f32 [T, 64] (the Ascend table, interleave-duplicated: cos[2i] = cos[2i+1]) or
+// [T, 32]: output `q_rot` (bf16 [T, H, D]) =
+//   r = bf16(RoPE_interleaved(x) on the last 64 dims) (fp32 x*cos - y*sin / y*cos + x*sin; the nope dims as given),
+//   attr hadamard=ascend (vLLM-Ascend rotate_activation): h = bf16(r @ H^T) (cube: fp32 accumulation, order unknown),
+//     q_rot = bf16(fl32(h * fl32(128^-0.5)));
+//   attr hadamard=fwht (the reference model): h = the fp32 FWHT of r (fixed butterfly order), q_rot =
+//     bf16(fl32(h * fl32(128^-0.5))).
+// The kernel's fp32 RoPE (product/FMA order unknown: error <= 3 2^-24 (|x c| + |y s|)) and the cube's fp32 sum
+// (g(D-1, 2^-24) sum |r|, 0 when every partial sum is exact: all inputs multiples of 2^m and sum |r| < 2^(m+24)) can
+// move a value across a bf16 rounding boundary. The reference computes each value exactly
+// and rounds it at the kernel's rounding points; where the kernel's error interval around an exact value straddles a
+// boundary, the possible outputs are carried on as an interval to the end. q_rot is judged against the reference
+// with that per-element bound (policy derived-bound; 0 = the value is certain, most elements): a value outside it
+// FAILs. q_int8 / q_scale are then judged as the quant of the dumped q_rot (the kernel's own intermediate: required
+// with q_pre), so a wrong rotation is reported on q_rot and a wrong quant on q_int8, each bit for bit.
 #pragma once
 #include <cstdint>
 
@@ -21,17 +38,23 @@
 namespace dsa::v4::indexer_prolog {
 
 enum class AmaxZero { scale1, scale0 };
+enum class HadamardKind { ascend, fwht };
 // Known bugs the selftest mutants reproduce through the reference's own code path (never set by a dump).
-enum class Bug { none, scale_div127, codes_trunc, weights_unscaled };
+enum class Bug { none, scale_div127, codes_trunc, weights_unscaled, rope_neox, no_hadamard_scale };
 
 struct Params : dsa::Params {
   AmaxZero amax_zero = AmaxZero::scale1;
   bool pairs = true;  // slot_mapping as [block, offset] pairs (else flat slots)
+  HadamardKind hadamard = HadamardKind::ascend;
   std::int64_t nblk = 0, bs = 0, D = 0;
 };
 
 // dynamic_quant_int8 of n bf16 values: writes n codes, returns the fp32 scale (before its fp16 cast).
 float dynamic_quant_int8(const std::uint16_t* x, std::int64_t n, AmaxZero az, std::int8_t* codes, Bug bug = Bug::none);
+// The q path from q_pre: one head row of D bf16 values (D a power of two >= 64) with its token's cos/sin (rope_dim/2
+// values each), writes the reference q_rot bf16 bits and each element's bound (0 = certain).
+void rotate_row(const std::uint16_t* x, std::int64_t D, const float* cos_v, const float* sin_v, HadamardKind kind,
+                std::uint16_t* out, double* bound, Bug bug = Bug::none);
 // The A3 head weight of one bf16 weights_proj output value (fp16 bits).
 std::uint16_t a3_weight(std::uint16_t w_bf16, Bug bug = Bug::none);
 // Flat cache slot of key row r, or -1 (skipped).

@@ -5,6 +5,7 @@
 
 #include "numerics/formats.hpp"
 #include "numerics/rng.hpp"
+#include "stages/indexer/common/rope.hpp"
 #include "stages/v4/indexer_prolog/core.hpp"
 
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
@@ -44,7 +45,23 @@ void gen_rows(const GoldenSpec& s, std::uint64_t seed, int threads, Case& c) {
       gen_row(root.fork(kQ).fork(static_cast<std::uint64_t>(i)), D, zero && i == 1, q.data<std::uint16_t>() + i * D);
     Rng rw = root.fork(kW);
     for (std::int64_t i = 0; i < T * H; ++i) w.data<std::uint16_t>()[i] = num::f64_to_bf16(rw.normal());
-    c.inputs["q"] = q;
+    if (s.param("pre", 0) > 0) {  // the path from q_pre: the V4 compressed-layer RoPE table (base 160000, YaRN 16)
+      c.inputs["q_pre"] = q;
+      dsa::indexer::YarnParams y;
+      y.theta = 160000.0, y.factor = 16.0, y.original_seq_len = 65536, y.max_seq_len = 1 << 20;
+      const auto f = dsa::indexer::yarn_inv_freqs(y);
+      Tensor cs(DType::f32, {T, 64}), sn(DType::f32, {T, 64});
+      Rng rp = root.fork(kPlant);
+      for (std::int64_t t = 0; t < T; ++t) {
+        float cv[32], sv[32];
+        dsa::indexer::yarn_cos_sin(f, rp.randint(0, 200000), cv, sv);
+        for (int i = 0; i < 64; ++i) cs.data<float>()[t * 64 + i] = cv[i / 2], sn.data<float>()[t * 64 + i] = sv[i / 2];
+      }
+      c.inputs["rope_cos"] = cs;
+      c.inputs["rope_sin"] = sn;
+    } else {
+      c.inputs["q"] = q;
+    }
     c.inputs["weights"] = w;
   }
   if (R > 0) {
@@ -83,7 +100,9 @@ std::vector<Generator> generators() {
   return {{"v4ip.rows", "v4.indexer_prolog",
            "rotated q [T,H,D] and key rows [R,D] bf16 N(0,1) x U(0.05, 4) per row; zero_rows: an all-zero q and k "
            "row; weights bf16 N(0,1); caches of junk int8 / fp16 scales; distinct shuffled slots, every pad_rows-th key "
-           "row padded ([-1, bs-1], or -1 with flat). dims T, H, D, R, nblk, bs",
+           "row padded ([-1, bs-1], or -1 with flat); pre: the query given before RoPE + Hadamard (q_pre) with a V4 "
+           "RoPE table row (base 160000, YaRN 16, interleave-duplicated [T, 64]) at a random position per token. "
+           "dims T, H, D, R, nblk, bs",
            gen_rows}};
 }
 
@@ -102,6 +121,16 @@ std::vector<GoldenSpec> goldens() {
        .poison = {{"q", 1, 9, golden::kNaN}, {"k", 3, 0, golden::kInf}},
        .doc = "the kernel's amax = 0 arithmetic (scale 0), flat slots with -1 padding; NaN policy: a NaN in a row gives a NaN "
               "scale and zero codes, an inf an inf scale and zero codes"},
+      {.name = "v4ip_qpath_ascend", .stage = st, .generator = g, .seed = 1303,
+       .dims = {{"T", 4}, {"H", 64}, {"D", 128}, {"R", 0}},
+       .params = {{"pre", 1}}, .attrs = {{"hadamard", S("ascend")}},
+       .doc = "the query path from the wq_b output: interleaved RoPE on the last 64 dims with a V4 table, bf16(q @ H^T), "
+              "bf16(x 128^-0.5), then the int8 quant; values whose rounding the kernel's fp32 order decides carry a bound"},
+      {.name = "v4ip_qpath_fwht", .stage = st, .generator = g, .seed = 1304,
+       .dims = {{"T", 2}, {"H", 64}, {"D", 128}, {"R", 0}},
+       .params = {{"pre", 1}}, .attrs = {{"hadamard", S("fwht")}},
+       .doc = "the reference model's rotation: the fp32 FWHT in its butterfly order (exact unless a RoPE value is "
+              "uncertain)"},
   };
 }
 

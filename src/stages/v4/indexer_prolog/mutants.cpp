@@ -17,6 +17,9 @@ std::vector<golden::GoldenSpec> selftest_cases() {
        .dims = {{"T", 3}, {"H", 8}, {"D", 32}, {"R", 12}, {"nblk", 2}, {"bs", 16}},
        .params = {{"zero_rows", 1}, {"pad_rows", 4}},
        .doc = "q, weights and key paths; all-zero rows; padded key rows"},
+      {.name = "v4ip_pre", .stage = "v4.indexer_prolog", .generator = "v4ip.rows", .seed = 52,
+       .dims = {{"T", 3}, {"H", 4}, {"D", 64}, {"R", 0}}, .params = {{"pre", 1}},
+       .doc = "the query path from q_pre (RoPE + Hadamard + quant)"},
   };
 }
 
@@ -41,6 +44,10 @@ std::vector<Mutant> mutants() {
        with_bug(Bug::codes_trunc)},
       {"v4ip_weights_unscaled", "v4 §3.2", "v4ip", V{Verdict::FAIL}, "head weights not multiplied by 0.0110485 (fp16(w) only)",
        with_bug(Bug::weights_unscaled)},
+      {"v4ip_rope_neox", "B1", "v4ip_pre", V{Verdict::FAIL}, "RoPE pairs (i, i+32) (NeoX) instead of interleaved (2i, 2i+1)",
+       with_bug(Bug::rope_neox)},
+      {"v4ip_hadamard_unscaled", "B3", "v4ip_pre", V{Verdict::FAIL}, "Hadamard output not multiplied by 128^-0.5",
+       with_bug(Bug::no_hadamard_scale)},
       {"v4ip_padded_written", "B12", "v4ip", V{Verdict::FAIL},
        "padded key rows ([-1, bs-1] pairs or -1) written into the lowest free cache slots instead of skipped",
        buggy([](Case& c) {

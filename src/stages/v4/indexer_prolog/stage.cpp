@@ -1,6 +1,8 @@
 // v4.indexer_prolog: schema (seed 004's tensors around the A3 indexer), parse, table entry.
 #include <string>
 
+#include "numerics/formats.hpp"
+
 #include "stages/v4/indexer_prolog/core.hpp"
 #include "stages/v4/table.hpp"
 
@@ -11,12 +13,43 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& pr) {
   Params p;
   auto bad = [&](const std::string& t, const std::string& want, const std::string& found) { pr.push_back({c.file, c.name, t, want, found}); };
   p.amax_zero = a.s("amax_zero") == "scale0" ? AmaxZero::scale0 : AmaxZero::scale1;
+  p.hadamard = a.s("hadamard") == "fwht" ? HadamardKind::fwht : HadamardKind::ascend;
+  const Tensor* pre = c.input_opt("q_pre");
+  const Tensor* cs = c.input_opt("rope_cos");
+  const Tensor* sn = c.input_opt("rope_sin");
+  if (pre && c.input_opt("q")) bad("inputs/q_pre", "either q (the rotated query) or q_pre (before RoPE and Hadamard), not both", "both");
+  if (pre && (!cs || !sn)) bad("inputs/rope_cos, inputs/rope_sin", "both with q_pre (the tokens' fp32 RoPE table rows)", !cs ? "no rope_cos" : "no rope_sin");
+  if (!pre && (cs || sn)) bad("inputs/q_pre", "the query before RoPE when a RoPE table is given", "none");
+  if (pre && cs && sn) {
+    const std::int64_t D = pre->dim(2);
+    if (D < 64 || D > (1 << 16) || (D & (D - 1)) != 0)
+      bad("inputs/q_pre", "head dim a power of two in 64..65536 (RoPE on the last 64 dims, then the Hadamard)", std::to_string(D));
+    for (const Tensor* t : {cs, sn}) {
+      const std::string n = t == cs ? "inputs/rope_cos" : "inputs/rope_sin";
+      if (t->dim(0) != pre->dim(0) || (t->dim(-1) != 32 && t->dim(-1) != 64)) {
+        bad(n, "[T, 32] or the interleave-duplicated [T, 64] (T = " + std::to_string(pre->dim(0)) + ")", shape_str(t->shape()));
+        continue;
+      }
+      if (t->dim(-1) == 64)
+        for (std::int64_t i = 0; i < t->numel(); i += 2)
+          if (num::f32_bits(t->data<float>()[i]) != num::f32_bits(t->data<float>()[i + 1])) {
+            bad(n, "an interleave-duplicated table (entry 2i = entry 2i+1, the Ascend [N,1,1,64] layout)",
+                "token " + std::to_string(i / 64) + " entries " + std::to_string(i % 64) + ", " + std::to_string(i % 64 + 1) + " differ");
+            break;
+          }
+    }
+    const bool quant_out = c.outputs.count("q_int8") || c.outputs.count("q_scale");
+    if (quant_out && !c.outputs.count("q_rot"))
+      bad("outputs/q_rot", "the kernel's rotated query with q_int8 / q_scale when the path starts at q_pre (the quant is judged on it)",
+          "absent");
+  }
   const Tensor* k = c.input_opt("k");
   const Tensor* kc = c.input_opt("k_cache_in");
   const Tensor* ksc = c.input_opt("k_scale_cache_in");
   const Tensor* sm = c.input_opt("slot_mapping");
-  if (!c.input_opt("q") && !c.input_opt("weights") && !k)
-    bad("inputs", "at least one path: q (query quant), weights (A3 head weights), k (key quant + scatter)", "none");
+  const bool qpath = c.input_opt("q") || pre;
+  if (!qpath && !c.input_opt("weights") && !k)
+    bad("inputs", "at least one path: q or q_pre (query), weights (A3 head weights), k (key quant + scatter)", "none");
   if (k && (!kc || !ksc || !sm))
     bad("inputs", "k_cache_in, k_scale_cache_in and slot_mapping with k", std::string(!kc ? "no k_cache_in" : !ksc ? "no k_scale_cache_in" : "no slot_mapping"));
   if (!k && (kc || ksc || sm)) bad("inputs/k", "the key rows when a key cache or slot_mapping is given", "none");
@@ -24,9 +57,9 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& pr) {
     for (const auto& [n, t] : *g) {
       (void)t;
       const bool q = n == "q_int8" || n == "q_scale", w = n == "weights_fp16", kk = n == "k_cache" || n == "k_scale_cache";
-      if ((q && !c.input_opt("q")) || (w && !c.input_opt("weights")) || (kk && !k))
+      if ((q && !qpath) || (n == "q_rot" && !pre) || (w && !c.input_opt("weights")) || (kk && !k))
         bad(std::string(g == &c.outputs ? "outputs/" : "expected/") + n, "an output of a path whose input is given",
-            "no " + std::string(q ? "inputs/q" : w ? "inputs/weights" : "inputs/k"));
+            "no " + std::string(q ? "inputs/q or inputs/q_pre" : n == "q_rot" ? "inputs/q_pre" : w ? "inputs/weights" : "inputs/k"));
     }
   if (!pr.empty() || !k) return p;
   p.nblk = kc->dim(0), p.bs = kc->dim(1), p.D = k->dim(1);
@@ -66,20 +99,29 @@ Stage stage() {
   s.schema.attrs = {str_attr("amax_zero", "scale1", {"scale1", "scale0"},
                              "an all-zero row: scale1 = ops-nn golden.py (scale 1, codes 0); scale0 = the kernel's "
                              "arithmetic (scale 0, the NaN codes cast to 0)"),
-                    str_attr("variant", "ascend-a3", {"ascend-a3"}, "A2/A3: int8 codes, fp16 scales and weights")};
+                    str_attr("variant", "ascend-a3", {"ascend-a3"}, "A2/A3: int8 codes, fp16 scales and weights"),
+                    str_attr("hadamard", "ascend", {"ascend", "fwht"},
+                             "q path from q_pre: ascend = bf16(r @ H^T) then bf16(x 128^-0.5) (vLLM-Ascend rotate_activation); "
+                             "fwht = the reference model's fp32 FWHT then bf16(x 128^-0.5)")};
   s.schema.inputs = {
       {"q", {DT::bf16}, {"T,H,D"}, true, "the rotated query (after RoPE and the Hadamard), bf16"},
+      {"q_pre", {DT::bf16}, {"T,H,D"}, true, "or: the query before RoPE and the Hadamard (wq_b output), bf16"},
+      {"rope_cos", {DT::f32}, {"T,?"}, true, "with q_pre: each token's cos row, [T, 32] or the interleave-duplicated [T, 64]"},
+      {"rope_sin", {DT::f32}, {"T,?"}, true, "with q_pre: each token's sin row, same layout"},
       {"weights", {DT::bf16}, {"T,H"}, true, "weights_proj output (bf16), before the softmax-scale multiply"},
       {"k", {DT::bf16}, {"R,D"}, true, "indexer compressor rows (rotated), bf16"},
       {"slot_mapping", {DT::i32, DT::i64}, {"R,2", "R"}, true, "[block, offset] pairs (A3; negative block = skip) or flat slots (-1 = skip)"},
       {"k_cache_in", {DT::int8}, {"nblk,bs,1,D", "nblk,bs,D"}, true, "int8 key cache before the scatter"},
       {"k_scale_cache_in", {DT::fp16}, {"nblk,bs,1,1", "nblk,bs,1", "nblk,bs"}, true, "fp16 key scales before the scatter"}};
-  s.schema.outputs = {{{"q_int8", {DT::int8}, {"T,H,D"}, false, "query codes"}, CompareKind::bytes},
+  s.schema.outputs = {{{"q_rot", {DT::bf16}, {"T,H,D"}, false, "with q_pre: the rotated query (RoPE + Hadamard), bounded per element"},
+                       CompareKind::bounded},
+                      {{"q_int8", {DT::int8}, {"T,H,D"}, false, "query codes"}, CompareKind::bytes},
                       {{"q_scale", {DT::fp16, DT::f32}, {"T,H"}, false, "fp16 query scales (an fp32 dump is judged DTYPE: A3 stores fp16)"}, CompareKind::bytes},
                       {{"weights_fp16", {DT::fp16}, {"T,H"}, false, "A3 head weights"}, CompareKind::bytes},
                       {{"k_cache", {DT::int8}, {"nblk,bs,1,D", "nblk,bs,D"}, false, "key cache after the scatter"}, CompareKind::bytes},
                       {{"k_scale_cache", {DT::fp16}, {"nblk,bs,1,1", "nblk,bs,1", "nblk,bs"}, false, "scale cache after the scatter"},
                        CompareKind::bytes}};
+  s.default_tolerance = "derived-bound";  // q_rot: its per-element bound (the other outputs are bytes)
   s.parse = typed_parse(&parse);
   s.impl[static_cast<std::size_t>(Backend::cpu)] = typed_impl(&cpu);
   s.generators = generators();
