@@ -22,9 +22,11 @@ def load(path):
         return name, dict(g.attrs), t
 
 
-def npu_model(t, k, order="forward", bug=None):
+def npu_model(t, k, order="forward", bug=None, values=False):
+    """The indices [T, 1, k] (and with values=True the fp32 scores at them, -inf where -1)."""
     with np.errstate(all="ignore"):  # inf * 0 in the nonfinite golden: NaN, as on the device
-        return _npu_model(t, k, order, bug)
+        idx, val = _npu_model(t, k, order, bug)
+    return (idx, val) if values else idx
 
 
 def _npu_model(t, k, order, bug):
@@ -39,6 +41,7 @@ def _npu_model(t, k, order, bug):
     bs = t["key"].shape[1]
     T, H, _ = q.shape
     out = np.full((T, 1, k), -1, np.int32)
+    vals = np.full((T, 1, k), -np.inf, np.float32)
     start = 0
     for b in range(len(aq)):
         qlen = int(aq[b]) - start
@@ -70,8 +73,9 @@ def _npu_model(t, k, order, bug):
             order_idx = np.lexsort((j, -score.astype(np.float64), ~np.isnan(score)))
             sel = order_idx[: min(k, nvis)]
             out[row, 0, : len(sel)] = sel
+            vals[row, 0, : len(sel)] = score[sel] * (np.float32(2.0) if bug == "values_doubled" else np.float32(1.0))
         start += qlen
-    return out
+    return out, vals
 
 
 def with_output(src, dst, idx):
@@ -281,3 +285,45 @@ def test_kit_capture_vllm_fused_cache_roundtrip(repo_root, run_cli, tmp_path):
         dsa_dump.capture_vllm_v4_indexer(t["query"].view(ml_dtypes.float8_e4m3fn), fused[:, :-1], t["weights"], idx,
                                          query_start_loc=np.concatenate([[0], aq]), seq_lens=t["actual_seq_lengths_key"],
                                          block_table=t["block_table"], out=str(tmp_path / "x.h5"))
+
+
+
+@pytest.mark.parametrize("bug", [None, "values_doubled"])
+def test_return_value_scores_judged_at_the_kernels_indices(bug, repo_root, run_cli, tmp_path):
+    src = repo_root / "golden" / "v4i_ties.h5"
+    _, attrs, t = load(src)
+    idx, vals = npu_model(t, int(attrs["sparse_count"]), order="backward", values=True)
+    if bug:
+        idx, vals2 = npu_model(t, int(attrs["sparse_count"]), order="backward", bug=bug, values=True)
+        vals = vals2
+    f = tmp_path / "v.h5"
+    with_output(src, f, idx)
+    with h5py.File(f, "r+") as h:
+        h[next(iter(h))].create_dataset("outputs/sparse_values", data=vals).attrs["dtype"] = "float32"
+    p = run_cli("check", f, "--json", tmp_path / "r.json")
+    res = {r["tensor"]: r for r in json.loads((tmp_path / "r.json").read_text())["results"]}
+    assert res["sparse_indices"]["verdict"] in ("BITEXACT", "WITHIN_BOUND")
+    if bug:
+        assert p.returncode == 1 and res["sparse_values"]["verdict"] == "FAIL", p.stdout
+    else:
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert res["sparse_values"]["verdict"] in ("BITEXACT", "WITHIN_BOUND")
+
+
+def test_kit_capture_ascend_qli_return_value(repo_root, run_cli, tmp_path):
+    import sys
+    sys.path.insert(0, str(repo_root / "scripts" / "dsa_dump"))
+    import dsa_dump
+
+    _, attrs, t = load(repo_root / "golden" / "v4i_prefill_chunked_short.h5")
+    k = int(attrs["sparse_count"])
+    idx, vals = npu_model(t, k, values=True)
+    f = tmp_path / "kit.h5"
+    dsa_dump.capture_ascend_qli(
+        t["query"], t["key"], t["weights"].view(np.float16), t["query_dequant_scale"].view(np.float16),
+        t["key_dequant_scale"].view(np.float16), (idx, vals), actual_seq_lengths_query=t["actual_seq_lengths_query"],
+        actual_seq_lengths_key=t["actual_seq_lengths_key"], block_table=t["block_table"], sparse_count=k,
+        return_value=True, out=str(f))
+    p = run_cli("check", f)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "sparse_values" in p.stdout

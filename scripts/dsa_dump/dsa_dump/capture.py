@@ -482,7 +482,8 @@ def capture_ascend_qli(query: Any, key: Any, weights: Any, query_dequant_scale: 
     block_table=..., metadata=..., query_quant_mode=0, key_quant_mode=0, layout_query="TND", layout_key="PA_BSND",
     sparse_count=k, sparse_mode=3, pre_tokens=2^63-1, next_tokens=2^63-1, cmp_ratio=4, return_value=False)`` as seed 004's
     ``AscendDSAImpl._indexer_qli`` calls it, with the tensors *after* ``DeviceOperator.prepare_dsa_indexer_*`` (fp16
-    weights and scales on A3). `output` is the op's first return value [T, 1, k] int32. The metadata tensor only
+    weights and scales on A3). `output` is the op's first return value [T, 1, k] int32 (with return_value=True the
+    pair (indices, values): the values are judged at the kernel's own indices). The metadata tensor only
     schedules the kernel and is not stored; modes other than the V4 backend's (quant modes 0, sparse_mode 3,
     unbounded pre/next tokens) are refused."""
     if output is None:
@@ -494,8 +495,12 @@ def capture_ascend_qli(query: Any, key: Any, weights: Any, query_dequant_scale: 
                          "scales, the A3 path) is modelled")
     if int(pre_tokens) != (1 << 63) - 1 or int(next_tokens) != (1 << 63) - 1:
         raise ValueError("capture_ascend_qli: pre_tokens/next_tokens other than 2^63-1 are not modelled")
-    if return_value:
-        raise ValueError("capture_ascend_qli: return_value=True (scores) is not modelled; capture the indices")
+    outs = {}
+    if return_value:  # the op returns (indices, values): the values are judged at the kernel's own indices
+        if not isinstance(output, (tuple, list)) or len(output) != 2:
+            raise TypeError("capture_ascend_qli: with return_value=True pass output=(topk_idxs, topk_values)")
+        output, values = output
+        outs["sparse_values"] = _np(values)
     ins = {"query": _np(query), "key": _np(key), "weights": _np(weights), "query_dequant_scale": _np(query_dequant_scale),
            "key_dequant_scale": _np(key_dequant_scale), "block_table": _np(block_table),
            "actual_seq_lengths_query": _widen(_reshape(_np(actual_seq_lengths_query), (-1,)), ["int32", "int64"]),
@@ -505,7 +510,7 @@ def capture_ascend_qli(query: Any, key: Any, weights: Any, query_dequant_scale: 
     if layer is not None:
         a["layer"] = int(layer)
     a.update(attrs or {})
-    return _emit(_case("v4.indexer", name, ins, {"sparse_indices": _np(output)}, a), out)
+    return _emit(_case("v4.indexer", name, ins, {"sparse_indices": _np(output), **outs}, a), out)
 
 
 def capture_ascend_li(query: Any, key: Any, weights: Any, output: Any = None, *, actual_seq_lengths_query: Any,

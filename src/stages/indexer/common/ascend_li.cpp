@@ -167,6 +167,39 @@ RefTensor topk_indices(const Case& c, const std::string& output, Rows rows, i64 
   return r;
 }
 
+RefTensor values_at_indices(const Case& c, const std::string& values, const std::string& indices, const RefTensor& topk) {
+  const Tensor* dumped = nullptr;  // the values output whose dtype / shape the reference takes
+  for (const auto* g : {&c.outputs, &c.expected})
+    if (auto it = g->find(values); it != g->end()) {
+      dumped = &it->second;
+      break;
+    }
+  auto it = c.outputs.find(indices);
+  const Tensor& idx = it != c.outputs.end() && it->second.numel() == topk.value.numel() ? it->second : topk.value;
+  const DType dt = dumped ? dumped->dtype() : DType::f32;
+  const int p = dt == DType::fp16 ? 11 : dt == DType::bf16 ? 8 : 24;
+  const double sub = dt == DType::fp16 ? std::ldexp(1.0, -24) : dt == DType::bf16 ? std::ldexp(1.0, -133) : std::ldexp(1.0, -149);
+  const i64 N = topk.value.numel(), W = topk.value.dim(-1), C = topk.topk.scores.dim(1);
+  RefTensor r;
+  r.name = values;
+  r.kind = CompareKind::bounded;
+  r.value = Tensor(dt, topk.value.shape());
+  r.magnitude = Tensor(DType::f64, topk.value.shape());
+  r.defined = Tensor(DType::u8, topk.value.shape());
+  const double* sc = topk.topk.scores.data<double>();
+  const double* bd = topk.topk.bounds.data<double>();
+  for (i64 f = 0; f < N; ++f) {
+    const i64 t = f / W, pos = topk.topk.from_index(t, idx.int_at(f));
+    const bool ok = pos >= 0 && pos < C;
+    const double v = ok ? sc[t * C + pos] : 0.0, u = ok ? bd[t * C + pos] : 0.0;
+    r.value.set_value(f, v);
+    r.magnitude.data<double>()[f] = std::isfinite(v) ? u + std::ldexp(std::fabs(v) + u, 1 - p) + sub : 0.0;
+    r.defined.data<std::uint8_t>()[f] = ok ? 1 : 0;
+  }
+  r.describe = topk.describe;
+  return r;
+}
+
 Tensor shuffled_block_table(Rng r, const std::vector<i64>& blocks, i64 maxblk, i64 nblk) {
   std::vector<std::int32_t> pool(static_cast<std::size_t>(nblk));
   std::iota(pool.begin(), pool.end(), 0);

@@ -62,6 +62,13 @@ using RowScorer = std::function<void(std::int64_t t, const Row& r, double* score
 RefTensor topk_indices(const Case& c, const std::string& output, Rows rows, std::int64_t k, const RowScorer& scorer,
                        int threads, bool sorted = true);
 
+// The reference of a values output (the ops' return_value scores, [T, 1, W] or [T, W], f32 / fp16 / bf16) beside an
+// index output judged by `topk` (from topk_indices): at every position whose index -- the dumped one (outputs/
+// <indices>), else the reference's own -- is a visible key of its row, the reference score of that key rounded once to
+// the values' dtype, with magnitude M = its bound plus one ulp of the dtype (policy derived-bound); positions with -1
+// or an index that is not a candidate are not compared (the indices' own check reports them).
+RefTensor values_at_indices(const Case& c, const std::string& values, const std::string& indices, const RefTensor& topk);
+
 // Generators: a block table [B, maxblk] giving request b blocks[b] distinct block ids of [0, nblk) drawn from a pool
 // shuffled by `r` (the unused columns 0).
 Tensor shuffled_block_table(Rng r, const std::vector<std::int64_t>& blocks, std::int64_t maxblk, std::int64_t nblk);

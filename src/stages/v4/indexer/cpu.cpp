@@ -134,6 +134,8 @@ Expected run(const Case& c, const Params& p, Bug bug, int threads) {
   e.tensors.push_back(li::topk_indices(
       c, "sparse_indices", rows, p.k, [&](i64 t, const Row& ri, double* score, double* bound) { row_scores(c, p, ri, t, bug, score, bound); },
       threads, p.sorted));
+  if (c.outputs.count("sparse_values") || c.expected.count("sparse_values"))
+    e.tensors.push_back(li::values_at_indices(c, "sparse_values", "sparse_indices", e.tensors.front()));
   return e;
 }
 

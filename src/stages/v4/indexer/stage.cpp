@@ -97,7 +97,11 @@ Stage stage() {
       {"actual_seq_lengths_key", {DT::i32, DT::i64}, {"B"}, false, "uncompressed tokens per request (seq_lens)"}};
   s.schema.outputs = {{{"sparse_indices", {DT::i32, DT::i64}, {"T,1,?", "T,?"}, false,
                         "top sparse_count compressed-entry indices per row, descending score, -1 padded"},
-                       CompareKind::topk_set}};
+                       CompareKind::topk_set},
+                      {{"sparse_values", {DT::f32, DT::fp16, DT::bf16}, {"T,1,?", "T,?"}, true,
+                        "return_value: the scores of the emitted indices, judged at the kernel's own indices (bounded)"},
+                       CompareKind::bounded}};
+  s.default_tolerance = "derived-bound";  // sparse_values: M = the candidate's score bound + one ulp
   s.parse = typed_parse(&parse);
   s.impl[static_cast<std::size_t>(Backend::cpu)] = typed_impl(&cpu);
   s.generators = generators();
