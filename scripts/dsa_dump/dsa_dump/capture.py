@@ -513,6 +513,57 @@ def capture_ascend_qli(query: Any, key: Any, weights: Any, query_dequant_scale: 
     return _emit(_case("v4.indexer", name, ins, {"sparse_indices": _np(output), **outs}, a), out)
 
 
+def capture_ascend_sparse_attn(q: Any, output: Any = None, *, ori_kv: Any, ori_block_table: Any, cu_seqlens_q: Any,
+                               seqused_kv: Any, sinks: Any = None, cmp_kv: Any = None, cmp_sparse_indices: Any = None,
+                               cmp_block_table: Any = None, metadata: Any = None, softmax_scale: float = 512 ** -0.5,
+                               cmp_ratio: int = 1, ori_mask_mode: int = 4, cmp_mask_mode: int = 3, ori_win_left: int = 127,
+                               ori_win_right: int = 0, layout_q: str = "TND", layout_kv: str = "PA_ND",
+                               variant: str = "ascend-a3", layer: Optional[int] = None, name: Optional[str] = None,
+                               out: Out = None, attrs: Optional[Dict[str, Any]] = None, **ignored: Any) -> Case:
+    """attn.v4_sparse: ``out = npu_sparse_attn_sharedkv(q, ori_kv=swa_cache, cmp_kv=compress_kv_cache,
+    cmp_sparse_indices=topk_idxs, ori_block_table=..., cmp_block_table=..., cu_seqlens_q=..., seqused_kv=...,
+    sinks=attn_sink, metadata=..., softmax_scale=512**-0.5, cmp_ratio=r, ori_mask_mode=4, cmp_mask_mode=3,
+    ori_win_left=window-1, ori_win_right=0, layout_q="TND", layout_kv="PA_ND")[0]`` as seed 004's
+    ``AscendDSAImpl._forward_prefill`` / ``_forward_decode`` call it (SWA-only layers: no cmp_* arguments,
+    cmp_ratio 1; C128: no cmp_sparse_indices). `output` is the op's first return value [T, N, D] bf16. The metadata
+    tensor (the AICPU work split) and cu_seqlens_ori_kv / cu_seqlens_cmp_kv (ignored by PA_ND) are not stored.
+    Masks other than the V4 backend's (ori_mask_mode 4, cmp_mask_mode 3) are refused."""
+    if output is None:
+        raise TypeError("capture_ascend_sparse_attn: the op's first output (attention out) is required as `output`")
+    if out is not None and not isinstance(out, (str, os.PathLike, DumpWriter)):
+        raise TypeError("capture_ascend_sparse_attn: out= is where the case goes (a path or a DumpWriter); pass the "
+                        "attention output as `output`")
+    if int(ori_mask_mode) != 4 or int(cmp_mask_mode) != 3:
+        raise ValueError(f"capture_ascend_sparse_attn: ori_mask_mode {ori_mask_mode} / cmp_mask_mode {cmp_mask_mode}: "
+                         "only 4 / 3 (sliding window, causal compressed entries) is modelled")
+    unknown = sorted(set(ignored) - {"cu_seqlens_ori_kv", "cu_seqlens_cmp_kv"})
+    if unknown:
+        raise TypeError(f"capture_ascend_sparse_attn: unexpected argument(s) {', '.join(unknown)}")
+    if isinstance(output, (tuple, list)):
+        output = output[0]
+    idx = cmp_sparse_indices
+    if idx is not None and len(_shape(idx)) == 2:  # [T, K] -> the op's [T, 1, K]
+        idx = _reshape(_np(idx), (_shape(idx)[0], 1, _shape(idx)[1]))
+    def cache4(x: Any) -> Any:  # [nb, bs, D] -> PA_ND [nb, bs, 1, D]
+        if x is None:
+            return None
+        sh = _shape(x)
+        return _reshape(_np(x), (sh[0], sh[1], 1, sh[2])) if len(sh) == 3 else _np(x)
+    ins = {"q": _np(q), "ori_kv": cache4(ori_kv), "ori_block_table": _widen(_np(ori_block_table), ["int32"]),
+           "cu_seqlens_q": _widen(_reshape(_np(cu_seqlens_q), (-1,)), ["int32", "int64"]),
+           "seqused_kv": _widen(_reshape(_np(seqused_kv), (-1,)), ["int32", "int64"]),
+           "sinks": _widen(_np(sinks), ["float32"]) if sinks is not None else None, "cmp_kv": cache4(cmp_kv),
+           "cmp_block_table": _widen(_np(cmp_block_table), ["int32"]) if cmp_block_table is not None else None,
+           "cmp_sparse_indices": _widen(_np(idx), ["int32", "int64"]) if idx is not None else None}
+    a = dict(softmax_scale=float(softmax_scale), cmp_ratio=int(cmp_ratio), ori_mask_mode=int(ori_mask_mode),
+             cmp_mask_mode=int(cmp_mask_mode), ori_win_left=int(ori_win_left), ori_win_right=int(ori_win_right),
+             layout_q=layout_q, layout_kv=layout_kv, variant=variant)
+    if layer is not None:
+        a["layer"] = int(layer)
+    a.update(attrs or {})
+    return _emit(_case("attn.v4_sparse", name, ins, {"out": _np(output)}, a), out)
+
+
 def capture_ascend_li(query: Any, key: Any, weights: Any, output: Any = None, *, actual_seq_lengths_query: Any,
                       actual_seq_lengths_key: Any, block_table: Any, layout_query: str = "TND", layout_key: str = "PA_BSND",
                       sparse_count: int = 2048, sparse_mode: int = 3, pre_tokens: int = (1 << 63) - 1,
@@ -673,6 +724,7 @@ STAGE_HELPERS: Dict[str, Callable[..., Case]] = {
     "v4.compressor": capture_ascend_compressor,
     "v4.indexer_prolog": capture_ascend_indexer_prolog,
     "v4.indexer": capture_ascend_qli,
+    "attn.v4_sparse": capture_ascend_sparse_attn,
 }
 
 

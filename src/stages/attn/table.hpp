@@ -5,4 +5,5 @@
 namespace dsa::attn {
 namespace sparse_mla_prefill { Stage stage(); }
 namespace sparse_mla_decode { Stage stage(); }
+namespace v4_sparse { Stage stage(); }
 }  // namespace dsa::attn
