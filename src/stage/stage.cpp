@@ -1,5 +1,6 @@
 #include "stage/stage.hpp"
 
+#include <algorithm>
 #include <map>
 #include <stdexcept>
 
@@ -112,6 +113,18 @@ bool check_reference_memory(const Case& c, double bytes, const std::string& what
   problems.push_back({c.file, c.name, what,
                       "a reference within the memory budget (" + std::to_string(static_cast<std::int64_t>(budget)) + " bytes, half the machine's memory)",
                       "about " + std::to_string(static_cast<std::int64_t>(bytes)) + " bytes"});
+  return false;
+}
+
+bool check_reference_work(const Case& c, double fma, const std::string& what, std::vector<Problem>& problems) {
+  double in_bytes = 0;
+  for (const auto& [name, t] : c.inputs) in_bytes += static_cast<double>(t.nbytes());
+  const double budget = std::max(0x1p34, 0x1p16 * in_bytes);
+  if (fma <= budget) return true;
+  problems.push_back({c.file, c.name, what,
+                      "a reference within the compute budget (" + std::to_string(static_cast<std::int64_t>(budget)) +
+                          " multiply-adds: max(2^34, 2^16 per input byte))",
+                      "about " + std::to_string(static_cast<std::int64_t>(fma)) + " multiply-adds"});
   return false;
 }
 

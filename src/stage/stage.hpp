@@ -150,6 +150,11 @@ Expected run_reference(const BoundCase& b, const RefOptions& opt = {}, Backend b
 // estimate in bytes) than the default budget (io::default_memory_budget(), half the machine's memory): a small
 // hostile file must not make the reference allocate gigabytes. Appends the problem; returns false when refused.
 bool check_reference_memory(const Case& c, double bytes, const std::string& what, std::vector<Problem>& problems);
+// The same for time: a reference whose work (multiply-adds, an estimate from the shapes and metadata) exceeds both
+// 2^34 and 2^16 per byte of the case's inputs is refused -- a small file whose metadata (a window of 2^20 tokens
+// over a table aliasing one block, say) would keep the reference busy for hours. Real dumps do far less work per
+// input byte (an 8K-token V4 prefill: ~10^3). Appends the problem; returns false when refused.
+bool check_reference_work(const Case& c, double fma, const std::string& what, std::vector<Problem>& problems);
 
 // Cache writers' slot_mapping rule: every entry -1 (padded token, skipped) or a slot in [0, capacity), and no two
 // tokens storing into one slot (the result would depend on write order). Appends the first violation.

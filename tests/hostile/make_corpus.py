@@ -87,6 +87,26 @@ def new(name):
     return h5py.File(path(name), "w")
 
 
+def v4sa(f, name="a", T=1, N=1, D=8, bs=16, nb=1, mb=1, kv=(1,), cu=None, idx=None, ratio=1, **attrs):
+    """An attn.v4_sparse case: zero bf16 q / caches, every table entry block 0."""
+    g = case(f, name, "attn.v4_sparse")
+    g.attrs["cmp_ratio"] = np.int64(ratio)
+    for a, v in attrs.items():
+        g.attrs[a] = v
+    B = len(kv)
+    for n, shp in (("q", (T, N, D)), ("ori_kv", (nb, bs, 1, D))) + ((("cmp_kv", (nb, bs, 1, D)),) if ratio > 1 else ()):
+        d = g.create_dataset("inputs/" + n, data=np.zeros(shp, np.uint16), compression="gzip")
+        d.attrs["dtype"] = "bf16"
+    g.create_dataset("inputs/ori_block_table", data=np.zeros((B, mb), np.int32), compression="gzip")
+    if ratio > 1:
+        g.create_dataset("inputs/cmp_block_table", data=np.zeros((B, mb), np.int32), compression="gzip")
+    if idx is not None:
+        g.create_dataset("inputs/cmp_sparse_indices", data=np.array(idx, np.int32))
+    g.create_dataset("inputs/cu_seqlens_q", data=np.array(cu if cu is not None else [0, T], np.int32))
+    g.create_dataset("inputs/seqused_kv", data=np.array(kv, np.int32))
+    return g
+
+
 def main():
     shutil.rmtree(OUT, ignore_errors=True)
     os.makedirs(OUT)
@@ -378,6 +398,22 @@ def main():
             d.attrs["dtype"] = "bf16"
         g.create_dataset("inputs/indices", data=np.zeros((1, 1, 1 << 22), np.int32), chunks=(1, 1, 1 << 18), compression="gzip")
     expect("mla_prefill_huge_topk.h5", 2, "a reference within the memory budget")
+
+    with new("v4sa_window_huge.h5") as f:  # a 2^20-token window over a table aliasing one block: hours of work
+        v4sa(f, T=2000, N=4, bs=1024, mb=1024, kv=(1 << 20,), ori_win_left=np.int64(1 << 20))
+    expect("v4sa_window_huge.h5", 2, "a reference within the compute budget")
+    with new("v4sa_list_future_entry.h5") as f:  # position 7 sees entries 0, 1 only
+        v4sa(f, ratio=4, kv=(8,), idx=[[[0, 2, -1, -1]]])
+    expect("v4sa_list_future_entry.h5", 2, "slot 1: 2")
+    with new("v4sa_list_hole.h5") as f:  # -5 before the first -1
+        v4sa(f, ratio=4, kv=(12,), idx=[[[0, -5, 1, -1]]])
+    expect("v4sa_list_hole.h5", 2, "before the first -1")
+    with new("v4sa_cu_decreasing.h5") as f:
+        v4sa(f, T=2, kv=(4, 4), cu=[0, 2, 1])
+    expect("v4sa_cu_decreasing.h5", 2, "inputs/cu_seqlens_q")
+    with new("v4sa_table_short.h5") as f:  # 40 tokens need 3 blocks of 16, the table has 1 column
+        v4sa(f, kv=(40,))
+    expect("v4sa_table_short.h5", 2, "at least 3 columns")
 
     # ---- names -------------------------------------------------------------------------------------------------
     with new("control_chars_name.h5") as f:

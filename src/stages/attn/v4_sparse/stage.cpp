@@ -148,6 +148,17 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& pr) {
     }
   }
   p.rows = rows;
+  // Work: QK, PV and the bound's |P| V per key of every row.
+  double keys = 0;
+  for (i64 t = 0; t < p.T; ++t) {
+    const Row& r = (*rows)[static_cast<std::size_t>(t)];
+    if (r.pos < 0) continue;
+    const i64 kv = kvl.int_at(r.b), lim = p.ratio > 1 ? (r.pos + 1) / p.ratio : 0;
+    keys += static_cast<double>(std::min(r.pos + p.win_right, kv - 1) - std::max<i64>(0, r.pos - p.win_left) + 1);
+    keys += static_cast<double>(p.ratio == 128 ? lim : std::min(p.K, lim));
+  }
+  if (!check_reference_work(c, 3.0 * keys * static_cast<double>(p.N * p.D), "inputs/seqused_kv, attr ori_win_left, the keys of every row", pr))
+    return p;
   const double thr = static_cast<double>(omp_get_max_threads()), n8 = static_cast<double>(nmax + 8), D = static_cast<double>(p.D);
   const double H = static_cast<double>(p.N);
   check_reference_memory(c, static_cast<double>(p.T) * H * D * 10.0 + thr * (8.0 * n8 * (3.0 * D + 64) + 8.0 * (H + 4) * (D * 3 + 8)),
