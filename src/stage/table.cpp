@@ -24,6 +24,7 @@ const std::vector<Stage>& stages() {
       v4::indexer_prolog::stage(),        // v4.indexer_prolog        Ascend indexer q/k int8 quant, weights, scatter (v4 §3.1-3.4)
       v4::indexer::stage(),               // v4.indexer               Ascend quant lightning indexer (v4 §3.5)
       attn::v4_sparse::stage(),           // attn.v4_sparse           Ascend sliding window + compressed KV + sinks (v4 §4)
+      attn::v4_out::stage(),              // attn.v4_out              inverse RoPE + grouped o-projection (v4 §4.4)
   };
   return all;
 }

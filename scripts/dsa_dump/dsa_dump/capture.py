@@ -564,6 +564,34 @@ def capture_ascend_sparse_attn(q: Any, output: Any = None, *, ori_kv: Any, ori_b
     return _emit(_case("attn.v4_sparse", name, ins, {"out": _np(output)}, a), out)
 
 
+def capture_ascend_attn_out(o: Any, cos: Any, sin: Any, wo_a: Any, wo_b: Any, *, o_rot: Any = None, o_lora: Any = None,
+                            output: Any = None, o_groups: int = 8, rope_head_dim: int = 64, layer: Optional[int] = None,
+                            name: Optional[str] = None, out: Out = None, attrs: Optional[Dict[str, Any]] = None) -> Case:
+    """attn.v4_out: the tail of seed 004's ``AscendDSAImpl.forward`` -- ``inplace_partial_rotary_mul(o.unsqueeze(1), cos,
+    -sin, rotary_mode="interleave", partial_slice=[nope, D])`` then ``_forward_o_proj`` (non-A5, no o-proj TP):
+    ``npu_transpose_batchmatmul(o.view(T, G, -1), wo_a.weight, perm_x1=(1, 0, 2), perm_y=(1, 0, 2))`` and
+    ``wo_b``. `o` is the attention output *before* the in-place rotation (snapshot it: the op overwrites it), `cos` /
+    `sin` the layer's per-token rows ([T, 64] or [T, 1, 1, 64]), `wo_a` / `wo_b` the weights. Give any of the
+    results: `o_rot` (o after the rotation), `o_lora` (the batch-matmul output [T, G, R]), `output` ([T, dim]); each
+    is judged on the kernel's own upstream result when that is captured too."""
+    if o_rot is None and o_lora is None and output is None:
+        raise TypeError("capture_ascend_attn_out: give at least one of o_rot, o_lora, output")
+    if out is not None and not isinstance(out, (str, os.PathLike, DumpWriter)):
+        raise TypeError("capture_ascend_attn_out: out= is where the case goes (a path or a DumpWriter)")
+    def rows(x: Any) -> Any:
+        sh = _shape(x)
+        return _widen(_reshape(_np(x), (sh[0], sh[-1])) if len(sh) != 2 else _np(x), ["float32"])
+    ins = {"o": _np(o), "cos": rows(cos), "sin": rows(sin), "wo_a": _np(getattr(wo_a, "weight", wo_a)),
+           "wo_b": _np(getattr(wo_b, "weight", wo_b))}
+    outs = {"o_rot": _np(o_rot) if o_rot is not None else None, "o_lora": _np(o_lora) if o_lora is not None else None,
+            "output": _np(output) if output is not None else None}
+    a = dict(o_groups=int(o_groups), rope_head_dim=int(rope_head_dim))
+    if layer is not None:
+        a["layer"] = int(layer)
+    a.update(attrs or {})
+    return _emit(_case("attn.v4_out", name, ins, outs, a), out)
+
+
 def capture_ascend_li(query: Any, key: Any, weights: Any, output: Any = None, *, actual_seq_lengths_query: Any,
                       actual_seq_lengths_key: Any, block_table: Any, layout_query: str = "TND", layout_key: str = "PA_BSND",
                       sparse_count: int = 2048, sparse_mode: int = 3, pre_tokens: int = (1 << 63) - 1,
@@ -725,6 +753,7 @@ STAGE_HELPERS: Dict[str, Callable[..., Case]] = {
     "v4.indexer_prolog": capture_ascend_indexer_prolog,
     "v4.indexer": capture_ascend_qli,
     "attn.v4_sparse": capture_ascend_sparse_attn,
+    "attn.v4_out": capture_ascend_attn_out,
 }
 
 

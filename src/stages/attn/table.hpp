@@ -6,4 +6,5 @@ namespace dsa::attn {
 namespace sparse_mla_prefill { Stage stage(); }
 namespace sparse_mla_decode { Stage stage(); }
 namespace v4_sparse { Stage stage(); }
+namespace v4_out { Stage stage(); }
 }  // namespace dsa::attn
