@@ -14,7 +14,11 @@ const std::vector<LayoutInfo>& all() {
          "scales; tensor u8 [P, page_size, 1, D+4] (spec v32 §3.4)"},
         {MlaKCache::kName, "cache",
          "V3.2 sparse-MLA KV cache (FlashMLA FP8 with scale, vLLM fp8_ds_mla): 656-byte token records in pages of 64: 512 "
-         "e4m3fn codes of c, 4 fp32 tile scales (128 dims each), 64 bf16 k_pe; tensor u8 [blocks, 64, 1, 656] (spec v32 §6.3)"}};
+         "e4m3fn codes of c, 4 fp32 tile scales (128 dims each), 64 bf16 k_pe; tensor u8 [blocks, 64, 1, 656] (spec v32 §6.3)"},
+        {Model1KCache::kName, "cache",
+         "DeepSeek-V4 (FlashMLA MODEL1) sparse-MLA KV cache: per block, page_size token records of 576 bytes (448 e4m3fn "
+         "NoPE codes, 64 bf16 RoPE) then page_size 8-byte scale records (7 e8m0 tile scales of 64 dims, 1 pad); tensor u8 "
+         "[blocks, page_size, 1, 584] (spec v4 §9)"}};
     for (const auto& n : index_base_names()) l.push_back({n, "index_base", index_base_doc(n)});
     return l;
   }();

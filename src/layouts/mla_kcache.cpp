@@ -10,4 +10,18 @@ std::string MlaKCache::describe(std::int64_t byte) const {
   return s + "rope dim " + std::to_string((r - kRopeOff) / 2) + " byte " + std::to_string((r - kRopeOff) % 2);
 }
 
+std::string Model1KCache::describe(std::int64_t byte) const {
+  const std::int64_t blk = page_size * kRecord, page = byte / blk, r = byte % blk;
+  std::string s = "page " + std::to_string(page) + " token ";
+  if (r < page_size * kToken) {
+    const std::int64_t tok = r / kToken, b = r % kToken;
+    s += std::to_string(tok) + " ";
+    if (b < kNope) return s + "dim " + std::to_string(b) + " (fp8 code, scale tile " + std::to_string(b / kTile) + ")";
+    return s + "rope dim " + std::to_string((b - kNope) / 2) + " byte " + std::to_string((b - kNope) % 2);
+  }
+  const std::int64_t q = r - page_size * kToken, tok = q / kScaleRec, b = q % kScaleRec;
+  s += std::to_string(tok) + " ";
+  return b < kTiles ? s + "scale tile " + std::to_string(b) + " (e8m0)" : s + "scale pad byte";
+}
+
 }  // namespace dsa::layouts

@@ -6,7 +6,9 @@
 // Tensor u8 [num_blocks, page_size, 1, 656]; token index in the sparse-decode `indices` = page * page_size + offset.
 #pragma once
 #include <cstdint>
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "tensor/tensor.hpp"
@@ -38,5 +40,34 @@ struct MlaToken {
     return b;
   }
 };
+
+// Layout `model1_fp8_584`: the DeepSeek-V4 ("MODEL1") sparse-MLA KV cache (FlashMLA @9241ae3 tests/quant.py
+// quantize_k_cache MODEL1_FP8Sparse, flash_mla_interface.py; vLLM's V4 main compressor store, spec v4 §9-§10). Per
+// block of page_size tokens (the kernel's tensor is u8 [num_blocks, page_size, 1, 584], a view of blocks padded to a
+// multiple of 576 bytes; a dump holds the 584 * page_size bytes of each block, the padding dropped):
+//   bytes [t*576, t*576 + 448)        token t: 448 e4m3fn codes of the NoPE dims 0..447
+//   bytes [t*576 + 448, (t+1)*576)    token t: 64 bf16 little-endian RoPE values (dims 448..511, unquantized)
+//   bytes [ps*576 + t*8, +7)          token t: 7 e8m0 scales (2^(byte - 127); 0xFF NaN), tile j = dims [64j, 64j+64)
+//   byte  ps*576 + t*8 + 7            pad (0)
+// Token index in the sparse-decode indices = page * page_size + offset. Keys and values are all 512 dims (K = V).
+struct Model1KCache {
+  static constexpr const char* kName = "model1_fp8_584";
+  static constexpr std::int64_t kNope = 448, kRope = 64, kTile = 64, kTiles = 7, kDim = 512;
+  static constexpr std::int64_t kToken = kNope + 2 * kRope, kScaleRec = 8, kRecord = kToken + kScaleRec;  // 576, 8, 584
+  std::int64_t page_size = 64;
+  std::int64_t token_offset(std::int64_t slot) const { return (slot / page_size) * page_size * kRecord + (slot % page_size) * kToken; }
+  std::int64_t scale_offset(std::int64_t slot) const {
+    return (slot / page_size) * page_size * kRecord + page_size * kToken + (slot % page_size) * kScaleRec;
+  }
+  // "page 3 token 17 dim 40 (fp8 code, scale tile 0)", "page 3 token 17 rope dim 5 byte 0", "page 3 token 17 scale tile 2
+  // (e8m0)", "page 3 token 17 scale pad byte".
+  std::string describe(std::int64_t byte) const;
+};
+
+// The e8m0 value 2^(b - 127) (b = 0xFF: NaN) as float (2^-127 is a float subnormal: exact).
+inline float e8m0_to_f32(std::uint8_t b) {
+  if (b == 0xFF) return std::numeric_limits<float>::quiet_NaN();
+  return std::ldexp(1.0f, static_cast<int>(b) - 127);
+}
 
 }  // namespace dsa::layouts

@@ -265,6 +265,7 @@ def capture_torch_topk(logits: Any, lengths: Any, indices: Any, k: int, index_ba
 
 # ---- MLA cache writer and sparse MLA attention (FlashMLA) ----
 MLA_RECORD = 656  # bytes per token of the fp8 MLA cache: 512 e4m3 codes, 4 fp32 tile scales, 64 bf16 RoPE values
+MODEL1_RECORD = 584  # DeepSeek-V4 / FlashMLA MODEL1: per block, 576-byte token records then 8-byte scale records
 
 
 def _as_bytes(x: Any) -> Any:
@@ -289,16 +290,20 @@ def _as_bytes(x: Any) -> Any:
     return a.view(np.uint8)
 
 
-def _mla_cache(cache: Any, page_size: Optional[int]) -> Tuple[Any, int]:
-    """A 656-byte-record MLA cache as [num_blocks, page_size, 1, 656] uint8, from [P, ps, 1, 656], [P, ps, 656],
-    [P, ps*656] or any same-size view of another dtype; page_size defaults to dim 1 of a cache of rank >= 3."""
+def _mla_cache(cache: Any, page_size: Optional[int], record: int = MLA_RECORD) -> Tuple[Any, int]:
+    """An MLA cache as [num_blocks, page_size, 1, record] uint8 (record 656: V3.2; 584: MODEL1), from [P, ps, 1, rec],
+    [P, ps, rec], [P, ps*rec], FlashMLA's padded MODEL1 block storage [P, ceil(ps*584/576)*576] (the padding is
+    dropped) or any same-size view of another dtype; page_size defaults to dim 1 of a cache of rank >= 3."""
     cache = _as_bytes(_np(cache))
     shp = _shape(cache)
     if page_size is None:
         page_size = shp[1] if len(shp) >= 3 else 64
     page_size = int(page_size)
+    padded = (page_size * record + 575) // 576 * 576
+    if record == MODEL1_RECORD and len(shp) == 2 and shp[1] == padded != page_size * record:
+        cache = cache[:, : page_size * record]
     if len(shp) >= 1:
-        cache = _reshape(cache, (shp[0], page_size, 1, MLA_RECORD))
+        cache = _reshape(cache, (shp[0], page_size, 1, record))
     return cache, page_size
 
 
@@ -319,8 +324,8 @@ def _kernel_outputs(output: Any, rest: Sequence[Any], out: Out, fn: str) -> list
 
 def capture_mla_kcache_store(kv_c: Any, k_pe: Any, slot_mapping: Any, kv_cache_in: Any, kv_cache: Any, *,
                              scale_fmt: str = "pow2", scale_apply: str = "div", amax_eps: Optional[float] = None,
-                             page_size: Optional[int] = None, name: Optional[str] = None, out: Out = None,
-                             attrs: Optional[Dict[str, Any]] = None, **extra_attrs: Any) -> Case:
+                             page_size: Optional[int] = None, layout: Optional[str] = None, name: Optional[str] = None,
+                             out: Out = None, attrs: Optional[Dict[str, Any]] = None, **extra_attrs: Any) -> Case:
     """mla.kcache_store: the fp8 MLA cache writer — vLLM ``concat_and_cache_mla(kv_c, k_pe, kv_cache, slot_mapping,
     "fp8_ds_mla", scale)`` (cache [num_blocks, block_size, 656] uint8), sglang NSA's ``quantize_k_cache`` + store,
     FlashMLA's test writer ``quantize_k_cache``. kv_c [..., 512] bf16 (after kv_norm), k_pe [..., 64] bf16 (a
@@ -329,14 +334,19 @@ def capture_mla_kcache_store(kv_c: Any, k_pe: Any, slot_mapping: Any, kv_cache_i
     [num_blocks, page_size, 656] or [..., 1, 656] bytes, or the same memory seen as float8 / int8 / bf16 (read as
     raw bytes). page_size defaults to dim 1 of a cache of rank >= 3 (64 for a flat [P, page_size*656] cache).
     scale_fmt names how the writer computed the 4 tile scales (pow2, ue8m0, amax448, amax448_eps, flt_min: see
-    `dsa-check stages`); extra keyword arguments are recorded as attrs too."""
+    `dsa-check stages`); extra keyword arguments are recorded as attrs too. DeepSeek-V4 (FlashMLA MODEL1, vLLM's
+    V4 main store): kv_c [..., 448] (the NoPE dims), caches of 584 bytes per token (layout model1_fp8_584, taken
+    from kv_c's width when not given; scale_fmt pow2 = FlashMLA's quantize_k_cache, ue8m0 = vLLM)."""
     kv_c, k_pe = _np(kv_c), _np(k_pe)
-    kv_cache_in, ps = _mla_cache(kv_cache_in, page_size)
-    kv_cache, _ = _mla_cache(kv_cache, ps)
+    if layout is None:
+        layout = "model1_fp8_584" if _shape(kv_c)[-1] == 448 else "mla_fp8_656"
+    rec = MODEL1_RECORD if layout == "model1_fp8_584" else MLA_RECORD
+    kv_cache_in, ps = _mla_cache(kv_cache_in, page_size, rec)
+    kv_cache, _ = _mla_cache(kv_cache, ps, rec)
     ins = {"kv_c": _reshape(kv_c, (-1, _shape(kv_c)[-1])), "k_pe": _reshape(k_pe, (-1, _shape(k_pe)[-1])),
            "slot_mapping": _widen(_reshape(_np(slot_mapping), (-1,)), ["int32", "int64"]),
            "kv_cache_in": kv_cache_in}
-    a = dict(scale_fmt=scale_fmt, scale_apply=scale_apply, amax_eps=amax_eps, page_size=ps)
+    a = dict(scale_fmt=scale_fmt, scale_apply=scale_apply, amax_eps=amax_eps, page_size=ps, layout=layout)
     a.update(extra_attrs)
     a.update(attrs or {})
     return _emit(_case("mla.kcache_store", name, ins, {"kv_cache": kv_cache}, a), out)
@@ -378,7 +388,10 @@ def capture_flash_mla_with_kvcache(q: Any, k_cache: Any, indices: Any, output: A
                                    softmax_scale: Optional[float] = None, block_table: Any = None,
                                    cache_seqlens: Any = None, attn_sink: Any = None, topk_length: Any = None,
                                    dequant: str = "bf16_scale", lse_includes_sink: Optional[bool] = None,
-                                   page_size: Optional[int] = None, name: Optional[str] = None, out: Out = None,
+                                   page_size: Optional[int] = None, extra_k_cache: Any = None,
+                                   extra_indices_in_kvcache: Any = None, extra_topk_length: Any = None,
+                                   extra_page_size: Optional[int] = None, layout: Optional[str] = None,
+                                   name: Optional[str] = None, out: Out = None,
                                    attrs: Optional[Dict[str, Any]] = None) -> Case:
     """attn.sparse_mla_decode: ``output, lse = flash_mla.flash_mla_with_kvcache(q, k_cache, block_table,
     cache_seqlens, 512, sched_meta, softmax_scale=..., is_fp8_kvcache=True, indices=..., attn_sink=...,
@@ -389,14 +402,23 @@ def capture_flash_mla_with_kvcache(q: Any, k_cache: Any, indices: Any, output: A
     kept for provenance), attn_sink [h_q] fp32, topk_length [b] int32. Returns: output [b, s_q, h_q, 512] bf16,
     lse [b, h_q, s_q] fp32 (natural log). softmax_scale None is recorded as FlashMLA's default q.shape[-1]**-0.5.
     dequant: "bf16_scale" (SM90 kernel: bf16(bf16(fp8) * bf16(scale))) or "f32_scale" (bf16(fl32(fp8 * scale))).
-    The returned ``(out, lse)`` tuple may be passed whole as `output`."""
+    The returned ``(out, lse)`` tuple may be passed whole as `output`. DeepSeek-V4 (FlashMLA "MODEL1"): q with
+    d_qk 512 selects layout model1_fp8_584 (the 584-byte cache) unless `layout` says otherwise; the extra KV scope
+    (extra_k_cache in the same layout, its own page size; extra_indices_in_kvcache [b, s_q, extra_topk];
+    extra_topk_length [b]) is attended in the same softmax."""
     output, lse = _kernel_outputs(output, (lse,), out, "capture_flash_mla_with_kvcache")
     q = _np(q)
     if len(_shape(q)) == 3:
         q = _reshape(q, (_shape(q)[0], 1) + _shape(q)[1:])
     qs = _shape(q)
     b, s_q, h_q = (qs[0], qs[1], qs[2]) if len(qs) == 4 else (-1, -1, -1)
-    cache, _ = _mla_cache(k_cache, page_size)
+    if layout is None:
+        layout = "model1_fp8_584" if qs[-1] == 512 else "mla_fp8_656"
+    rec = MODEL1_RECORD if layout == "model1_fp8_584" else MLA_RECORD
+    cache, _ = _mla_cache(k_cache, page_size, rec)
+    if (extra_k_cache is None) != (extra_indices_in_kvcache is None):
+        raise TypeError("capture_flash_mla_with_kvcache: extra_k_cache and extra_indices_in_kvcache go together")
+    xcache = _mla_cache(extra_k_cache, extra_page_size, rec)[0] if extra_k_cache is not None else None
     if softmax_scale is None:
         softmax_scale = float(qs[-1]) ** -0.5
     i32 = ["int32"]
@@ -406,10 +428,16 @@ def capture_flash_mla_with_kvcache(q: Any, k_cache: Any, indices: Any, output: A
            "cache_seqlens": _widen(_reshape(_np(cache_seqlens), (-1,)), i32) if cache_seqlens is not None else None,
            "attn_sink": _widen(_reshape(_np(attn_sink), (-1,)), ["float32"]) if attn_sink is not None else None,
            "topk_length": _widen(_reshape(_np(topk_length), (-1,)), ["int32", "int64"])
-           if topk_length is not None else None}
+           if topk_length is not None else None,
+           "extra_k_cache": xcache,
+           "extra_indices_in_kvcache": (_widen(_reshape(_np(extra_indices_in_kvcache), (b, s_q, -1)) if b > 0
+                                        else _np(extra_indices_in_kvcache), ["int32", "int64"])
+                                        if extra_indices_in_kvcache is not None else None),
+           "extra_topk_length": _widen(_reshape(_np(extra_topk_length), (-1,)), ["int32", "int64"])
+           if extra_topk_length is not None else None}
     outs = {"out": _reshape(_np(output), (b, s_q, h_q, -1)) if b > 0 else _np(output),
             "lse": _reshape(_np(lse), (b, h_q, s_q)) if (lse is not None and b > 0) else _np(lse)}
-    a = dict(softmax_scale=float(softmax_scale), dequant=dequant, lse_includes_sink=lse_includes_sink)
+    a = dict(softmax_scale=float(softmax_scale), dequant=dequant, lse_includes_sink=lse_includes_sink, layout=layout)
     a.update(attrs or {})
     return _emit(_case("attn.sparse_mla_decode", name, ins, outs, a), out)
 

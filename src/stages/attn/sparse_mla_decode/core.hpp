@@ -10,7 +10,15 @@
 // Rows without a valid index: out 0, lse +inf. An index other than -1 outside [0, num_blocks*page_size) is a
 // structural error of the input (the SM90 kernel reads out of bounds): parse() reports it, nothing reads it.
 // The arithmetic and the error bounds: src/stages/attn/common/sparse_attn.hpp.
+// DeepSeek-V4 (FlashMLA "MODEL1", spec v4 §9): attr layout = model1_fp8_584 (layouts/mla_kcache.hpp), d_qk = 512
+// (448 e4m3 NoPE dims with 7 e8m0 tile scales, 64 bf16 RoPE), keys = values = all 512 dims,
+//   k_t[d < 448] = bf16(bf16(e4m3(code_d)) * bf16(2^(e_{d/64} - 127)))   (exact for the power-of-two scales)
+// and an optional second KV scope attended in the same softmax: extra_k_cache (same layout, its own page size),
+// extra_indices_in_kvcache [b, s_q, extra_topk] (-1 invalid), extra_topk_length [b]; the keys are the main scope's
+// valid indices then the extra scope's (FlashMLA: compressed entries + the sliding window, e.g.).
 #pragma once
+#include <cstring>
+
 #include "layouts/mla_kcache.hpp"
 #include "numerics/formats.hpp"
 #include "stage/stage.hpp"
@@ -23,6 +31,9 @@ struct Params : dsa::Params {
   bool bf16_scale = true;  // dequant attr
   Conventions cv;
   layouts::MlaKCache layout;
+  bool model1 = false;
+  layouts::Model1KCache m1, m1_extra;  // main and extra scope (MODEL1)
+  bool extra = false;
   std::string tolerance_policy() const override { return "derived-bound"; }
 };
 
@@ -36,6 +47,22 @@ inline void dequant_key(const std::uint8_t* rec, bool bf16_scale, double* k) {
       k[d] = static_cast<double>(num::round_to_bf16(num::e4m3_to_f32(tok.code(d)) * s));
   }
   for (std::int64_t r = 0; r < L::kRope; ++r) k[L::kNope + r] = static_cast<double>(num::bf16_to_f32(tok.rope_bits(r)));
+}
+
+// The MODEL1 key (512 values) of slot `slot` of cache bytes `cache`.
+inline void dequant_key_model1(const std::uint8_t* cache, const layouts::Model1KCache& m, std::int64_t slot, double* k) {
+  using M = layouts::Model1KCache;
+  const std::uint8_t* tok = cache + m.token_offset(slot);
+  const std::uint8_t* sc = cache + m.scale_offset(slot);
+  for (std::int64_t j = 0; j < M::kTiles; ++j) {
+    const float s = num::round_to_bf16(layouts::e8m0_to_f32(sc[j]));
+    for (std::int64_t d = j * M::kTile; d < (j + 1) * M::kTile; ++d) k[d] = static_cast<double>(num::round_to_bf16(num::e4m3_to_f32(tok[d]) * s));
+  }
+  for (std::int64_t r = 0; r < M::kRope; ++r) {
+    std::uint16_t b;
+    std::memcpy(&b, tok + M::kNope + 2 * r, 2);
+    k[M::kNope + r] = static_cast<double>(num::bf16_to_f32(b));
+  }
 }
 
 Expected cpu(const Case& c, const Params& p, const RefOptions& opt);

@@ -18,56 +18,99 @@ using L = layouts::MlaKCache;
 
 namespace {
 
-enum Stream : std::uint64_t { kQ = 1, kKv = 2 };
+enum Stream : std::uint64_t { kQ = 1, kKv = 2, kExtra = 3 };
 
-// The cache is written by the mla.kcache_store reference (writer: 0 pow2, 1 amax/448, 2 ue8m0), every slot a token.
+// One cache of P pages of ps tokens written by the mla.kcache_store reference (writer: 0 pow2, 1 amax/448, 2 ue8m0;
+// MODEL1: pow2 / ue8m0 only), every slot a token, from stream `k`.
+Tensor write_cache(const GoldenSpec& s, const Rng& k, bool m1, std::int64_t P, std::int64_t ps) {
+  using M = layouts::Model1KCache;
+  const std::int64_t rec = m1 ? M::kRecord : L::kRecord, nope = m1 ? M::kNope : L::kNope, tile = m1 ? M::kTile : L::kTile;
+  const std::int64_t tiles = m1 ? M::kTiles : L::kTiles, cap = P * ps;
+  Tensor cache(DType::u8, {P, ps, 1, rec});
+  mla::kcache_store::Params wp;
+  const auto writer = static_cast<int>(s.param("writer", 0));
+  wp.quant.fmt = writer == 1 ? indexer::ScaleFmt::fp32_floor : writer == 2 ? indexer::ScaleFmt::ue8m0 : indexer::ScaleFmt::pow2_div;
+  wp.quant.amax_eps = writer == 1 ? 0.0f : 1e-4f;
+  wp.m1.page_size = ps;
+  std::vector<std::uint16_t> cv(static_cast<std::size_t>(nope)), pe(L::kRope);
+  for (std::int64_t t = 0; t < cap; ++t) {
+    Rng r = k.fork(static_cast<std::uint64_t>(t));
+    for (std::int64_t j = 0; j < tiles; ++j)  // tiles of different magnitude: 2^U{-4..2}
+      gen::bf16_normal(r, std::ldexp(s.param("kv_sigma", 1.0), static_cast<int>(r.randint(-4, 2))), tile, cv.data() + j * tile);
+    gen::bf16_normal(r, 1.0, L::kRope, pe.data());
+    if (m1) mla::kcache_store::store_token_model1(wp, cv.data(), pe.data(), cache.data<std::uint8_t>(), t);
+    else mla::kcache_store::store_token(wp, cv.data(), pe.data(), cache.data<std::uint8_t>() + t * L::kRecord);
+  }
+  return cache;
+}
+
+// Fills every record of `cache` that no counted index selects (and the poison slots) with 0xFF bytes.
+void poison_unused(Tensor& cache, bool m1, const std::vector<std::int64_t>& idx, const std::vector<std::int64_t>& len,
+                   std::int64_t rows, std::int64_t rows_per_len, std::int64_t K) {
+  using M = layouts::Model1KCache;
+  const std::int64_t ps = cache.dim(1), cap = cache.dim(0) * ps;
+  std::vector<char> used(static_cast<std::size_t>(cap), 0);
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t p = 0; p < (len.empty() ? K : len[static_cast<std::size_t>(r / rows_per_len)]); ++p)
+      if (idx[static_cast<std::size_t>(r * K + p)] >= 0) used[static_cast<std::size_t>(idx[static_cast<std::size_t>(r * K + p)])] = 1;
+  const M m{ps};
+  for (std::int64_t t = 0; t < cap; ++t) {
+    if (used[static_cast<std::size_t>(t)]) continue;
+    if (!m1) {
+      std::memset(cache.data<std::uint8_t>() + t * L::kRecord, 0xFF, L::kRecord);
+      continue;
+    }
+    std::memset(cache.data<std::uint8_t>() + m.token_offset(t), 0xFF, M::kToken);
+    std::memset(cache.data<std::uint8_t>() + m.scale_offset(t), 0xFF, M::kScaleRec);
+  }
+}
+
+// Index rows over a cache's slots, skipping slots 0 and 63 when poisoning (slot 0 = "-1 read as token 0", block 0
+// token 63 = the address SM90 reads for -1 before zeroing it).
+std::vector<std::int64_t> slot_rows(const GoldenSpec& s, const Rng& root, std::int64_t rows, std::int64_t K, std::int64_t cap, bool poison) {
+  std::vector<std::int64_t> cand;
+  for (std::int64_t t = 0; t < cap; ++t)
+    if (!poison || (t != 0 && t != 63)) cand.push_back(t);
+  auto idx = gen::index_rows(s, root, rows, K, static_cast<std::int64_t>(cand.size()), cap);
+  for (auto& v : idx)
+    if (v >= 0) v = cand[static_cast<std::size_t>(v)];
+  return idx;
+}
+
+// attr layout model1_fp8_584: d_qk 512, the MODEL1 cache; dims XK > 0 add the extra scope (XP pages of xps tokens).
 void gen_decode(const GoldenSpec& s, std::uint64_t seed, int threads, Case& c) {
   (void)threads;
   const Rng root(seed);
+  auto lay = s.attrs.find("layout");
+  const bool m1 = lay != s.attrs.end() && std::get<std::string>(lay->second) == layouts::Model1KCache::kName;
   const std::int64_t B = s.dim("B", 2), Sq = s.dim("S", 2), H = s.dim("H", 16), P = s.dim("P", 4), K = s.dim("K", 128);
-  const std::int64_t ps = s.model.page_size, cap = P * ps;
+  const std::int64_t ps = s.dim("ps", s.model.page_size), cap = P * ps, D = m1 ? 512 : 576;
+  const std::int64_t XK = s.dim("XK", 0), XP = s.dim("XP", 2), xps = s.dim("xps", 64);
   const bool poison = s.param("poison_unused", 0) != 0;
-  Tensor q(DType::bf16, {B, Sq, H, 576}), cache(DType::u8, {P, ps, 1, L::kRecord});
+  Tensor q(DType::bf16, {B, Sq, H, D});
   {
     const Rng b = root.fork(kQ);
     for (std::int64_t i = 0; i < B * Sq * H; ++i) {
       Rng r = b.fork(static_cast<std::uint64_t>(i));
-      gen::bf16_normal(r, s.param("q_sigma", 1.0), 576, q.data<std::uint16_t>() + i * 576);
-    }
-    mla::kcache_store::Params wp;
-    const auto writer = static_cast<int>(s.param("writer", 0));
-    wp.quant.fmt = writer == 1 ? indexer::ScaleFmt::fp32_floor : writer == 2 ? indexer::ScaleFmt::ue8m0 : indexer::ScaleFmt::pow2_div;
-    wp.quant.amax_eps = writer == 1 ? 0.0f : 1e-4f;
-    const Rng k = root.fork(kKv);
-    std::vector<std::uint16_t> cv(L::kNope), pe(L::kRope);
-    for (std::int64_t t = 0; t < cap; ++t) {
-      Rng r = k.fork(static_cast<std::uint64_t>(t));
-      for (std::int64_t j = 0; j < L::kTiles; ++j)  // tiles of different magnitude: 2^U{-4..2}
-        gen::bf16_normal(r, std::ldexp(s.param("kv_sigma", 1.0), static_cast<int>(r.randint(-4, 2))), L::kTile, cv.data() + j * L::kTile);
-      gen::bf16_normal(r, 1.0, L::kRope, pe.data());
-      mla::kcache_store::store_token(wp, cv.data(), pe.data(), cache.data<std::uint8_t>() + t * L::kRecord);
+      gen::bf16_normal(r, s.param("q_sigma", 1.0), D, q.data<std::uint16_t>() + i * D);
     }
   }
-  // Candidates: every slot but 0 and 63 when poisoning (slot 0 = "-1 read as token 0", block 0 token 63 = the
-  // address SM90 reads for -1 before zeroing it): those and every unselected record hold 0xFF bytes (NaN codes,
-  // NaN scales, NaN rope).
-  std::vector<std::int64_t> cand;
-  for (std::int64_t t = 0; t < cap; ++t)
-    if (!poison || (t != 0 && t != 63)) cand.push_back(t);
-  auto idx = gen::index_rows(s, root, B * Sq, K, static_cast<std::int64_t>(cand.size()), cap);
-  for (auto& v : idx)
-    if (v >= 0) v = cand[static_cast<std::size_t>(v)];
+  Tensor cache = write_cache(s, root.fork(kKv), m1, P, ps);
+  const auto idx = slot_rows(s, root, B * Sq, K, cap, poison);
   const auto len = gen::topk_lengths(s, root, B, K);
-  if (poison) {
-    std::vector<char> used(static_cast<std::size_t>(cap), 0);
-    for (std::int64_t r = 0; r < B * Sq; ++r)
-      for (std::int64_t p = 0; p < (len.empty() ? K : len[static_cast<std::size_t>(r / Sq)]); ++p)
-        if (idx[static_cast<std::size_t>(r * K + p)] >= 0) used[static_cast<std::size_t>(idx[static_cast<std::size_t>(r * K + p)])] = 1;
-    for (std::int64_t t = 0; t < cap; ++t)
-      if (!used[static_cast<std::size_t>(t)]) std::memset(cache.data<std::uint8_t>() + t * L::kRecord, 0xFF, L::kRecord);
-  }
+  if (poison) poison_unused(cache, m1, idx, len, B * Sq, Sq, K);
   c.inputs = {{"q", q}, {"k_cache", cache}, {"indices", gen::to_tensor(idx, {B, Sq, K})}};
   if (!len.empty()) c.inputs["topk_length"] = gen::to_tensor(len, {B});
+  if (XK > 0) {
+    const Rng xr = root.fork(kExtra);
+    Tensor xc = write_cache(s, xr.fork(kKv), m1, XP, xps);
+    const auto xi = slot_rows(s, xr, B * Sq, XK, XP * xps, poison);
+    const auto xl = gen::topk_lengths(s, xr, B, XK);
+    if (poison) poison_unused(xc, m1, xi, xl, B * Sq, Sq, XK);
+    c.inputs["extra_k_cache"] = xc;
+    c.inputs["extra_indices_in_kvcache"] = gen::to_tensor(xi, {B, Sq, XK});
+    if (!xl.empty()) c.inputs["extra_topk_length"] = gen::to_tensor(xl, {B});
+  }
   Tensor sink;
   if (gen::sinks(s, root, H, sink)) c.inputs["attn_sink"] = sink;
 }
@@ -80,7 +123,9 @@ std::vector<Generator> generators() {
            "pow2, 1 amax/448 non-pow2, 2 ue8m0) from c tiles N(0, kv_sigma 2^U{-4..2}) and k_pe N(0,1); indices [B,S,K] "
            "over the cache slots with invalid_frac -1, dup_frac repeats, lonely_every rows all -1, leading_invalid 64-wide "
            "leading -1 chunks (B32); poison_unused: slot 0, block 0 token 63 and every unselected record 0xFF (NaN, B34); "
-           "sink, topk_length as in sparse_prefill.random. dims B, S, H, P, K",
+           "sink, topk_length as in sparse_prefill.random; attr layout model1_fp8_584: d_qk 512 and the MODEL1 cache (7 "
+           "e8m0 tiles of 64); XK > 0: an extra scope (XP pages of xps tokens, XK indices per row, its own topk_length). dims "
+           "B, S, H, P, ps, K, XP, xps, XK",
            gen_decode}};
 }
 
@@ -112,6 +157,20 @@ std::vector<GoldenSpec> goldens() {
        .params = {{"invalid_frac", 0.0}}, .attrs = {{"softmax_scale", mla_scale}},
        .committed = false,
        .doc = "the benchmark shape: b 64, s_q 2, h_q 128, topk 2048 (scripts/bench.sh)"},
+      {.name = "mla_decode_model1_extra", .stage = st, .generator = g, .seed = 805,
+       .dims = {{"B", 2}, {"S", 2}, {"H", 64}, {"P", 2}, {"ps", 256}, {"K", 128}, {"XP", 4}, {"xps", 64}, {"XK", 128}},
+       .params = {{"invalid_frac", 0.1}, {"sink", 2.0}, {"topk_length", 1}, {"poison_unused", 1}},
+       .attrs = {{"layout", S("model1_fp8_584")}, {"softmax_scale", AttrValue{0.04419417382415922}}},
+       .doc = "DeepSeek-V4 (FlashMLA MODEL1, as its tests): d_qk 512, main scope topk 128 over 256-token blocks, extra scope "
+              "128 over 64-token blocks in the same softmax, topk_length and extra_topk_length (0 and full included), sinks "
+              "at +-95, NaN records behind every unselected slot and lane"},
+      {.name = "mla_decode_model1_short_blocks", .stage = st, .generator = g, .seed = 806,
+       .dims = {{"B", 2}, {"S", 1}, {"H", 64}, {"P", 2}, {"K", 64}, {"XP", 64}, {"xps", 2}, {"XK", 64}},
+       .params = {{"invalid_frac", 0.2}, {"lonely_every", 3}, {"writer", 2}},
+       .attrs = {{"layout", S("model1_fp8_584")}, {"softmax_scale", AttrValue{0.04419417382415922}}},
+       .poison = {{"q", 1, 3, golden::kNaN}},
+       .doc = "MODEL1 with 2-token extra blocks (FlashMLA's extra block_size 2), ue8m0 scales, a lonely row (both scopes "
+              "empty: out 0, lse +inf); NaN policy: a NaN in q (batch 1 head 0)"},
   };
 }
 

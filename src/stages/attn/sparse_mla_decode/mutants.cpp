@@ -2,6 +2,7 @@
 // B25, B32-B35), each with the verdict it must get.
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "numerics/formats.hpp"
 #include "stage/mutant_kit.hpp"
@@ -28,6 +29,11 @@ std::vector<golden::GoldenSpec> selftest_cases() {
       {.name = "mla_decode_nonpow2", .stage = st, .generator = g, .seed = 22, .dims = {{"B", 2}, {"S", 1}, {"H", 16}, {"P", 3}, {"K", 128}},
        .params = {{"invalid_frac", 0.05}, {"writer", 1}, {"sink", 2.0}}, .attrs = {{"softmax_scale", mla_scale}},
        .doc = "amax/448 scales (bf16-rounded by the kernel), sinks"},
+      {.name = "mla_decode_model1", .stage = st, .generator = g, .seed = 23,
+       .dims = {{"B", 2}, {"S", 1}, {"H", 16}, {"P", 2}, {"K", 64}, {"XP", 2}, {"xps", 16}, {"XK", 64}},
+       .params = {{"invalid_frac", 0.1}, {"topk_length", 1}, {"poison_unused", 1}, {"sink", 2.0}},
+       .attrs = {{"layout", S("model1_fp8_584")}, {"softmax_scale", AttrValue{0.04419417382415922}}},
+       .doc = "MODEL1 with an extra scope, topk_length / extra_topk_length, NaN records behind unselected lanes"},
   };
 }
 
@@ -73,6 +79,40 @@ std::vector<Mutant> mutants() {
          Tensor& l = output(c, "lse");
          for (std::int64_t i = 0; i < l.numel(); ++i)
            if (std::isfinite(l.data<float>()[i])) l.data<float>()[i] = static_cast<float>(l.data<float>()[i] * 1.4426950408889634);
+       }},
+      {"mla_decode_model1_extra_ignored", "v4 §9", "mla_decode_model1", V{Verdict::FAIL}, "the extra KV scope ignored",
+       buggy([](Case& c) {
+         c.inputs.erase("extra_k_cache");
+         c.inputs.erase("extra_indices_in_kvcache");
+         c.inputs.erase("extra_topk_length");
+       })},
+      {"mla_decode_model1_extra_topk_length_ignored", "v4 §9", "mla_decode_model1", V{Verdict::FAIL, Verdict::NONFINITE},
+       "extra_topk_length ignored: every extra index counts (NaN records behind the lanes)",
+       buggy([](Case& c) { c.inputs.erase("extra_topk_length"); })},
+      {"mla_decode_model1_read_as_aos", "v4 §9", "mla_decode_model1", V{Verdict::FAIL, Verdict::NONFINITE},
+       "the MODEL1 cache read as 584-byte AoS token records instead of the per-block split",
+       buggy([](Case& c) {
+         for (const char* n : {"k_cache", "extra_k_cache"})
+           edit_input(c, n, [](Tensor& t) {  // what an AoS reader sees, rewritten in the split layout
+             using M = layouts::Model1KCache;
+             const std::int64_t ps = t.dim(1), blk = ps * M::kRecord;
+             std::vector<std::uint8_t> b(static_cast<std::size_t>(blk));
+             for (std::int64_t p0 = 0; p0 < t.dim(0); ++p0) {
+               std::uint8_t* base = t.data<std::uint8_t>() + p0 * blk;
+               for (std::int64_t x = 0; x < ps; ++x) {
+                 std::memcpy(b.data() + x * M::kToken, base + x * M::kRecord, M::kToken);
+                 std::memcpy(b.data() + ps * M::kToken + x * M::kScaleRec, base + x * M::kRecord + M::kToken, M::kScaleRec);
+               }
+               std::memcpy(base, b.data(), static_cast<std::size_t>(blk));
+             }
+           });
+       })},
+      {"mla_decode_model1_v32_values", "v4 §9", "mla_decode_model1", V{Verdict::FAIL},
+       "values without the 64 RoPE dims (V3.2's V = the latent part): rope dims of out 0",
+       [](Case& c, const Expected&, std::uint64_t) {
+         Tensor& o = output(c, "out");
+         for (std::int64_t x = 0; x < o.numel(); ++x)
+           if (x % 512 >= 448) o.data<std::uint16_t>()[x] = 0;
        }},
       {"mla_decode_lonely_lse_neg_inf", "B35", "mla_decode", V{Verdict::NONFINITE},
        "rows without a valid index return lse -inf (the 2025 prefill convention) instead of +inf",

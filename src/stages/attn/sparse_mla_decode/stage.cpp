@@ -26,25 +26,62 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& p) {
   r.cv.lse_includes_sink = a.b("lse_includes_sink");
   const Tensor& cache = c.input("k_cache");
   r.layout.page_size = cache.dim(1);
+  r.model1 = a.s("layout") == layouts::Model1KCache::kName;
+  r.m1.page_size = cache.dim(1);
+  const std::int64_t rec = r.model1 ? layouts::Model1KCache::kRecord : L::kRecord, dqk = r.model1 ? 512 : 576;
+  const Tensor& q = c.input("q");
+  if (cache.dim(3) != rec)
+    p.push_back({c.file, c.name, "inputs/k_cache", std::to_string(rec) + "-byte records (layout " + a.s("layout") + ")", std::to_string(cache.dim(3))});
+  if (q.dim(3) != dqk)
+    p.push_back({c.file, c.name, "inputs/q", "d_qk = " + std::to_string(dqk) + " (layout " + a.s("layout") + ")", std::to_string(q.dim(3))});
+  // Extra scope (FlashMLA @HEAD): cache and indices together, the cache in the same layout.
+  const Tensor* xc = c.input_opt("extra_k_cache");
+  const Tensor* xi = c.input_opt("extra_indices_in_kvcache");
+  if (static_cast<bool>(xc) != static_cast<bool>(xi))
+    p.push_back({c.file, c.name, xc ? "inputs/extra_indices_in_kvcache" : "inputs/extra_k_cache", "present with the other extra-scope input", "absent"});
+  if (!xi && c.input_opt("extra_topk_length"))
+    p.push_back({c.file, c.name, "inputs/extra_topk_length", "absent without extra_indices_in_kvcache", "present"});
+  if (xc && xc->dim(3) != rec)
+    p.push_back({c.file, c.name, "inputs/extra_k_cache", std::to_string(rec) + "-byte records (the main cache's layout)", std::to_string(xc->dim(3))});
+  if (xi && (xi->dim(0) != q.dim(0) || xi->dim(1) != q.dim(1)))
+    p.push_back({c.file, c.name, "inputs/extra_indices_in_kvcache", "[b, s_q, extra_topk] with q's b and s_q", shape_str(xi->shape())});
+  if (!p.empty()) return r;
+  r.extra = xi != nullptr;
+  if (xc) r.m1_extra.page_size = xc->dim(1);
+  // Only -1 is masked on SM90: any other index outside the cache is read out of bounds, so the input is invalid.
+  auto check_range = [&](const Tensor& idx, std::int64_t cap, const std::string& name) {
+    const std::int64_t K = idx.dim(2);
+    for (std::int64_t f = 0; f < idx.numel(); ++f) {
+      const std::int64_t v = idx.int_at(f);
+      if (v == -1 || (v >= 0 && v < cap)) continue;
+      const std::int64_t row = f / K;
+      p.push_back({c.file, c.name, "inputs/" + name,
+                   "-1 or page*page_size+offset in [0, num_blocks*page_size = " + std::to_string(cap) +
+                       ") (only -1 is masked on SM90: any other value is read out of bounds, so the input is invalid)",
+                   "batch " + std::to_string(row / idx.dim(1)) + " q token " + std::to_string(row % idx.dim(1)) + " position " +
+                       std::to_string(f % K) + ": " + std::to_string(v)});
+      return;
+    }
+  };
   const Tensor& idx = c.input("indices");
   const std::int64_t cap = cache.dim(0) * cache.dim(1), K = idx.dim(2);
-  for (std::int64_t f = 0; f < idx.numel(); ++f) {
-    const std::int64_t v = idx.int_at(f);
-    if (v == -1 || (v >= 0 && v < cap)) continue;
-    const std::int64_t row = f / K;
-    p.push_back({c.file, c.name, "inputs/indices",
-                 "-1 or page*page_size+offset in [0, num_blocks*page_size = " + std::to_string(cap) +
-                     ") (only -1 is masked on SM90: any other value is read out of bounds, so the input is invalid)",
-                 "batch " + std::to_string(row / idx.dim(1)) + " q token " + std::to_string(row % idx.dim(1)) + " position " +
-                     std::to_string(f % K) + ": " + std::to_string(v)});
-    break;
-  }
+  check_range(idx, cap, "indices");
   check_topk_length(c, K, "batch", p);
-  const std::int64_t nmax = longest_row(idx, K, [](std::int64_t t) { return t != -1; });
-  const Tensor& q = c.input("q");
+  std::int64_t nmax = longest_row(idx, K, [](std::int64_t t) { return t != -1; });
+  if (xi) {
+    check_range(*xi, xc->dim(0) * xc->dim(1), "extra_indices_in_kvcache");
+    if (const Tensor* xl = c.input_opt("extra_topk_length"))
+      for (std::int64_t b = 0; b < xl->numel(); ++b)
+        if (xl->int_at(b) < 0 || xl->int_at(b) > xi->dim(2)) {
+          p.push_back({c.file, c.name, "inputs/extra_topk_length", "entries in [0, extra_topk = " + std::to_string(xi->dim(2)) + "]",
+                       "batch " + std::to_string(b) + ": " + std::to_string(xl->int_at(b))});
+          break;
+        }
+    nmax += longest_row(*xi, xi->dim(2), [](std::int64_t t) { return t != -1; });
+  }
   const double rows = static_cast<double>(q.dim(0) * q.dim(1)), H = static_cast<double>(q.dim(2)), n8 = static_cast<double>(nmax + 8);
   const double thr = static_cast<double>(omp_get_max_threads());
-  check_reference_memory(c, rows * H * (512.0 * 10 + 13) + thr * (8.0 * n8 * (2.0 * 576 + 512 + 64) + 8.0 * (H + 4) * (576 + 1024)),
+  check_reference_memory(c, rows * H * (512.0 * 10 + 13) + thr * (8.0 * n8 * (2.0 * static_cast<double>(dqk) + 512 + 64) + 8.0 * (H + 4) * (576 + 1024)),
                          "inputs/q, inputs/indices", p);
   return r;
 }
@@ -56,6 +93,7 @@ void sanity(const Case& c, const std::string& tensor, const Tensor&, std::vector
   const auto d = duplicate_rows(idx, K, -1, "flash_mla_with_kvcache weights such a key once per occurrence (so does the reference).");
   if (!d.empty()) f.push_back(d);
   if (K % 64 != 0) f.push_back("topk = " + std::to_string(K) + " is not a multiple of 64: FlashMLA's sparse decode rejects it (pad with -1)");
+  if (c.input("k_cache").dim(3) != L::kRecord) return;  // MODEL1: e8m0 scales are powers of two by construction
   if (c.input("k_cache").dim(1) != 64)
     f.push_back("page_size " + std::to_string(c.input("k_cache").dim(1)) + ": the V3.2 release (@1408756) requires 64-token pages");
   // B25: scales the SM90 reader rounds to bf16 (non-pow2) make the decode differ from the writer's quantization.
@@ -83,8 +121,8 @@ Stage stage() {
   using D = DType;
   Stage s;
   s.name = kName;
-  s.summary = "FlashMLA flash_mla_with_kvcache sparse fp8 decode over the 656-byte MLA cache (out, natural lse)";
-  s.spec = "v32 §6.2, §6.3, §7";
+  s.summary = "FlashMLA flash_mla_with_kvcache sparse fp8 decode over the V3.2 656-byte or V4 MODEL1 MLA cache, extra scope (out, natural lse)";
+  s.spec = "v32 §6.2, §6.3, §7; v4 §9";
   s.pipeline_order = 80;
   s.default_tolerance = "derived-bound";
   s.schema.attrs = {
@@ -94,15 +132,23 @@ Stage stage() {
       str_attr("dequant", "bf16_scale", {"bf16_scale", "f32_scale"},
                "in-kernel dequant: bf16(bf16(fp8)*bf16(scale)) (FlashMLA SM90) or bf16(fl32(fp8*scale)) (the tests' "
                "dequantize_k_cache); identical for power-of-two scales"),
-      bool_attr("lse_includes_sink", false, "public lse = logaddexp(lse, sink) (FlashMLA's lse is sink-exclusive: false)")};
+      bool_attr("lse_includes_sink", false, "public lse = logaddexp(lse, sink) (FlashMLA's lse is sink-exclusive: false)"),
+      str_attr("layout", L::kName, {L::kName, layouts::Model1KCache::kName},
+               "cache byte layout: mla_fp8_656 (V3.2, d_qk 576, values = the first 512 dims) or model1_fp8_584 (DeepSeek-V4 / "
+               "FlashMLA MODEL1, d_qk 512, values = keys)")};
   s.schema.inputs = {
-      {"q", {D::bf16}, {"b,s_q,h_q,576"}, false, "queries [q_nope.W_UK (512) | q_pe (64)]; s_q = 1 + MTP draft tokens"},
-      {"k_cache", {D::u8}, {"num_blocks,page_size,1,656"}, false, "the fp8 MLA cache (layout mla_fp8_656)"},
+      {"q", {D::bf16}, {"b,s_q,h_q,d_qk"}, false,
+       "queries: V3.2 [q_nope.W_UK (512) | q_pe (64)] (d_qk 576), MODEL1 [nope 448 | rope 64] (512); s_q = 1 + MTP draft tokens"},
+      {"k_cache", {D::u8}, {"num_blocks,page_size,1,rec"}, false, "the fp8 MLA cache (attr layout: 656- or 584-byte records)"},
       {"indices", {D::i32, D::i64}, {"b,s_q,topk"}, false, "page*page_size+offset per selected token; -1 = invalid"},
       {"block_table", {D::i32}, {"b,?"}, true, "engine block table (unused by the sparse path; kept for provenance)"},
       {"cache_seqlens", {D::i32}, {"b"}, true, "engine sequence lengths (unused by the sparse path; kept for provenance)"},
       {"attn_sink", {D::f32}, {"h_q"}, true, "per-head sink logit (FlashMLA @HEAD): out *= 1/(1 + e^(sink - lse))"},
-      {"topk_length", {D::i32, D::i64}, {"b"}, true, "per batch: only the first topk_length indices count (FlashMLA @HEAD)"}};
+      {"topk_length", {D::i32, D::i64}, {"b"}, true, "per batch: only the first topk_length indices count (FlashMLA @HEAD)"},
+      {"extra_k_cache", {D::u8}, {"x_blocks,x_page_size,1,rec"}, true, "the extra KV scope's cache (same layout, own page size)"},
+      {"extra_indices_in_kvcache", {D::i32, D::i64}, {"b,s_q,extra_topk"}, true,
+       "extra-scope slots page*x_page_size+offset per row (-1 invalid), attended in the same softmax"},
+      {"extra_topk_length", {D::i32, D::i64}, {"b"}, true, "per batch: only the first extra_topk_length extra indices count"}};
   s.schema.outputs = {{{"out", {D::bf16}, {"b,s_q,h_q,512"}, false, "attention output (latent, before W_UV)"}, CompareKind::bounded},
                       {{"lse", {D::f32}, {"b,h_q,s_q"}, false, "natural log-sum-exp per batch, head, q token"}, CompareKind::bounded}};
   s.parse = typed_parse(&parse);

@@ -11,6 +11,10 @@
 //   a NaN quotient (0/0) stored as 0x7F (the CUDA cast's NaN code);
 //   the 4 scales as raw fp32, k_pe as raw bf16 bits.
 // slot -1 = padded token, skipped. parse() rejects out-of-range and duplicate slots (order-independent store).
+// Attr layout = model1_fp8_584 (DeepSeek-V4, FlashMLA MODEL1; layouts/mla_kcache.hpp): kv_c holds the 448 NoPE dims, 7
+// tiles of 64 with power-of-two scales (scale_fmt pow2: FlashMLA's quantize_k_cache; ue8m0: vLLM's V4 main store,
+// amax clamped before the fl32(1/448) multiply), stored as e8m0 bytes (exponent + 127; NaN 0xFF) in the block's scale
+// records, pad byte 0 (vLLM writes it; FlashMLA's test leaves it uninitialised); codes e4m3(c / s) (exact division).
 #pragma once
 #include "layouts/mla_kcache.hpp"
 #include "stage/stage.hpp"
@@ -20,11 +24,15 @@ namespace dsa::mla::kcache_store {
 
 struct Params : dsa::Params {
   layouts::MlaKCache layout;
+  bool model1 = false;
+  layouts::Model1KCache m1;
   indexer::QuantParams quant;  // fmt, apply, eps; clamp on
 };
 
 // Quantizes and stores one token: c (512 bf16 bits), k_pe (64 bf16 bits) into record `rec` (656 bytes).
 void store_token(const Params& p, const std::uint16_t* c, const std::uint16_t* k_pe, std::uint8_t* rec);
+// MODEL1: c (448 bf16 bits), k_pe (64) into slot `slot` of the cache bytes `cache` (layout p.m1).
+void store_token_model1(const Params& p, const std::uint16_t* c, const std::uint16_t* k_pe, std::uint8_t* cache, std::int64_t slot);
 
 Expected cpu(const Case& c, const Params& p, const RefOptions& opt);
 std::vector<golden::Generator> generators();

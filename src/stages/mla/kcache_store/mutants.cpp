@@ -1,5 +1,6 @@
 // mla.kcache_store: selftest cases and mutants modelled on real bugs, each with the verdict it must get.
 #include <cstring>
+#include <vector>
 
 #include "stage/mutant_kit.hpp"
 #include "stages/mla/kcache_store/core.hpp"
@@ -18,7 +19,10 @@ using L = layouts::MlaKCache;
 std::vector<golden::GoldenSpec> selftest_cases() {
   return {{.name = "mla_kcache", .stage = "mla.kcache_store", .generator = "mla_kcache.shuffled_slots", .seed = 5,
            .dims = {{"T", 24}, {"P", 1}}, .params = {{"pad_frac", 0.25}}, .attrs = {{"scale_fmt", S("pow2")}},
-           .doc = "shuffled slots, padded tokens, zero tiles"}};
+           .doc = "shuffled slots, padded tokens, zero tiles"},
+          {.name = "mla_kcache_model1", .stage = "mla.kcache_store", .generator = "mla_kcache.shuffled_slots", .seed = 6,
+           .dims = {{"T", 24}, {"P", 1}}, .params = {{"pad_frac", 0.25}, {"zero_tile_frac", 0.2}},
+           .attrs = {{"layout", S("model1_fp8_584")}, {"scale_fmt", S("pow2")}}, .doc = "MODEL1 cache: shuffled slots, padded tokens"}};
 }
 
 namespace {
@@ -58,6 +62,26 @@ std::vector<Mutant> mutants() {
        buggy([](Case& c) {
          edit_input(c, "slot_mapping", write_padded_tokens);
        })},
+      {"mla_kcache_model1_aos", "v4 §9", "mla_kcache_model1", V{Verdict::FAIL},
+       "MODEL1 written as 584-byte AoS records (codes, rope, then the token's 8 scale bytes) instead of the per-block "
+       "split (all 576-byte token records, then the scale records)",
+       [](Case& c, const Expected&, std::uint64_t) {
+         using M = layouts::Model1KCache;
+         Tensor& o = output(c, "kv_cache");
+         const std::int64_t ps = o.dim(1), blk = ps * M::kRecord;
+         std::vector<std::uint8_t> b(static_cast<std::size_t>(blk));
+         for (std::int64_t p0 = 0; p0 < o.dim(0); ++p0) {
+           std::uint8_t* base = o.data<std::uint8_t>() + p0 * blk;
+           for (std::int64_t t = 0; t < ps; ++t) {
+             std::memcpy(b.data() + t * M::kRecord, base + t * M::kToken, M::kToken);
+             std::memcpy(b.data() + t * M::kRecord + M::kToken, base + ps * M::kToken + t * M::kScaleRec, M::kScaleRec);
+           }
+           std::memcpy(base, b.data(), static_cast<std::size_t>(blk));
+         }
+       }},
+      {"mla_kcache_model1_ue8m0_rule", "v4 §10", "mla_kcache_model1", V{Verdict::FAIL},
+       "vLLM's scale rule (amax clamped before the 1/448 multiply) where the dump pins FlashMLA's pow2 rule",
+       buggy([](Case& c) { set_attr(c, "scale_fmt", S("ue8m0")); })},
   };
 }
 

@@ -15,6 +15,19 @@ using L = layouts::MlaKCache;
 Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& p) {
   Params r;
   r.layout.page_size = c.input("kv_cache_in").dim(1);
+  r.model1 = a.s("layout") == layouts::Model1KCache::kName;
+  r.m1.page_size = r.layout.page_size;
+  const std::int64_t rec = r.model1 ? layouts::Model1KCache::kRecord : L::kRecord, nope = r.model1 ? layouts::Model1KCache::kNope : L::kNope;
+  for (const auto* g : {&c.inputs, &c.outputs, &c.expected})
+    for (const char* n : {"kv_cache_in", "kv_cache"})
+      if (auto it = g->find(n); it != g->end() && it->second.rank() == 4 && it->second.dim(3) != rec)
+        p.push_back({c.file, c.name, std::string(g == &c.inputs ? "inputs/" : g == &c.outputs ? "outputs/" : "expected/") + n,
+                     std::to_string(rec) + "-byte records (layout " + a.s("layout") + ")", std::to_string(it->second.dim(3))});
+  if (c.input("kv_c").dim(1) != nope)
+    p.push_back({c.file, c.name, "inputs/kv_c", std::to_string(nope) + " NoPE dims per token (layout " + a.s("layout") + ")",
+                 std::to_string(c.input("kv_c").dim(1))});
+  if (r.model1 && a.s("scale_fmt") != "pow2" && a.s("scale_fmt") != "ue8m0")
+    p.push_back({c.file, c.name, "attr scale_fmt", "pow2 or ue8m0 with layout model1_fp8_584 (e8m0 scales are powers of two)", a.s("scale_fmt")});
   const std::string fmt = a.s("scale_fmt");
   r.quant.clamp = true;
   r.quant.apply = indexer::parse_scale_apply(a.s("scale_apply"));
@@ -65,7 +78,7 @@ Stage stage() {
   using D = DType;
   Stage s;
   s.name = "mla.kcache_store";
-  s.summary = "write [c | k_pe] tokens into the 656-byte fp8 MLA cache (FlashMLA FP8 with scale, vLLM fp8_ds_mla)";
+  s.summary = "write [c | k_pe] tokens into the fp8 MLA cache: V3.2 656-byte records (FlashMLA FP8 with scale, vLLM fp8_ds_mla) or V4 MODEL1";
   s.spec = "v32 §6.3";
   s.pipeline_order = 60;
   s.schema.attrs = {
@@ -73,12 +86,15 @@ Stage stage() {
                "tile scale: ue8m0 2^ceil(log2(max(amax,1e-4)*fl32(1/448))) (DeepSeek demo); pow2 "
                "2^ceil(log2(max(amax/448,1e-4))) (FlashMLA @HEAD, vLLM 2026-07+); amax448 amax/448 without eps (FlashMLA "
                "@1408756 tests, sglang Triton); amax448_eps max(amax,amax_eps)/448; flt_min max(amax/448, FLT_MIN) (vLLM 2026)"),
-      indexer::scale_apply_attr(), indexer::amax_eps_attr(), indexer::page_size_attr()};
-  s.schema.inputs = {{"kv_c", {D::bf16}, {"T,512"}, false, "latent c per token (after kv_norm), dims 0..511"},
+      indexer::scale_apply_attr(), indexer::amax_eps_attr(), indexer::page_size_attr(),
+      str_attr("layout", L::kName, {L::kName, layouts::Model1KCache::kName},
+               "cache byte layout: mla_fp8_656 (V3.2: 656-byte token records) or model1_fp8_584 (DeepSeek-V4 / FlashMLA MODEL1: "
+               "576-byte token records then 8-byte e8m0 scale records per block)")};
+  s.schema.inputs = {{"kv_c", {D::bf16}, {"T,?"}, false, "latent c per token (after kv_norm): 512 dims (mla_fp8_656), 448 NoPE dims (model1_fp8_584)"},
                      {"k_pe", {D::bf16}, {"T,64"}, false, "RoPE part per token (after rotary), stored unquantized"},
                      {"slot_mapping", {D::i32, D::i64}, {"T"}, false, "cache slot page*page_size+offset per token; -1 = padded token, skipped"},
-                     {"kv_cache_in", {D::u8}, {"P,page_size,1,656"}, false, "cache bytes before the store (layout mla_fp8_656)"}};
-  s.schema.outputs = {{{"kv_cache", {D::u8}, {"P,page_size,1,656"}, false, "cache bytes after the store"}, CompareKind::bytes}};
+                     {"kv_cache_in", {D::u8}, {"P,page_size,1,rec"}, false, "cache bytes before the store (656 or 584 bytes per token: attr layout)"}};
+  s.schema.outputs = {{{"kv_cache", {D::u8}, {"P,page_size,1,rec"}, false, "cache bytes after the store"}, CompareKind::bytes}};
   s.parse = typed_parse(&parse);
   s.impl[static_cast<std::size_t>(Backend::cpu)] = typed_impl(&cpu);
   s.sanity = sanity;
