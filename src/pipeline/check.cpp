@@ -203,7 +203,9 @@ RunReport run_checks(const RunOptions& o, const ProgressFn& progress) {
     if (!st.cross_check) continue;
     std::vector<const Case*> mine;
     for (std::size_t i = 0; i < cases.size(); ++i)
-      if (params[i] && cases[i].stage == st.name && !cases[i].outputs.empty()) mine.push_back(&cases[i]);
+      if (params[i] && !cases[i].outputs.empty() &&
+          (cases[i].stage == st.name || std::find(st.cross_with.begin(), st.cross_with.end(), cases[i].stage) != st.cross_with.end()))
+        mine.push_back(&cases[i]);
     if (mine.size() < 2) continue;
     for (auto& r : st.cross_check(mine)) rep.results.push_back(std::move(r));
   }

@@ -119,6 +119,7 @@ struct Stage {
   std::vector<Mutant> mutants;
   std::vector<Hypothesis> hypotheses;  // known bugs `check` tests a failing bounded output against
   CrossCheckFn cross_check;            // may be empty
+  std::vector<std::string> cross_with;  // other stages whose valid cases (with outputs) cross_check also receives
   std::optional<RowTiling> tiling;     // row-tiled (streamed) checks of big outputs
 
   const ImplFn* impl_for(Backend b) const;    // null when the backend has no implementation of this stage

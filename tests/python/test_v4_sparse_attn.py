@@ -236,3 +236,93 @@ def test_undefined_inputs_are_exit_2(edit, needle, repo_root, run_cli, tmp_path)
     p = run_cli("check", f)
     assert p.returncode == 2, p.stdout + p.stderr
     assert needle in p.stdout + p.stderr
+
+
+def _index_cache_file(repo_root, path, rows=slice(0, 6), offset=0, edit=None):
+    """One step of two layers: layer 2's v4.indexer case (the golden's expected top-k as its output) and layer 4's
+    attn.v4_sparse case reusing it (IndexCache), built here with the indexer's requests and its indices."""
+    with h5py.File(repo_root / "golden" / "v4i_flash_decode_mtp.h5", "r") as g0:
+        src = g0[next(iter(g0))]
+        aq = src["inputs/actual_seq_lengths_query"][()].astype(np.int64)
+        kvl = src["inputs/actual_seq_lengths_key"][()].astype(np.int64)
+        idx = src["expected/sparse_indices"][()]
+    starts = np.concatenate([[0], aq])
+    reqs = [b for b in range(len(aq)) if starts[b] >= rows.start and aq[b] <= rows.stop]
+    rng = np.random.default_rng(0)
+    N, D, bs = 4, 64, 64
+    T = rows.stop - rows.start
+    nblk_o = [int((kvl[b] + bs - 1) // bs) for b in reqs]
+    nblk_c = [int((kvl[b] // 4 + bs - 1) // bs) for b in reqs]
+    obt = np.zeros((len(reqs), max(nblk_o)), np.int32)
+    cbt = np.zeros((len(reqs), max(nblk_c)), np.int32)
+    o = c = 0
+    for i, (a, b) in enumerate(zip(nblk_o, nblk_c)):
+        obt[i, :a] = np.arange(o, o + a)
+        cbt[i, :b] = np.arange(c, c + b)
+        o, c = o + a, c + b
+    t = {"q": rng.standard_normal((T, N, D)).astype(BF16).astype(np.float64),
+         "ori_kv": rng.standard_normal((o, bs, 1, D)).astype(BF16).astype(np.float64),
+         "cmp_kv": rng.standard_normal((c, bs, 1, D)).astype(BF16).astype(np.float64),
+         "ori_block_table": obt, "cmp_block_table": cbt,
+         "cu_seqlens_q": np.concatenate([[0], np.cumsum([aq[b] - starts[b] for b in reqs])]).astype(np.int32),
+         "seqused_kv": kvl[reqs].astype(np.int32), "cmp_sparse_indices": idx[rows].copy(),
+         "sinks": rng.standard_normal(N).astype(np.float32)}
+    if edit:
+        edit(t["cmp_sparse_indices"])
+    attrs = {"cmp_ratio": 4}
+    out = model_f64(t, attrs)
+    shutil.copy(repo_root / "golden" / "v4i_flash_decode_mtp.h5", path)
+    with h5py.File(path, "r+") as f:
+        g = f[next(iter(f))]
+        g.attrs["layer"], g.attrs["step"] = np.int64(2), np.int64(5)
+        g.create_dataset("outputs/sparse_indices", data=idx).attrs["dtype"] = "int32"
+        del g["expected"]
+        a = f.create_group("layer4_attn")
+        for k, v in {"schema_version": np.int64(1), "stage": "attn.v4_sparse", "cmp_ratio": np.int64(4), "layer": np.int64(4),
+                     "step": np.int64(5), "topk_source_layer": np.int64(2), "topk_source_offset": np.int64(offset)}.items():
+            a.attrs[k] = v
+        for k, v in t.items():
+            if k in ("q", "ori_kv", "cmp_kv"):
+                a.create_dataset("inputs/" + k, data=v.astype(BF16).view(np.uint16)).attrs["dtype"] = "bf16"
+            else:
+                a.create_dataset("inputs/" + k, data=v)
+        a.create_dataset("outputs/out", data=out.view(np.uint16)).attrs["dtype"] = "bf16"
+
+
+def _consistency(run_cli, path, tmp_path):
+    js = tmp_path / "ic.json"
+    p = run_cli("check", path, "--json", js)
+    res = [r for r in json.loads(js.read_text())["results"] if r["group"] == "consistency"]
+    return p, res
+
+
+def test_index_cache_reused_topk_matches_source_layer(repo_root, run_cli, tmp_path):
+    f = tmp_path / "layers.h5"
+    _index_cache_file(repo_root, f)
+    p, res = _consistency(run_cli, f, tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert len(res) == 1 and res[0]["verdict"] == "BITEXACT" and "layer 2" in res[0]["message"], res
+    # the prefill-style segment: the attention call covers rows 2..5 of the buffer
+    f2 = tmp_path / "seg.h5"
+    _index_cache_file(repo_root, f2, rows=slice(2, 6), offset=2)
+    p, res = _consistency(run_cli, f2, tmp_path)
+    assert p.returncode == 0 and res[0]["verdict"] == "BITEXACT", p.stdout + p.stderr
+
+
+def test_index_cache_stale_buffer_fails_naming_both_layers(repo_root, run_cli, tmp_path):
+    def stale(ix):  # one row of the buffer left from an earlier step: its entries in another order
+        n = int((ix[3, 0] >= 0).sum())
+        ix[3, 0, :n] = ix[3, 0, :n][::-1]
+
+    f = tmp_path / "layers.h5"
+    _index_cache_file(repo_root, f, edit=stale)
+    p, res = _consistency(run_cli, f, tmp_path)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert res[0]["verdict"] == "FAIL"
+    m = res[0]["message"]
+    assert "row 3 slot 0" in m and "layer 4" in m and "layer 2's indexer" in m, m
+    # the wrong offset (the decode segment read where the prefill segment is) is caught the same way
+    f2 = tmp_path / "seg.h5"
+    _index_cache_file(repo_root, f2, rows=slice(2, 6), offset=0)
+    p, res = _consistency(run_cli, f2, tmp_path)
+    assert p.returncode == 1 and res[0]["verdict"] == "FAIL", p.stdout + p.stderr

@@ -546,8 +546,10 @@ def capture_ascend_sparse_attn(q: Any, output: Any = None, *, ori_kv: Any, ori_b
                                cmp_block_table: Any = None, metadata: Any = None, softmax_scale: float = 512 ** -0.5,
                                cmp_ratio: int = 1, ori_mask_mode: int = 4, cmp_mask_mode: int = 3, ori_win_left: int = 127,
                                ori_win_right: int = 0, layout_q: str = "TND", layout_kv: str = "PA_ND",
-                               variant: str = "ascend-a3", layer: Optional[int] = None, name: Optional[str] = None,
-                               out: Out = None, attrs: Optional[Dict[str, Any]] = None, **ignored: Any) -> Case:
+                               variant: str = "ascend-a3", layer: Optional[int] = None, step: Optional[int] = None,
+                               topk_source_layer: Optional[int] = None, topk_source_offset: int = 0,
+                               name: Optional[str] = None, out: Out = None, attrs: Optional[Dict[str, Any]] = None,
+                               **ignored: Any) -> Case:
     """attn.v4_sparse: ``out = npu_sparse_attn_sharedkv(q, ori_kv=swa_cache, cmp_kv=compress_kv_cache,
     cmp_sparse_indices=topk_idxs, ori_block_table=..., cmp_block_table=..., cu_seqlens_q=..., seqused_kv=...,
     sinks=attn_sink, metadata=..., softmax_scale=512**-0.5, cmp_ratio=r, ori_mask_mode=4, cmp_mask_mode=3,
@@ -555,7 +557,10 @@ def capture_ascend_sparse_attn(q: Any, output: Any = None, *, ori_kv: Any, ori_b
     ``AscendDSAImpl._forward_prefill`` / ``_forward_decode`` call it (SWA-only layers: no cmp_* arguments,
     cmp_ratio 1; C128: no cmp_sparse_indices). `output` is the op's first return value [T, N, D] bf16. The metadata
     tensor (the AICPU work split) and cu_seqlens_ori_kv / cu_seqlens_cmp_kv (ignored by PA_ND) are not stored.
-    Masks other than the V4 backend's (ori_mask_mode 4, cmp_mask_mode 3) are refused."""
+    Masks other than the V4 backend's (ori_mask_mode 4, cmp_mask_mode 3) are refused. IndexCache (``skip_topk``
+    layers): give `topk_source_layer` (the layer whose top-k is reused), `topk_source_offset` (num_decode_tokens for
+    the prefill segment, 0 for decode), and `layer` / `step` here and on that layer's capture_ascend_qli case:
+    `check` then demands the reused indices equal the source layer's."""
     if output is None:
         raise TypeError("capture_ascend_sparse_attn: the op's first output (attention out) is required as `output`")
     if out is not None and not isinstance(out, (str, os.PathLike, DumpWriter)):
@@ -586,8 +591,11 @@ def capture_ascend_sparse_attn(q: Any, output: Any = None, *, ori_kv: Any, ori_b
     a = dict(softmax_scale=float(softmax_scale), cmp_ratio=int(cmp_ratio), ori_mask_mode=int(ori_mask_mode),
              cmp_mask_mode=int(cmp_mask_mode), ori_win_left=int(ori_win_left), ori_win_right=int(ori_win_right),
              layout_q=layout_q, layout_kv=layout_kv, variant=variant)
-    if layer is not None:
-        a["layer"] = int(layer)
+    for k, v in (("layer", layer), ("step", step), ("topk_source_layer", topk_source_layer)):
+        if v is not None:
+            a[k] = int(v)
+    if topk_source_layer is not None:
+        a["topk_source_offset"] = int(topk_source_offset)
     a.update(attrs or {})
     return _emit(_case("attn.v4_sparse", name, ins, {"out": _np(output)}, a), out)
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <string>
 
 #include "stages/attn/table.hpp"
@@ -48,6 +49,9 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& pr) {
   if (p.win_left < 0 || p.win_left > (i64{1} << 20))
     bad("attr ori_win_left", "0..2^20 (window - 1 = 127 in DeepSeek-V4)", std::to_string(p.win_left));
   if (p.win_right < 0 || p.win_right > (i64{1} << 20)) bad("attr ori_win_right", "0..2^20 (0 in DeepSeek-V4)", std::to_string(p.win_right));
+  if (a.i("topk_source_layer") >= 0 && p.ratio != 4)
+    bad("attr topk_source_layer", "-1 unless cmp_ratio = 4 (only C4 layers have top-k indices to reuse)", std::to_string(a.i("topk_source_layer")));
+  if (a.i("topk_source_offset") < 0) bad("attr topk_source_offset", ">= 0", std::to_string(a.i("topk_source_offset")));
   if (p.ratio != 1 && p.ratio != 4 && p.ratio != 128)
     bad("attr cmp_ratio", "1 (SWA-only layer), 4 (C4, with cmp_sparse_indices) or 128 (C128)", std::to_string(p.ratio));
   const Tensor& q = c.input("q");
@@ -200,6 +204,67 @@ void sanity(const Case& c, const std::string& tensor, const Tensor&, std::vector
                 "lists and the kernel's behaviour there is not documented (spec v4 §4.2); judged on the listed entries");
 }
 
+// IndexCache (seed 004 skip_topk): an attn.v4_sparse case of a layer that reuses the top-k of an indexer-bearing layer
+// (attr topk_source_layer) must attend exactly the indices that layer's v4.indexer case (attr layer, same attr step)
+// produced, rows [topk_source_offset, +T) of its sparse_indices (the prefill segment sits at num_decode_tokens, the
+// decode segment at 0). Pairs whose source is not among the files read are not judged.
+std::vector<cmp::CheckResult> index_cache(const std::vector<const Case*>& cases) {
+  auto str = [](const Case* c, const char* k) { return c->has_attr(k) ? attr_to_string(c->attrs.at(k)) : std::string(); };
+  std::map<std::pair<std::string, std::string>, std::vector<const Case*>> src;
+  for (const Case* c : cases)
+    if (c->stage == "v4.indexer" && c->has_attr("layer") && c->outputs.count("sparse_indices"))
+      src[{str(c, "layer"), str(c, "step")}].push_back(c);
+  std::vector<cmp::CheckResult> out;
+  for (const Case* c : cases) {
+    if (c->stage != kName || !c->has_attr("topk_source_layer") || !c->input_opt("cmp_sparse_indices")) continue;
+    const i64 ls = attr_as_int(*c, "topk_source_layer", c->attrs.at("topk_source_layer"));
+    if (ls < 0) continue;
+    const i64 off = c->has_attr("topk_source_offset") ? attr_as_int(*c, "topk_source_offset", c->attrs.at("topk_source_offset")) : 0;
+    auto it = src.find({std::to_string(ls), str(c, "step")});
+    if (it == src.end()) continue;
+    const Tensor& a = c->input("cmp_sparse_indices");
+    const i64 T = a.dim(0), K = a.dim(2);
+    const std::string me = "layer " + (c->has_attr("layer") ? str(c, "layer") : std::string("?")) + " (case '" + c->name + "')";
+    cmp::CheckResult r;
+    r.file = c->file, r.case_name = c->name, r.stage = kName, r.group = "consistency", r.tensor = "cmp_sparse_indices";
+    r.step = str(c, "step");
+    r.kind = CompareKind::bytes;
+    r.numel = T * K;
+    const Case* s = nullptr;
+    for (const Case* x : it->second)
+      if (x->outputs.at("sparse_indices").dim(0) >= off + T) s = x;
+    if (!s) {
+      r.verdict = cmp::Verdict::STRUCTURE;
+      r.message = "IndexCache: " + me + " reuses the top-k of layer " + std::to_string(ls) + ", whose v4.indexer case(s) hold fewer than " +
+                  "topk_source_offset + T = " + std::to_string(off + T) + " rows";
+      out.push_back(std::move(r));
+      continue;
+    }
+    const Tensor& b = s->outputs.at("sparse_indices");
+    const i64 Ks = b.dim(-1);
+    const std::string them = "layer " + std::to_string(ls) + "'s indexer (case '" + s->name + "'" + (s->file != c->file ? " in " + s->file : "") + ")";
+    if (Ks != K) {
+      r.verdict = cmp::Verdict::STRUCTURE;
+      r.message = "IndexCache: " + me + " attends " + std::to_string(K) + " entries per row, " + them + " produced " + std::to_string(Ks);
+      out.push_back(std::move(r));
+      continue;
+    }
+    std::string first;
+    for (i64 t = 0; t < T; ++t)
+      for (i64 k = 0; k < K; ++k)
+        if (a.int_at(t * K + k) != b.int_at((off + t) * K + k) && r.mismatches++ == 0)
+          first = "row " + std::to_string(t) + " slot " + std::to_string(k) + ": " + me + " attends entry " + std::to_string(a.int_at(t * K + k)) +
+                  ", " + them + " row " + std::to_string(off + t) + " produced " + std::to_string(b.int_at((off + t) * K + k));
+    r.verdict = r.mismatches ? cmp::Verdict::FAIL : cmp::Verdict::BITEXACT;
+    r.message = r.mismatches ? "IndexCache: " + std::to_string(r.mismatches) + " of " + std::to_string(T * K) +
+                                   " reused indices differ from the source layer's; first: " + first
+                             : "IndexCache: " + me + " attends exactly the " + std::to_string(T) + " rows " + them + " produced (from row " +
+                                   std::to_string(off) + ")";
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
 }  // namespace
 
 Stage stage() {
@@ -219,6 +284,10 @@ Stage stage() {
       int_attr("cmp_mask_mode", 3, "3 = causal over compressed entries: j < (p+1) // cmp_ratio"),
       str_attr("layout_q", "TND", {"TND"}, "query layout (requests packed, cu_seqlens_q)"),
       str_attr("layout_kv", "PA_ND", {"PA_ND"}, "paged caches [block, slot, 1, D] read through block tables"),
+      int_attr("topk_source_layer", -1,
+               "IndexCache (seed 004 skip_topk): the indexer-bearing layer whose top-k this layer reuses (-1: its own); "
+               "check compares cmp_sparse_indices with that layer's v4.indexer output (attr layer, same attr step)"),
+      int_attr("topk_source_offset", 0, "IndexCache: the first row of the source's indices (the prefill segment: num_decode_tokens)"),
       str_attr("variant", "ascend-a3", {"ascend-a3", "flashmla-sm90"},
                "the kernel arithmetic the bound covers: ascend-a3 (running max from the sink, l from 1, fp32 cube, P bf16 "
                "CAST_ROUND, >= 16-key tiles); flashmla-sm90 (bf16 WGMMA, ex2.approx, P bf16, the sink factor at the end)")};
@@ -238,6 +307,8 @@ Stage stage() {
   s.parse = typed_parse(&parse);
   s.impl[static_cast<std::size_t>(Backend::cpu)] = typed_impl(&cpu);
   s.sanity = sanity;
+  s.cross_check = index_cache;
+  s.cross_with = {"v4.indexer"};
   s.generators = generators();
   s.goldens = goldens();
   s.selftest = selftest_cases();
