@@ -176,3 +176,32 @@ def test_model1_decode_bugs_fail(cli, tmp_path, bug):
     capture_decode(c, out, lse, f)
     p = subprocess.run([cli, "check", str(f)], capture_output=True, text=True)
     assert p.returncode == 1, p.stdout + p.stderr
+
+
+@pytest.mark.parametrize("edit,needle", [
+    ("layout_v32", "inputs/k_cache: expected 656-byte records"),
+    ("extra_alone", "inputs/extra_indices_in_kvcache: expected present"),
+    ("extra_past_cache", "inputs/extra_indices_in_kvcache"),
+    ("extra_len_too_long", "inputs/extra_topk_length")])
+def test_model1_bad_inputs_are_exit_2(cli, tmp_path, edit, needle):
+    import h5py
+
+    c = case()
+    cache, xcache = quantize_model1(c["k"]), quantize_model1(c["xk"])
+    out, lse = decode_model1(c["q"], cache, c["idx"], xcache, c["xidx"], c["scale"], c["sink"], c["tl"], c["xtl"])
+    f = tmp_path / "d.h5"
+    capture_decode(c, out, lse, f)
+    with h5py.File(f, "r+") as h:
+        g = h[next(iter(h))]
+        if edit == "layout_v32":
+            g.attrs["layout"] = "mla_fp8_656"
+        elif edit == "extra_alone":
+            del g["inputs/extra_indices_in_kvcache"], g["inputs/extra_topk_length"]
+        elif edit == "extra_past_cache":
+            v = g["inputs/extra_indices_in_kvcache"][()]
+            v[0, 0, 0] = xcache.shape[0] * xcache.shape[1]
+            g["inputs/extra_indices_in_kvcache"][...] = v
+        else:
+            g["inputs/extra_topk_length"][...] = np.array([65, 1], np.int32)
+    p = subprocess.run([cli, "check", str(f)], capture_output=True, text=True)
+    assert p.returncode == 2 and needle in p.stderr, p.stdout + p.stderr
