@@ -14,13 +14,12 @@
 
 namespace dsa::cli {
 
-namespace {
-
-int run_cut(const std::string& file, const std::vector<std::string>& patterns, const std::string& out) {
+std::vector<Problem> output_file_problems(const std::string& out, const std::vector<std::string>& inputs) {
   std::vector<Problem> problems;
   std::error_code ec;
-  if (std::filesystem::exists(out, ec) && std::filesystem::exists(file, ec) && std::filesystem::equivalent(file, out, ec))
-    problems.push_back({out, "", "--out", "a path other than the input file", "the input file itself"});
+  for (const auto& file : inputs)
+    if (std::filesystem::exists(out, ec) && std::filesystem::exists(file, ec) && std::filesystem::equivalent(file, out, ec))
+      problems.push_back({out, "", "--out", "a path other than the input file", "the input file itself"});
   const std::filesystem::path op(out);
   const std::filesystem::path odir = op.has_parent_path() ? op.parent_path() : std::filesystem::path(".");
   if (!std::filesystem::is_directory(odir, ec))
@@ -29,8 +28,15 @@ int run_cut(const std::string& file, const std::vector<std::string>& patterns, c
     problems.push_back({out, "", "--out", "a file path", "a directory"});
   io::OutputTarget target;
   if (problems.empty())
-    if (auto e = io::resolve_output(out, {file}, target); !e.empty() || target.direct)
+    if (auto e = io::resolve_output(out, inputs, target); !e.empty() || target.direct)
       problems.push_back({out, "", "--out", "a regular file or a new name", e.empty() ? "a FIFO or device" : e});
+  return problems;
+}
+
+namespace {
+
+int run_cut(const std::string& file, const std::vector<std::string>& patterns, const std::string& out) {
+  std::vector<Problem> problems = output_file_problems(out, {file});
 
   io::ReadOptions opt = pipeline::read_options();
   opt.apply_defaults = false;  // copy attrs exactly as stored; validation still applies the defaults
