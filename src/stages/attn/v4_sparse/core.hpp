@@ -33,6 +33,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "stage/stage.hpp"
@@ -52,6 +53,7 @@ enum class Bug {
   chunk_position,          // p = i (the row inside the request) instead of kv_len - q_len + i
   cmp_window_offset,       // C4 entries read as REF's concatenated list (entry j - window)
   sink_in_numerator,       // the sink as a key with an all-ones value: out = o f + (1 - f)
+  sink_dropped,            // sinks given but not applied
 };
 
 // One query row: request, position (may be negative when kv_len < q_len).
@@ -80,6 +82,9 @@ struct Key {
 // Row t's keys in the reference order (ORI by position, then CMP in list / entry order). Under a Bug, keys outside
 // the validated table coverage are dropped (a buggy kernel reading unmapped blocks is not modelled).
 void row_keys(const Case& c, const Params& p, std::int64_t t, Bug bug, std::vector<Key>& keys);
+
+// One element (flat index into out) of a kernel with `bug`, rounded to bf16, and its bound (the Stage::hypotheses).
+std::optional<Hypothesis::Value> element(const Case& c, const Params& p, Bug bug, std::int64_t flat);
 
 Expected cpu(const Case& c, const Params& p, const RefOptions& opt);
 Expected run(const Case& c, const Params& p, Bug bug, int threads);

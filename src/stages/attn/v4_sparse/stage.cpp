@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <tuple>
 #include <string>
 
 #include "stages/attn/table.hpp"
@@ -308,6 +309,19 @@ Stage stage() {
   s.impl[static_cast<std::size_t>(Backend::cpu)] = typed_impl(&cpu);
   s.sanity = sanity;
   s.cross_check = index_cache;
+  // Known bugs as values: a failing out is tested against kernels with these selections (hints, never verdicts).
+  for (const auto& [bug, id, doc] : std::vector<std::tuple<Bug, const char*, const char*>>{
+           {Bug::window_without_current, "B16 window end", "the window [p - 127, p - 1] without the current token"},
+           {Bug::window_one_wider, "B16 window start", "a window one token wider, from p - 128"},
+           {Bug::no_window, "B16", "no sliding-window keys"},
+           {Bug::cmp_one_group_early, "B15", "compressed entries visible one group early, (p+2)//r"},
+           {Bug::no_cmp, "v4 §4.2 compressed scope", "no compressed keys"},
+           {Bug::chunk_position, "B19", "positions counted from the chunk's first row (kv_len - q_len missing)"},
+           {Bug::sink_dropped, "B35 sink", "the sinks not applied"},
+           {Bug::sink_in_numerator, "B35 sink numerator", "the sink as a key with an all-ones value"}})
+    s.hypotheses.push_back({"out", id, doc, [bug](const Case& c, const dsa::Params& pb, std::int64_t f) {
+                              return element(c, static_cast<const Params&>(pb), bug, f);
+                            }});
   s.cross_with = {"v4.indexer"};
   s.generators = generators();
   s.goldens = goldens();
