@@ -1,4 +1,8 @@
-// indexer.logits_ragged: schema, parse, table entry.
+// indexer.logits_ragged: schema, parse, row identity across calls, table entry.
+#include <map>
+#include <tuple>
+#include <variant>
+
 #include "stages/indexer/common/attrs.hpp"
 #include "stages/indexer/common/logits_engine.hpp"
 #include "stages/indexer/logits_ragged/core.hpp"
@@ -59,6 +63,78 @@ std::optional<logits::LogitOperands> operands(const Case& c, const Params& p, st
                                kv.data<std::uint8_t>() + j * D, c.input("kv_scale").data<float>()[j], H, D};
 }
 
+// Chunked prefill (seed 000's _should_chunk_mqa_logits path: query-row chunks of one call, the whole kv each time) and
+// context-parallel ranks (prev/next chunks over the gathered kv) compute rows of one unsplit call: every row keeps its
+// global [ks, ke) and must give the same bits as in any other call of the same layer and step that has it. Rows are
+// keyed by (attr layer, attr step, ks, ke, and attr request_ids[row] when given); compared over their keys [ks, ke).
+// Logits streamed from the file in row tiles are not held in memory and are not compared here.
+std::vector<cmp::CheckResult> row_identity(const std::vector<const Case*>& cases) {
+  auto str = [](const Case* c, const char* k) { return c->has_attr(k) ? attr_to_string(c->attrs.at(k)) : std::string(); };
+  struct Ref {
+    const Case* c;
+    std::int64_t row;
+  };
+  std::map<std::tuple<std::string, std::string, std::int64_t, std::int64_t, std::int64_t>, std::vector<Ref>> rows;
+  for (const Case* c : cases) {
+    auto it = c->outputs.find("logits");
+    if (it == c->outputs.end() || !it->second.defined()) continue;
+    const Tensor& ks = c->input("ks");
+    const Tensor& ke = c->input("ke");
+    const std::vector<std::int64_t>* rid = nullptr;
+    if (auto r = c->attrs.find("request_ids"); r != c->attrs.end() && std::holds_alternative<std::vector<std::int64_t>>(r->second) &&
+                                               std::get<std::vector<std::int64_t>>(r->second).size() == static_cast<std::size_t>(ks.numel()))
+      rid = &std::get<std::vector<std::int64_t>>(r->second);
+    for (std::int64_t i = 0; i < ks.numel(); ++i)
+      rows[{str(c, "layer"), str(c, "step"), rid ? (*rid)[static_cast<std::size_t>(i)] : -1, ks.int_at(i), ke.int_at(i)}].push_back({c, i});
+  }
+  cmp::CheckResult res;
+  res.stage = kName;
+  res.group = "consistency";
+  res.tensor = "logits";
+  res.case_name = "rows";
+  res.kind = CompareKind::bytes;
+  std::int64_t pairs = 0, bad = 0;
+  std::string first;
+  auto range = [](const Case* c) { return std::to_string(c->input("ks").numel()) + " rows"; };
+  for (const auto& [key, v] : rows) {
+    if (v.size() < 2) continue;
+    const auto [layer, step, rq, lo, hi] = key;
+    auto col = [lo = lo](const Case* c, std::int64_t t) {  // column of key lo + t (compressed logits: t)
+      const bool compressed = c->has_attr("max_seqlen_k") && attr_as_int(*c, "max_seqlen_k", c->attrs.at("max_seqlen_k")) > 0;
+      return compressed ? t : lo + t;
+    };
+    for (std::size_t k = 1; k < v.size(); ++k) {
+      if (v[k].c == v.front().c) continue;  // duplicate rows inside one call are that call's business
+      ++pairs;
+      const Tensor& a = v.front().c->outputs.at("logits");
+      const Tensor& b = v[k].c->outputs.at("logits");
+      for (std::int64_t t = 0; t < hi - lo; ++t) {
+        const std::int64_t ca = col(v.front().c, t), cb = col(v[k].c, t);
+        if (ca >= a.dim(1) || cb >= b.dim(1)) break;
+        const std::int64_t fa = v.front().row * a.dim(1) + ca, fb = v[k].row * b.dim(1) + cb;
+        if (a.dtype() == b.dtype() && a.bits(fa) == b.bits(fb)) continue;
+        if (bad++ == 0)
+          first = "row with keys [" + std::to_string(lo) + ", " + std::to_string(hi) + ")" + (layer.empty() ? "" : " of layer " + layer) +
+                  (rq >= 0 ? " (request " + std::to_string(rq) + ")" : "") + ": case '" + v.front().c->name + "' (" + range(v.front().c) +
+                  ") row " + std::to_string(v.front().row) + " and case '" + v[k].c->name + "' (" + range(v[k].c) + ") row " +
+                  std::to_string(v[k].row) + " differ first at key " + std::to_string(lo + t) + " (" + cmp::num_json(a.value(fa)).dump() +
+                  " vs " + cmp::num_json(b.value(fb)).dump() + ")";
+        break;
+      }
+      res.file = v.front().c->file;
+    }
+  }
+  if (pairs == 0) return {};
+  res.numel = pairs;
+  res.mismatches = bad;
+  res.verdict = bad ? cmp::Verdict::FAIL : cmp::Verdict::BITEXACT;
+  res.message = bad ? std::to_string(bad) + " of " + std::to_string(pairs) +
+                          " row(s) computed by several calls (chunked prefill, context-parallel ranks, reruns) differ; first: " + first
+                    : std::to_string(pairs) + " row(s) computed by several calls (chunked prefill, context-parallel ranks, reruns) "
+                                              "give identical bits";
+  return {res};
+}
+
 }  // namespace
 
 Stage stage() {
@@ -87,6 +163,7 @@ Stage stage() {
   s.selftest = selftest_cases();
   s.mutants = mutants();
   s.hypotheses = logits::logit_hypotheses<Params>(&operands);
+  s.cross_check = row_identity;
   s.tiling = RowTiling{"logits", [](const Case&, const dsa::Params&) { return std::int64_t{1}; }};
   return s;
 }
