@@ -415,6 +415,34 @@ def main():
         v4sa(f, kv=(40,))
     expect("v4sa_table_short.h5", 2, "at least 3 columns")
 
+    with new("v4out_groups_not_dividing.h5") as f:  # 3 groups over 4 heads
+        g = case(f, "o", "attn.v4_out")
+        g.attrs["o_groups"] = np.int64(3)
+        for n, shp in (("o", (2, 4, 64)), ("wo_a", (6, 64)), ("wo_b", (8, 6))):
+            d = g.create_dataset("inputs/" + n, data=np.zeros(shp, np.uint16))
+            d.attrs["dtype"] = "bf16"
+        for n in ("cos", "sin"):
+            g.create_dataset("inputs/" + n, data=np.ones((2, 64), np.float32))
+    expect("v4out_groups_not_dividing.h5", 2, "attr o_groups: expected a divisor of the 4 heads")
+    with new("model1_record_mismatch.h5") as f:  # layout model1_fp8_584 over a 656-byte cache
+        g = case(f, "d", "attn.sparse_mla_decode")
+        g.attrs["layout"] = "model1_fp8_584"
+        d = g.create_dataset("inputs/q", data=np.zeros((1, 1, 1, 512), np.uint16))
+        d.attrs["dtype"] = "bf16"
+        g.create_dataset("inputs/k_cache", data=np.zeros((1, 2, 1, 656), np.uint8))
+        g.create_dataset("inputs/indices", data=np.array([[[0, 1, -1, -1]]], np.int32))
+    expect("model1_record_mismatch.h5", 2, "inputs/k_cache: expected 584-byte records")
+    with new("model1_extra_past_cache.h5") as f:  # an extra-scope slot past its 2-token cache
+        g = case(f, "d", "attn.sparse_mla_decode")
+        g.attrs["layout"] = "model1_fp8_584"
+        d = g.create_dataset("inputs/q", data=np.zeros((1, 1, 1, 512), np.uint16))
+        d.attrs["dtype"] = "bf16"
+        g.create_dataset("inputs/k_cache", data=np.zeros((1, 2, 1, 584), np.uint8))
+        g.create_dataset("inputs/indices", data=np.array([[[0, 1, -1, -1]]], np.int32))
+        g.create_dataset("inputs/extra_k_cache", data=np.zeros((1, 2, 1, 584), np.uint8))
+        g.create_dataset("inputs/extra_indices_in_kvcache", data=np.array([[[1, 2]]], np.int32))
+    expect("model1_extra_past_cache.h5", 2, "inputs/extra_indices_in_kvcache")
+
     # ---- names -------------------------------------------------------------------------------------------------
     with new("control_chars_name.h5") as f:
         topk(f, "x\nerror: forged", indices=[[0, 1]])
