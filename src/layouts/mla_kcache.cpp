@@ -1,5 +1,7 @@
 #include "layouts/mla_kcache.hpp"
 
+#include <vector>
+
 namespace dsa::layouts {
 
 std::string MlaKCache::describe(std::int64_t byte) const {
@@ -23,5 +25,27 @@ std::string Model1KCache::describe(std::int64_t byte) const {
   s += std::to_string(tok) + " ";
   return b < kTiles ? s + "scale tile " + std::to_string(b) + " (e8m0)" : s + "scale pad byte";
 }
+
+namespace {
+void model1_relayout(std::uint8_t* block, std::int64_t ps, bool to_aos) {
+  using M = Model1KCache;
+  std::vector<std::uint8_t> b(static_cast<std::size_t>(ps * M::kRecord));
+  for (std::int64_t t = 0; t < ps; ++t) {
+    const std::int64_t split_tok = t * M::kToken, split_sc = ps * M::kToken + t * M::kScaleRec, aos = t * M::kRecord;
+    std::uint8_t* dst = b.data();
+    if (to_aos) {
+      std::memcpy(dst + aos, block + split_tok, M::kToken);
+      std::memcpy(dst + aos + M::kToken, block + split_sc, M::kScaleRec);
+    } else {
+      std::memcpy(dst + split_tok, block + aos, M::kToken);
+      std::memcpy(dst + split_sc, block + aos + M::kToken, M::kScaleRec);
+    }
+  }
+  std::memcpy(block, b.data(), b.size());
+}
+}  // namespace
+
+void model1_split_to_aos(std::uint8_t* block, std::int64_t page_size) { model1_relayout(block, page_size, true); }
+void model1_aos_to_split(std::uint8_t* block, std::int64_t page_size) { model1_relayout(block, page_size, false); }
 
 }  // namespace dsa::layouts

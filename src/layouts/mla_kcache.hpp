@@ -64,6 +64,12 @@ struct Model1KCache {
   std::string describe(std::int64_t byte) const;
 };
 
+// One MODEL1 block (page_size * 584 bytes) rewritten in place between the per-block split above and 584-byte AoS token
+// records (576 token bytes, then the token's 8 scale bytes: the layout some ports use). The selftest models that
+// confusion with them: a writer emitting AoS (split_to_aos), a reader taking the split bytes as AoS (aos_to_split).
+void model1_split_to_aos(std::uint8_t* block, std::int64_t page_size);
+void model1_aos_to_split(std::uint8_t* block, std::int64_t page_size);
+
 // The e8m0 value 2^(b - 127) (b = 0xFF: NaN) as float (2^-127 is a float subnormal: exact).
 inline float e8m0_to_f32(std::uint8_t b) {
   if (b == 0xFF) return std::numeric_limits<float>::quiet_NaN();

@@ -2,7 +2,6 @@
 // B25, B32-B35), each with the verdict it must get.
 #include <cmath>
 #include <cstring>
-#include <vector>
 
 #include "numerics/formats.hpp"
 #include "stage/mutant_kit.hpp"
@@ -94,17 +93,9 @@ std::vector<Mutant> mutants() {
        buggy([](Case& c) {
          for (const char* n : {"k_cache", "extra_k_cache"})
            edit_input(c, n, [](Tensor& t) {  // what an AoS reader sees, rewritten in the split layout
-             using M = layouts::Model1KCache;
-             const std::int64_t ps = t.dim(1), blk = ps * M::kRecord;
-             std::vector<std::uint8_t> b(static_cast<std::size_t>(blk));
-             for (std::int64_t p0 = 0; p0 < t.dim(0); ++p0) {
-               std::uint8_t* base = t.data<std::uint8_t>() + p0 * blk;
-               for (std::int64_t x = 0; x < ps; ++x) {
-                 std::memcpy(b.data() + x * M::kToken, base + x * M::kRecord, M::kToken);
-                 std::memcpy(b.data() + ps * M::kToken + x * M::kScaleRec, base + x * M::kRecord + M::kToken, M::kScaleRec);
-               }
-               std::memcpy(base, b.data(), static_cast<std::size_t>(blk));
-             }
+             const std::int64_t ps = t.dim(1);
+             for (std::int64_t p0 = 0; p0 < t.dim(0); ++p0)
+               layouts::model1_aos_to_split(t.data<std::uint8_t>() + p0 * ps * layouts::Model1KCache::kRecord, ps);
            });
        })},
       {"mla_decode_model1_v32_values", "v4 §9", "mla_decode_model1", V{Verdict::FAIL},

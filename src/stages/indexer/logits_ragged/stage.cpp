@@ -1,4 +1,6 @@
 // indexer.logits_ragged: schema, parse, row identity across calls, table entry.
+#include <algorithm>
+#include <cstring>
 #include <map>
 #include <tuple>
 #include <variant>
@@ -63,11 +65,12 @@ std::optional<logits::LogitOperands> operands(const Case& c, const Params& p, st
                                kv.data<std::uint8_t>() + j * D, c.input("kv_scale").data<float>()[j], H, D};
 }
 
-// Chunked prefill (seed 000's _should_chunk_mqa_logits path: query-row chunks of one call, the whole kv each time) and
-// context-parallel ranks (prev/next chunks over the gathered kv) compute rows of one unsplit call: every row keeps its
-// global [ks, ke) and must give the same bits as in any other call of the same layer and step that has it. Rows are
-// keyed by (attr layer, attr step, ks, ke, and attr request_ids[row] when given); compared over their keys [ks, ke).
-// Logits streamed from the file in row tiles are not held in memory and are not compared here.
+// Chunked prefill (seed 000's _should_chunk_mqa_logits path: query-row chunks of one call, the whole kv each time),
+// context-parallel ranks (prev/next chunks over the gathered kv) and reruns compute rows of one unsplit call: every
+// row keeps its global [ks, ke). Cases that carry provenance attr `request_ids` (one id per query row) opt in: rows
+// keyed by (attr layer, attr step, request id, ks, ke) whose inputs are byte-identical (the q row, the weights row,
+// kv and kv_scale over [ks, ke)) must give identical logits bits over [ks, ke). Logits streamed from the file in row
+// tiles are not held in memory and are not compared here.
 std::vector<cmp::CheckResult> row_identity(const std::vector<const Case*>& cases) {
   auto str = [](const Case* c, const char* k) { return c->has_attr(k) ? attr_to_string(c->attrs.at(k)) : std::string(); };
   struct Ref {
@@ -77,16 +80,33 @@ std::vector<cmp::CheckResult> row_identity(const std::vector<const Case*>& cases
   std::map<std::tuple<std::string, std::string, std::int64_t, std::int64_t, std::int64_t>, std::vector<Ref>> rows;
   for (const Case* c : cases) {
     auto it = c->outputs.find("logits");
-    if (it == c->outputs.end() || !it->second.defined()) continue;
+    auto r = c->attrs.find("request_ids");
+    if (it == c->outputs.end() || !it->second.defined() || r == c->attrs.end() ||
+        !std::holds_alternative<std::vector<std::int64_t>>(r->second))
+      continue;
+    const auto& rid = std::get<std::vector<std::int64_t>>(r->second);
     const Tensor& ks = c->input("ks");
     const Tensor& ke = c->input("ke");
-    const std::vector<std::int64_t>* rid = nullptr;
-    if (auto r = c->attrs.find("request_ids"); r != c->attrs.end() && std::holds_alternative<std::vector<std::int64_t>>(r->second) &&
-                                               std::get<std::vector<std::int64_t>>(r->second).size() == static_cast<std::size_t>(ks.numel()))
-      rid = &std::get<std::vector<std::int64_t>>(r->second);
+    if (rid.size() != static_cast<std::size_t>(ks.numel())) continue;
     for (std::int64_t i = 0; i < ks.numel(); ++i)
-      rows[{str(c, "layer"), str(c, "step"), rid ? (*rid)[static_cast<std::size_t>(i)] : -1, ks.int_at(i), ke.int_at(i)}].push_back({c, i});
+      rows[{str(c, "layer"), str(c, "step"), rid[static_cast<std::size_t>(i)], ks.int_at(i), ke.int_at(i)}].push_back({c, i});
   }
+  // Byte-identical slices of two tensors: `n` elements from row ra of a and rb of b (rows of `len` elements).
+  auto same = [](const Tensor& a, std::int64_t oa, const Tensor& b, std::int64_t ob, std::int64_t n) {
+    const std::int64_t es = static_cast<std::int64_t>(dtype_size(a.dtype()));
+    return a.dtype() == b.dtype() && std::memcmp(a.raw() + oa * es, b.raw() + ob * es, static_cast<std::size_t>(n * es)) == 0;
+  };
+  auto same_inputs = [&](const Ref& x, const Ref& y, std::int64_t lo, std::int64_t hi) {
+    const Case &a = *x.c, &b = *y.c;
+    const std::int64_t HD = a.input("q").numel() / std::max<std::int64_t>(a.input("q").dim(0), 1);
+    const std::int64_t H = a.input("weights").dim(1), D = a.input("kv").dim(1);
+    return b.input("q").numel() / std::max<std::int64_t>(b.input("q").dim(0), 1) == HD && b.input("weights").dim(1) == H &&
+           b.input("kv").dim(1) == D && hi <= a.input("kv").dim(0) && hi <= b.input("kv").dim(0) &&
+           same(a.input("q"), x.row * HD, b.input("q"), y.row * HD, HD) &&
+           same(a.input("weights"), x.row * H, b.input("weights"), y.row * H, H) &&
+           same(a.input("kv"), lo * D, b.input("kv"), lo * D, (hi - lo) * D) &&
+           same(a.input("kv_scale"), lo, b.input("kv_scale"), lo, hi - lo);
+  };
   cmp::CheckResult res;
   res.stage = kName;
   res.group = "consistency";
@@ -104,19 +124,19 @@ std::vector<cmp::CheckResult> row_identity(const std::vector<const Case*>& cases
       return compressed ? t : lo + t;
     };
     for (std::size_t k = 1; k < v.size(); ++k) {
-      if (v[k].c == v.front().c) continue;  // duplicate rows inside one call are that call's business
-      ++pairs;
       const Tensor& a = v.front().c->outputs.at("logits");
       const Tensor& b = v[k].c->outputs.at("logits");
+      if (v[k].c == v.front().c || a.dtype() != b.dtype() || !same_inputs(v.front(), v[k], lo, hi)) continue;
+      ++pairs;
       for (std::int64_t t = 0; t < hi - lo; ++t) {
         const std::int64_t ca = col(v.front().c, t), cb = col(v[k].c, t);
         if (ca >= a.dim(1) || cb >= b.dim(1)) break;
         const std::int64_t fa = v.front().row * a.dim(1) + ca, fb = v[k].row * b.dim(1) + cb;
-        if (a.dtype() == b.dtype() && a.bits(fa) == b.bits(fb)) continue;
+        if (a.bits(fa) == b.bits(fb)) continue;
         if (bad++ == 0)
-          first = "row with keys [" + std::to_string(lo) + ", " + std::to_string(hi) + ")" + (layer.empty() ? "" : " of layer " + layer) +
-                  (rq >= 0 ? " (request " + std::to_string(rq) + ")" : "") + ": case '" + v.front().c->name + "' (" + range(v.front().c) +
-                  ") row " + std::to_string(v.front().row) + " and case '" + v[k].c->name + "' (" + range(v[k].c) + ") row " +
+          first = "request " + std::to_string(rq) + " row with keys [" + std::to_string(lo) + ", " + std::to_string(hi) + ")" +
+                  (layer.empty() ? "" : " of layer " + layer) + ": case '" + v.front().c->name + "' (" + range(v.front().c) + ") row " +
+                  std::to_string(v.front().row) + " and case '" + v[k].c->name + "' (" + range(v[k].c) + ") row " +
                   std::to_string(v[k].row) + " differ first at key " + std::to_string(lo + t) + " (" + cmp::num_json(a.value(fa)).dump() +
                   " vs " + cmp::num_json(b.value(fb)).dump() + ")";
         break;
@@ -129,9 +149,10 @@ std::vector<cmp::CheckResult> row_identity(const std::vector<const Case*>& cases
   res.mismatches = bad;
   res.verdict = bad ? cmp::Verdict::FAIL : cmp::Verdict::BITEXACT;
   res.message = bad ? std::to_string(bad) + " of " + std::to_string(pairs) +
-                          " row(s) computed by several calls (chunked prefill, context-parallel ranks, reruns) differ; first: " + first
-                    : std::to_string(pairs) + " row(s) computed by several calls (chunked prefill, context-parallel ranks, reruns) "
-                                              "give identical bits";
+                          " row(s) with identical inputs in several calls (chunked prefill, context-parallel ranks, reruns) "
+                          "differ; first: " + first
+                    : std::to_string(pairs) + " row(s) with identical inputs in several calls (chunked prefill, "
+                                              "context-parallel ranks, reruns) give identical bits";
   return {res};
 }
 

@@ -15,14 +15,23 @@ namespace dsa::mla::kcache_store {
 
 using L = layouts::MlaKCache;
 
-void store_token(const Params& p, const std::uint16_t* c, const std::uint16_t* k_pe, std::uint8_t* rec) {
+namespace {
+
+// One tile of n bf16 values into n e4m3 codes; returns the tile's scale.
+float quantize_tile(const Params& p, const std::uint16_t* c, std::int64_t n, std::uint8_t* codes) {
   float x[L::kTile];
+  for (std::int64_t d = 0; d < n; ++d) x[d] = num::bf16_to_f32(c[d]);
+  const float s = indexer::quantize_block(x, n, p.quant, codes);
+  for (std::int64_t d = 0; d < n; ++d)
+    if ((codes[d] & 0x7F) == 0x7F) codes[d] = 0x7F;  // NaN (x86 writes the sign of 0/0): the CUDA code
+  return s;
+}
+
+}  // namespace
+
+void store_token(const Params& p, const std::uint16_t* c, const std::uint16_t* k_pe, std::uint8_t* rec) {
   for (std::int64_t j = 0; j < L::kTiles; ++j) {
-    for (std::int64_t d = 0; d < L::kTile; ++d) x[d] = num::bf16_to_f32(c[j * L::kTile + d]);
-    std::uint8_t* codes = rec + j * L::kTile;
-    const float s = indexer::quantize_block(x, L::kTile, p.quant, codes);
-    for (std::int64_t d = 0; d < L::kTile; ++d)
-      if ((codes[d] & 0x7F) == 0x7F) codes[d] = 0x7F;  // NaN (x86 writes the sign of 0/0): the CUDA code
+    const float s = quantize_tile(p, c + j * L::kTile, L::kTile, rec + j * L::kTile);
     std::memcpy(rec + L::kScaleOff + 4 * j, &s, 4);
   }
   std::memcpy(rec + L::kRopeOff, k_pe, 2 * L::kRope);
@@ -32,13 +41,8 @@ void store_token_model1(const Params& p, const std::uint16_t* c, const std::uint
   using M = layouts::Model1KCache;
   std::uint8_t* tok = cache + p.m1.token_offset(slot);
   std::uint8_t* sc = cache + p.m1.scale_offset(slot);
-  float x[M::kTile];
   for (std::int64_t j = 0; j < M::kTiles; ++j) {
-    for (std::int64_t d = 0; d < M::kTile; ++d) x[d] = num::bf16_to_f32(c[j * M::kTile + d]);
-    std::uint8_t* codes = tok + j * M::kTile;
-    const float s = indexer::quantize_block(x, M::kTile, p.quant, codes);
-    for (std::int64_t d = 0; d < M::kTile; ++d)
-      if ((codes[d] & 0x7F) == 0x7F) codes[d] = 0x7F;
+    const float s = quantize_tile(p, c + j * M::kTile, M::kTile, tok + j * M::kTile);
     // e8m0: the exponent of the power-of-two scale (+127), NaN 0xFF
     sc[j] = std::isfinite(s) && s > 0 ? static_cast<std::uint8_t>(std::clamp(std::ilogb(s) + 127, 0, 254)) : std::uint8_t{0xFF};
   }
@@ -47,52 +51,25 @@ void store_token_model1(const Params& p, const std::uint16_t* c, const std::uint
 }
 
 Expected cpu(const Case& c, const Params& p, const RefOptions& opt) {
+  using M = layouts::Model1KCache;
   const Tensor& kv_c = c.input("kv_c");
   const Tensor& k_pe = c.input("k_pe");
   const Tensor& slots = c.input("slot_mapping");
   const Tensor& cache_in = c.input("kv_cache_in");
-  const std::int64_t T = kv_c.dim(0);
-  const L layout = p.layout;
-  const std::int64_t capacity = cache_in.dim(0) * layout.page_size;
+  const std::int64_t T = kv_c.dim(0), nope = p.model1 ? M::kNope : L::kNope;
+  const std::int64_t capacity = cache_in.dim(0) * p.layout.page_size;
 
   Tensor cache = cache_in.clone();
-  if (p.model1) {
-    const layouts::Model1KCache m1 = p.m1;
-    const std::int64_t cap1 = cache_in.dim(0) * m1.page_size;
-    auto w1 = std::make_shared<std::vector<std::int64_t>>(static_cast<std::size_t>(cap1), -1);
-    std::uint8_t* o1 = cache.data<std::uint8_t>();
-#pragma omp parallel for schedule(static) num_threads(opt.thread_count())
-    for (std::int64_t t = 0; t < T; ++t) {
-      const std::int64_t s = slots.int_at(t);
-      if (s < 0) continue;
-      store_token_model1(p, kv_c.data<std::uint16_t>() + t * layouts::Model1KCache::kNope, k_pe.data<std::uint16_t>() + t * L::kRope, o1, s);
-      (*w1)[static_cast<std::size_t>(s)] = t;
-    }
-    Expected e;
-    RefTensor r;
-    r.name = "kv_cache";
-    r.kind = CompareKind::bytes;
-    r.value = cache;
-    r.describe = [m1, w1](std::int64_t byte) {
-      const std::int64_t blk = m1.page_size * layouts::Model1KCache::kRecord, in = byte % blk;
-      const std::int64_t tok = in < m1.page_size * layouts::Model1KCache::kToken ? in / layouts::Model1KCache::kToken
-                                                                                  : (in - m1.page_size * layouts::Model1KCache::kToken) / 8;
-      const std::int64_t slot = byte / blk * m1.page_size + tok;
-      const std::int64_t w = slot < static_cast<std::int64_t>(w1->size()) ? (*w1)[static_cast<std::size_t>(slot)] : -1;
-      return m1.describe(byte) + " (slot " + std::to_string(slot) +
-             (w >= 0 ? ", stored from token " + std::to_string(w) + ")" : ", not written by this store: must equal kv_cache_in)");
-    };
-    e.tensors.push_back(std::move(r));
-    return e;
-  }
   auto writer = std::make_shared<std::vector<std::int64_t>>(static_cast<std::size_t>(capacity), -1);
   std::uint8_t* out = cache.data<std::uint8_t>();
 #pragma omp parallel for schedule(static) num_threads(opt.thread_count())
   for (std::int64_t t = 0; t < T; ++t) {
     const std::int64_t s = slots.int_at(t);
     if (s < 0) continue;  // padded token
-    store_token(p, kv_c.data<std::uint16_t>() + t * L::kNope, k_pe.data<std::uint16_t>() + t * L::kRope,
-                out + s * L::kRecord);
+    const std::uint16_t* ct = kv_c.data<std::uint16_t>() + t * nope;
+    const std::uint16_t* pt = k_pe.data<std::uint16_t>() + t * L::kRope;
+    if (p.model1) store_token_model1(p, ct, pt, out, s);
+    else store_token(p, ct, pt, out + s * L::kRecord);
     (*writer)[static_cast<std::size_t>(s)] = t;  // distinct slots: no two threads touch the same entry
   }
 
@@ -101,10 +78,17 @@ Expected cpu(const Case& c, const Params& p, const RefOptions& opt) {
   r.name = "kv_cache";
   r.kind = CompareKind::bytes;
   r.value = cache;
-  r.describe = [layout, writer](std::int64_t byte) {
-    const std::int64_t slot = byte / L::kRecord;
+  const L layout = p.layout;
+  const M m1 = p.m1;
+  const bool model1 = p.model1;
+  r.describe = [layout, m1, model1, writer](std::int64_t byte) {
+    std::int64_t slot = byte / L::kRecord;
+    if (model1) {  // token records, then scale records, per block
+      const std::int64_t blk = m1.page_size * M::kRecord, in = byte % blk, tok_bytes = m1.page_size * M::kToken;
+      slot = byte / blk * m1.page_size + (in < tok_bytes ? in / M::kToken : (in - tok_bytes) / M::kScaleRec);
+    }
     const std::int64_t w = slot < static_cast<std::int64_t>(writer->size()) ? (*writer)[static_cast<std::size_t>(slot)] : -1;
-    return layout.describe(byte) + " (slot " + std::to_string(slot) +
+    return (model1 ? m1.describe(byte) : layout.describe(byte)) + " (slot " + std::to_string(slot) +
            (w >= 0 ? ", stored from token " + std::to_string(w) + ")" : ", not written by this store: must equal kv_cache_in)");
   };
   e.tensors.push_back(std::move(r));

@@ -1,6 +1,5 @@
 // mla.kcache_store: selftest cases and mutants modelled on real bugs, each with the verdict it must get.
 #include <cstring>
-#include <vector>
 
 #include "stage/mutant_kit.hpp"
 #include "stages/mla/kcache_store/core.hpp"
@@ -66,18 +65,10 @@ std::vector<Mutant> mutants() {
        "MODEL1 written as 584-byte AoS records (codes, rope, then the token's 8 scale bytes) instead of the per-block "
        "split (all 576-byte token records, then the scale records)",
        [](Case& c, const Expected&, std::uint64_t) {
-         using M = layouts::Model1KCache;
          Tensor& o = output(c, "kv_cache");
-         const std::int64_t ps = o.dim(1), blk = ps * M::kRecord;
-         std::vector<std::uint8_t> b(static_cast<std::size_t>(blk));
-         for (std::int64_t p0 = 0; p0 < o.dim(0); ++p0) {
-           std::uint8_t* base = o.data<std::uint8_t>() + p0 * blk;
-           for (std::int64_t t = 0; t < ps; ++t) {
-             std::memcpy(b.data() + t * M::kRecord, base + t * M::kToken, M::kToken);
-             std::memcpy(b.data() + t * M::kRecord + M::kToken, base + ps * M::kToken + t * M::kScaleRec, M::kScaleRec);
-           }
-           std::memcpy(base, b.data(), static_cast<std::size_t>(blk));
-         }
+         const std::int64_t ps = o.dim(1);
+         for (std::int64_t p0 = 0; p0 < o.dim(0); ++p0)
+           layouts::model1_split_to_aos(o.data<std::uint8_t>() + p0 * ps * layouts::Model1KCache::kRecord, ps);
        }},
       {"mla_kcache_model1_ue8m0_rule", "v4 §10", "mla_kcache_model1", V{Verdict::FAIL},
        "vLLM's scale rule (amax clamped before the 1/448 multiply) where the dump pins FlashMLA's pow2 rule",
