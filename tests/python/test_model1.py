@@ -97,6 +97,7 @@ def case(seed=3):
     idx[1, 1, :] = -1
     xidx[1, 1, :] = -1  # a lonely row
     sink = (rng.standard_normal(h) * 2).astype(np.float32)
+    sink[5] = np.inf  # FlashMLA: attn_sink = +inf gives output 0 (lse unchanged)
     tl, xtl = np.array([topk, 40], np.int32), np.array([17, xtopk], np.int32)
     return dict(q=q, k=k, xk=xk, idx=idx, xidx=xidx, sink=sink, tl=tl, xtl=xtl, scale=512 ** -0.5)
 
