@@ -40,5 +40,9 @@ echo "== C++ tests under ASan + UBSan"
 echo "== C++ tests (release)"
 (cd build && ctest --output-on-failure -j "$(nproc)")
 
+echo "== CUDA backend (CPU vs CUDA on the committed goldens of stages with a CUDA implementation)"
+if out=$("$DSA_CHECK_BIN" backend-diff --a cpu --b cuda golden/quant_*.h5 2>&1); then echo "$out" | tail -1
+else case "$out" in *"no CUDA device"*|*"has no CUDA backend"*) echo "skipped: ${out#error: }" ;; *) echo "$out"; exit 1 ;; esac; fi
+
 echo "== fuzz (libFuzzer, 90 s; scripts/fuzz.sh SECONDS JOBS for long runs)"
 DSA_CHECK_BIN="$ROOT/build/dsa-check" bash scripts/fuzz.sh "${DSA_FUZZ_SECONDS:-90}" "$(nproc)"

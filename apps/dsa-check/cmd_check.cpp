@@ -50,9 +50,15 @@ void add_check(CLI::App& app, int& rc) {
   cmd->add_option("--shard", *shard,
                   "I/N: check only shard I (0 <= I < N) of the cases, a stable partition by file path and case name "
                   "(for CI matrices; combine the --json reports with dsa-check merge)");
+  auto backend = std::make_shared<std::string>("cpu");
+  add_backend_option(cmd, *backend);
   cmd->add_option("--json", o->json_path, "write the full report as JSON to this file (atomically)");
   cmd->add_option("--junit", o->junit_path, "write a JUnit XML report to this file (one testcase per case x tensor)");
-  cmd->callback([o, rtol, atol, color, nan_bits, shard, &rc] {
+  cmd->callback([o, rtol, atol, color, nan_bits, shard, backend, &rc] {
+    if (!resolve_backend(*backend, o->check.backend)) {
+      rc = 2;
+      return;
+    }
     try {
       for (const auto& s : *rtol) o->check.tol.rtol.push_back(pipeline::parse_tol_override(s));
       for (const auto& s : *atol) o->check.tol.atol.push_back(pipeline::parse_tol_override(s));

@@ -16,7 +16,7 @@ namespace dsa::cli {
 
 namespace {
 
-int run_expect(const std::string& file, const std::vector<std::string>& patterns, const std::string& out, int threads) {
+int run_expect(const std::string& file, const std::vector<std::string>& patterns, const std::string& out, int threads, Backend backend) {
   std::vector<Problem> problems = output_file_problems(out, {file});
   io::ReadOptions opt = pipeline::read_options();
   opt.apply_defaults = false;  // attrs stay as stored; validation and the reference see the declared defaults
@@ -41,7 +41,7 @@ int run_expect(const std::string& file, const std::vector<std::string>& patterns
     BoundCase b;
     try {
       if (auto p = validate_case(c, false, &b); !p.empty()) throw SchemaError(p.front());
-      const Expected e = run_reference(b, ro);
+      const Expected e = run_reference(b, ro, backend);
       c.expected.clear();
       for (const auto& t : e.tensors) c.expected[t.name] = t.value;
     } catch (const std::exception& ex) {
@@ -75,7 +75,12 @@ void add_expect(CLI::App& app, int& rc) {
   cmd->add_option("--out", *out, "output HDF5 file (written atomically; never partial, never over the input)")->required();
   cmd->add_option("--case", *patterns, "only cases matching these glob patterns (default: all)");
   cmd->add_option("-j,--threads", *threads, "reference threads (default: all cores)")->check(CLI::NonNegativeNumber);
-  cmd->callback([file, patterns, out, threads, &rc] { rc = run_expect(*file, *patterns, *out, *threads); });
+  auto backend = std::make_shared<std::string>("cpu");
+  add_backend_option(cmd, *backend);
+  cmd->callback([file, patterns, out, threads, backend, &rc] {
+    Backend b;
+    rc = resolve_backend(*backend, b) ? run_expect(*file, *patterns, *out, *threads, b) : 2;
+  });
 }
 
 }  // namespace dsa::cli

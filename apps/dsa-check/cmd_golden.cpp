@@ -48,7 +48,9 @@ void add_golden(CLI::App& app, int& rc) {
   cmd->add_option("--seed", o->seed, "override every case's seed (decimal or 0x hex, < 2^64)");
   cmd->add_option("-j,--jobs", o->jobs, "threads (default: OMP_NUM_THREADS / all cores); output is identical for any value")
       ->check(CLI::Range(0, 4096));
-  cmd->callback([o, &rc] {
+  auto backend = std::make_shared<std::string>("cpu");
+  add_backend_option(cmd, *backend);
+  cmd->callback([o, backend, &rc] {
     if (o->list) {
       print_catalogue(std::cout);
       rc = 0;
@@ -79,6 +81,10 @@ void add_golden(CLI::App& app, int& rc) {
     golden::GoldenOptions go;
     go.out_dir = o->out;
     go.threads = o->jobs;
+    if (!resolve_backend(*backend, go.backend)) {
+      rc = 2;
+      return;
+    }
     try {
       if (!o->seed.empty()) go.seed = golden::parse_seed(o->seed);
     } catch (const std::exception& e) {

@@ -8,7 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "backend/cuda.hpp"
 #include "io/text_file.hpp"
+#include "stage/stage.hpp"
 #include "tensor/case.hpp"
 
 namespace dsa::cli {
@@ -32,6 +34,23 @@ std::vector<Problem> output_file_problems(const std::string& out, const std::vec
 inline const std::vector<AddCommand>& commands() {
   static const std::vector<AddCommand> all{add_stages, add_inspect, add_validate, add_golden, add_check, add_merge, add_selftest, add_cut, add_backend_diff, add_expect};
   return all;
+}
+
+// `--backend cpu|cuda` (check, golden, expect): where the references run; every backend gives the same bytes.
+inline CLI::Option* add_backend_option(CLI::App* cmd, std::string& name) {
+  return cmd->add_option("--backend", name, "where the references run: cpu (default) or cuda (same bytes; stages without a CUDA "
+                                            "implementation are an error)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+}
+// The Backend named by `name`; false (the reason on stderr) when cuda is asked for and cannot run here.
+inline bool resolve_backend(const std::string& name, Backend& b) {
+  b = name == "cuda" ? Backend::cuda : Backend::cpu;
+  if (b == Backend::cuda)
+    if (const std::string e = cuda::device_problem(); !e.empty()) {
+      std::cerr << "error: --backend cuda: " << e << "\n";
+      return false;
+    }
+  return true;
 }
 
 // Writes JSON to path via temp + rename (never onto one of `inputs`); returns 0, or 2 with a message on stderr.

@@ -149,30 +149,12 @@ std::uint64_t encode_bits(DType t, double x) {
   }
 }
 
-float pow2_ceil(float t) {
-  if (std::isnan(t)) return t;
-  const std::uint32_t u = f32_bits(t);
-  const int exp_field = static_cast<int>((u >> 23) & 0xFFu);
-  if (t == 0.0f) return 0.0f;  // ceil(log2 0) = -inf: 2^-inf = 0 (only with eps < ~3e-43)
-  if (exp_field == 0) {  // subnormal t: ceil(log2 t) exactly
-    int e2;
-    const double m = std::frexp(static_cast<double>(t), &e2);  // t = m 2^e2, m in [0.5,1)
-    const int e = (m == 0.5) ? e2 - 1 : e2;
-    return static_cast<float>(std::ldexp(1.0, e));
-  }
-  const int e = exp_field - 127 + ((u & 0x7FFFFFu) != 0 ? 1 : 0);
-  return f32_from_bits(static_cast<std::uint32_t>(e + 127) << 23);
-}
-
-float ue8m0_scale(float amax, float eps) {
-  if (std::isnan(amax)) return amax;  // NaN propagates (torch clamp_min semantics)
-  return pow2_ceil(std::fmax(amax, eps) * inv448_f32());
-}
-
-float pow2_div_scale(float amax, float eps) { return std::isnan(amax) ? amax : pow2_ceil(std::fmax(amax / 448.0f, eps)); }
-float fp32_scale_floor(float amax, float floor) { return std::isnan(amax) ? amax : std::fmax(amax / 448.0f, floor); }
-
-float fp32_scale_div(float amax, float eps) { return std::isnan(amax) ? amax : std::fmax(amax, eps) / 448.0f; }
-float fp32_scale_mul(float amax, float eps) { return std::isnan(amax) ? amax : std::fmax(amax, eps) * inv448_f32(); }
+// The scale rules live in numerics/fp8_core.hpp (one definition for the CPU reference and the CUDA backend).
+float pow2_ceil(float t) { return fp8core::pow2_ceil(t); }
+float ue8m0_scale(float amax, float eps) { return fp8core::scale_of(fp8core::Fmt::ue8m0, amax, eps); }
+float pow2_div_scale(float amax, float eps) { return fp8core::scale_of(fp8core::Fmt::pow2_div, amax, eps); }
+float fp32_scale_floor(float amax, float floor) { return fp8core::scale_of(fp8core::Fmt::fp32_floor, amax, floor); }
+float fp32_scale_div(float amax, float eps) { return fp8core::scale_of(fp8core::Fmt::fp32_div, amax, eps); }
+float fp32_scale_mul(float amax, float eps) { return fp8core::scale_of(fp8core::Fmt::fp32_mul, amax, eps); }
 
 }  // namespace dsa::num

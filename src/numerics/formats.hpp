@@ -21,6 +21,7 @@
 #include <cstring>
 
 #include "numerics/dtype.hpp"
+#include "numerics/fp8_core.hpp"
 
 namespace dsa::num {
 
@@ -63,24 +64,7 @@ inline std::uint16_t f32_to_fp16(float x) { return f64_to_fp16(static_cast<doubl
 // fp32 -> e4m3fn by bit manipulation (the quantizers' hot loop), identical to f64_to_e4m3(double(x)) for every
 // fp32 input (tests/cpp/test_numerics.cpp checks every exponent x mantissa-rounding class and 2^24 random inputs):
 // RNE, no saturation (|x| > 464 and inf give NaN 0x7F/0xFF with the sign), NaN keeps its sign.
-inline std::uint8_t f32_to_e4m3(float x) {
-  // Branch-free (every path computed, then selected) so that loops over it vectorize.
-  std::uint32_t u;
-  std::memcpy(&u, &x, sizeof u);
-  const std::uint32_t sign = (u >> 24) & 0x80u;
-  const std::uint32_t a = u & 0x7FFFFFFFu;
-  // >= 2^-6: normal e4m3; RNE at 3 mantissa bits, carry into the exponent (wraps harmlessly when not selected).
-  const std::uint32_t normal = ((a + 0x7FFFFu + ((a >> 20) & 1u)) >> 20) - (120u << 3);
-  // Below 2^-6: |x| / 2^-9 (exact) rounded to an integer 0..8 by the 2^23 trick (8 = the smallest normal); the
-  // clamp keeps the (unselected) conversion of large inputs defined.
-  float t;
-  const std::uint32_t ta = a < 0x3C800000u ? a : 0x3C800000u;
-  std::memcpy(&t, &ta, sizeof t);
-  const std::uint32_t sub = static_cast<std::uint32_t>((t * 512.0f + 8388608.0f) - 8388608.0f);  // IEEE: not folded
-  // > 464 (the tie between 448 and the missing 480), inf, NaN: NaN 0x7F with the sign.
-  const std::uint32_t mag = a > 0x43E80000u ? 0x7Fu : (a >= 0x3C800000u ? normal : sub);
-  return static_cast<std::uint8_t>(sign | mag);
-}
+inline std::uint8_t f32_to_e4m3(float x) { return fp8core::f32_to_e4m3(x); }  // numerics/fp8_core.hpp (CPU + CUDA)
 inline std::uint8_t f32_to_e5m2(float x) { return f64_to_e5m2(static_cast<double>(x)); }
 inline float round_to_bf16(float x) { return bf16_to_f32(f32_to_bf16(x)); }
 
@@ -92,7 +76,7 @@ std::uint64_t encode_bits(DType t, double x);
 
 // ---- scales for per-block fp8 quantization (spec v32 §2.5, §3.4, §3.6) ----
 // fl32(1/448) = 0x3B124925, the constant the kernels multiply by.
-inline float inv448_f32() { return f32_from_bits(0x3B124925u); }
+inline float inv448_f32() { return fp8core::inv448(); }
 // ue8m0 / pow2 scale: t = fl32(max(amax, eps) * fl32(1/448)); e = ceil(log2 t) via the integer-exponent trick
 // ((bits(t) >> 23) & 0xFF) - 127 + (mantissa != 0); returns 2^e. Subnormal t (only with eps < ~1.7e-36) is
 // handled exactly with frexp; t == 0 (eps below ~3e-43, amax 0) gives scale 0 = 2^ceil(log2 0) like exp2f(-inf) in

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "backend/cuda.hpp"
 #include "pipeline/load.hpp"
 
 namespace dsa::pipeline {
@@ -122,6 +123,12 @@ std::vector<DiffLine> diff_expected(const Expected& ea, const Expected& eb, cons
 }
 
 int run_backend_diff(const BackendDiffOptions& o, std::ostream& out, std::ostream& err) {
+  for (const Impl* i : {&o.a, &o.b})
+    if (i->backend == Backend::cuda)
+      if (const std::string e = cuda::device_problem(); !e.empty()) {
+        err << "error: " << i->str() << ": " << e << "\n";
+        return 2;
+      }
   int rc = 0;
   std::int64_t same = 0, differ = 0;
   out << "backend-diff: " << o.a.str() << " vs " << o.b.str() << "\n";

@@ -21,7 +21,7 @@ namespace dsa::golden {
 
 namespace fs = std::filesystem;
 
-Case make_case(const GoldenSpec& spec, std::optional<std::uint64_t> seed, int threads, Expected* reference) {
+Case make_case(const GoldenSpec& spec, std::optional<std::uint64_t> seed, int threads, Expected* reference, Backend backend) {
   const Generator* g = find_generator(spec.generator);
   if (!g) throw std::runtime_error("golden case '" + spec.name + "': unknown generator '" + spec.generator + "'");
   const Stage* st = find_stage(spec.stage);
@@ -60,7 +60,7 @@ Case make_case(const GoldenSpec& spec, std::optional<std::uint64_t> seed, int th
   ro.threads = threads;
   Expected e;
   try {
-    e = run_reference(b, ro);
+    e = run_reference(b, ro, backend);
   } catch (const std::exception& ex) {
     throw std::runtime_error("golden case '" + spec.name + "': reference of stage " + spec.stage + " failed: " + ex.what());
   }
@@ -191,7 +191,7 @@ std::vector<std::string> write_goldens(const std::vector<const GoldenSpec*>& spe
       const GoldenSpec& s = *specs[i];
       if (!seen.insert(s.name).second) continue;
       if (opt.progress) opt.progress(i, specs.size(), s.name);
-      Case c = make_case(s, opt.seed, opt.threads);
+      Case c = make_case(s, opt.seed, opt.threads, nullptr, opt.backend);
       const std::string f = s.name + ".h5";
       io::write_file((staging / f).string(), {c});
       auto l = manifest_lines(f, c);

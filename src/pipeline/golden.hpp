@@ -14,7 +14,8 @@ namespace dsa::golden {
 // Inputs + expected/ of one catalogue case (`reference`, if given, receives the stage reference with what the
 // comparators need). `seed` overrides the spec's seed. Throws std::runtime_error (with
 // the case name) when the generator or the stage reference fails.
-Case make_case(const GoldenSpec& spec, std::optional<std::uint64_t> seed, int threads, Expected* reference = nullptr);
+Case make_case(const GoldenSpec& spec, std::optional<std::uint64_t> seed, int threads, Expected* reference = nullptr,
+                Backend backend = Backend::cpu);
 
 // Lowercase hex SHA-256 of a byte range (OpenSSL).
 std::string sha256_hex(const void* data, std::size_t n);
@@ -28,6 +29,7 @@ struct GoldenOptions {
   std::string out_dir;
   std::optional<std::uint64_t> seed;  // overrides every case's seed
   int threads = 0;                    // 0 = OpenMP default
+  Backend backend = Backend::cpu;     // where the references run (every backend gives the same bytes)
   std::function<void(std::size_t done, std::size_t total, const std::string& name)> progress;  // may be empty
 };
 

@@ -4,10 +4,12 @@
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
+#include "backend/cuda.hpp"
 #include "pipeline/backend_diff.hpp"
 #include "pipeline/golden.hpp"
 
@@ -103,8 +105,10 @@ TEST_CASE("backend-diff CLI: committed goldens identical for 1 vs 3 threads, a m
   CHECK(run_cli("backend-diff --a cpu:1 --b cpu:3" + files, &out) == 0);
   INFO(out);
   CHECK(out.find(std::to_string(n) + " identical, 0 different") != std::string::npos);
-  CHECK(run_cli("backend-diff --a cpu --b cuda " + std::string(DSA_SOURCE_DIR) + "/golden/quant_subnormal.h5", &out) == 2);
-  CHECK(out.find("has no cuda implementation") != std::string::npos);
+  // A stage without a CUDA implementation is an error, not a pass; without a usable device, that is said first.
+  CHECK(run_cli("backend-diff --a cpu --b cuda " + std::string(DSA_SOURCE_DIR) + "/golden/topk_ties_at_kth.h5", &out) == 2);
+  const std::string why = cuda::device_problem();
+  CHECK(out.find(why.empty() ? "has no cuda implementation" : why) != std::string::npos);
   CHECK(run_cli("backend-diff --b gpu " + std::string(DSA_SOURCE_DIR) + "/golden/quant_subnormal.h5", &out) == 2);
   CHECK(out.find("expected cpu, cpu:THREADS, cuda") != std::string::npos);
 }
@@ -145,4 +149,36 @@ TEST_CASE("table: row-tiled stages (Stage::tiling) have one bounded output and n
     }
   }
   CHECK(tiled == 2);  // indexer.logits_ragged, indexer.logits_paged
+}
+
+TEST_CASE("backend-diff: CPU vs CUDA identical where a stage has a CUDA implementation (skipped without a device)") {
+  if (const std::string why = cuda::device_problem(); !why.empty()) {
+    MESSAGE("skipped: " << why);
+    std::printf("skipped: CPU vs CUDA backend-diff (%s)\n", why.c_str());
+    return;
+  }
+  const pipeline::Impl cpu{Backend::cpu, 0}, gpu{Backend::cuda, 0};
+  int n = 0;
+  for (const Stage& st : stages()) {
+    if (!st.impl_for(Backend::cuda)) continue;
+    for (const auto* specs : {&st.goldens, &st.selftest})
+      for (const auto& spec : *specs) {
+        if (!spec.committed) continue;
+        for (std::uint64_t seed : {1u, 2u, 3u}) {
+          const Case c = golden::make_case(spec, seed, 0);
+          const auto d = pipeline::diff_references(c, cpu, gpu);
+          INFO(spec.name << " seed " << seed << (d.empty() ? "" : ": " + d[0].tensor + ": " + d[0].message));
+          CHECK(d.empty());
+          ++n;
+        }
+      }
+  }
+  CHECK(n > 0);
+}
+
+TEST_CASE("--backend cuda without a usable device is exit 2 with the reason") {
+  if (cuda::device_problem().empty()) return;  // a device is there: the test above ran
+  std::string out;
+  CHECK(run_cli("check --backend cuda " + std::string(DSA_SOURCE_DIR) + "/golden/quant_subnormal.h5", &out) == 2);
+  CHECK(out.find("--backend cuda: ") != std::string::npos);
 }

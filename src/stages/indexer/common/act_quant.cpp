@@ -62,23 +62,11 @@ __attribute__((target_clones("avx2", "default"))) void bf16_to_f32_row(const std
 }
 
 float quantize_block(const float* x, std::int64_t n, const QuantParams& p, std::uint8_t* y) {
-  const float amax = block_amax(x, n);
-  float s;
-  switch (p.fmt) {
-    case ScaleFmt::ue8m0: s = num::ue8m0_scale(amax, p.amax_eps); break;
-    case ScaleFmt::fp32_div: s = num::fp32_scale_div(amax, p.amax_eps); break;
-    case ScaleFmt::fp32_mul: s = num::fp32_scale_mul(amax, p.amax_eps); break;
-    case ScaleFmt::pow2_div: s = num::pow2_div_scale(amax, p.amax_eps); break;
-    default: s = num::fp32_scale_floor(amax, p.amax_eps); break;
-  }
+  const float s = fp8core::scale_of(static_cast<fp8core::Fmt>(p.fmt), block_amax(x, n), p.amax_eps);
   const float inv = 1.0f / s;  // fl32(1/s), used by the mul_inv form
-  // x / s == x * (1/s) bit for bit when s is a power of two whose reciprocal is exact (both round the same exact
-  // value x * 2^-e once): the div form then multiplies (ue8m0 scales; a division per element costs 4x more).
-  std::uint32_t sb;
-  std::memcpy(&sb, &s, sizeof sb);
-  const bool pow2 = (sb & 0x7FFFFFu) == 0 && ((sb >> 23) & 0xFFu) != 0 && ((sb >> 23) & 0xFFu) != 0xFFu &&
-                    std::isfinite(inv) && inv * s == 1.0f && inv != 0.0f;
-  const bool mul = p.apply == ScaleApply::mul_inv || pow2;
+  // x / s == x * (1/s) bit for bit when s is a power of two whose reciprocal is exact: the div form then multiplies
+  // (ue8m0 scales; a division per element costs 4x more). The CUDA backend makes the same choice (fp8_core.hpp).
+  const bool mul = p.apply == ScaleApply::mul_inv || fp8core::exact_reciprocal(s, inv);
   encode_any(mul, p.clamp, x, n, s, inv, y);
   return s;
 }

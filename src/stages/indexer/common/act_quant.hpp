@@ -8,7 +8,7 @@ namespace dsa::indexer {
 
 // ue8m0 / fp32_div / fp32_mul: the indexer's act_quant (eps = amax clamp before the scale); pow2_div / fp32_floor:
 // the MLA cache writers (eps applied after amax/448, see num::pow2_div_scale / num::fp32_scale_floor).
-enum class ScaleFmt { ue8m0, fp32_div, fp32_mul, pow2_div, fp32_floor };
+enum class ScaleFmt { ue8m0, fp32_div, fp32_mul, pow2_div, fp32_floor };  // the values of fp8core::Fmt
 enum class ScaleApply { div, mul_inv };
 ScaleFmt parse_scale_fmt(const std::string& s);    // "ue8m0" | "fp32_div" | "fp32_mul"
 ScaleApply parse_scale_apply(const std::string& s);  // "div" | "mul_inv"

@@ -18,6 +18,9 @@ inline void quantize_row(const float* x, std::int64_t K, const Params& p, std::u
 }
 
 Expected cpu(const Case& c, const Params& p, const RefOptions& opt);
+Expected cuda(const Case& c, const Params& p, const RefOptions& opt);  // stage.cpp, with DSA_CUDA_BACKEND
+// The reference tensors of codes y [T, K] and scales [T, K / bs] (both backends).
+Expected expected(Tensor y, Tensor scale, std::int64_t K, std::int64_t bs);
 std::vector<golden::Generator> generators();
 std::vector<golden::GoldenSpec> goldens();
 std::vector<golden::GoldenSpec> selftest_cases();

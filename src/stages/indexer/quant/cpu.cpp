@@ -29,14 +29,19 @@ Expected cpu(const Case& c, const Params& p, const RefOptions& opt) {
       quantize_row(r, K, p, yp + t * K, sp + t * nb);
     }
   }
+  return expected(std::move(y), std::move(scale), K, bs);
+}
+
+Expected expected(Tensor y, Tensor scale, std::int64_t K, std::int64_t bs) {
+  const std::int64_t nb = K / bs;
   Expected e;
   RefTensor ry;
   ry.name = "y";
-  ry.value = y;
+  ry.value = std::move(y);
   ry.describe = [K](std::int64_t f) { return "token " + std::to_string(f / K) + " dim " + std::to_string(f % K); };
   RefTensor rs;
   rs.name = "scale";
-  rs.value = scale;
+  rs.value = std::move(scale);
   rs.describe = [nb, bs](std::int64_t f) {
     return "token " + std::to_string(f / nb) + " block " + std::to_string(f % nb) + " (dims " + std::to_string((f % nb) * bs) +
            ".." + std::to_string((f % nb) * bs + bs - 1) + ")";

@@ -1,0 +1,32 @@
+// The CUDA backend's host side, usable from every translation unit (plain C++17, no CUDA headers). Built only when
+// CMake found nvcc (DSA_CUDA_BACKEND defined on dsacore); otherwise `--backend cuda` reports that this build has none.
+#pragma once
+#include <cstddef>
+#include <string>
+
+namespace dsa::cuda {
+
+// "" when a CUDA device can run the backend's kernels, else why not ("no CUDA device: ...", "this build has no CUDA
+// backend: ..."). The message is the whole answer of `--backend cuda` on this machine (exit 2).
+std::string device_problem();
+
+#ifdef DSA_CUDA_BACKEND
+// Device buffers for one reference call: RAII, every CUDA call checked (std::runtime_error naming the call).
+class Buffer {
+ public:
+  explicit Buffer(std::size_t bytes);
+  ~Buffer();
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  void* get() const { return p_; }
+  void upload(const void* src, std::size_t bytes);
+  void download(void* dst, std::size_t bytes) const;
+
+ private:
+  void* p_ = nullptr;
+};
+// Throws std::runtime_error("CUDA <what>: <error string>") after a kernel launch or a sync that failed.
+void check_last(const char* what);
+#endif
+
+}  // namespace dsa::cuda
