@@ -104,7 +104,7 @@ void attend_row(const Case& c, const Params& p, i64 t, i64 h0, i64 h1, Bug bug, 
     }
     double rel = e.out_rel(h);
     if (a3) rel += (nn / 16.0 - nn / 64.0) * 0x1p-21;  // rescales per 16-key tile
-    if (sink) {
+    if (sink && std::isfinite(s)) {  // a -inf sink is no sink; a +inf one makes f = 0 (out 0 exactly)
       const double ds = a3 ? r.delta + 0x1p-22 * (std::fabs(s) + std::fabs(r.m)) + 0x1p-21
                            : e.lse_bound(h) + 0x1p-22 * (std::fabs(s) + std::fabs(r.lse)) + 0x1p-21;
       rel += 1.5 * (num::det_exp(2.0 * ds) - 1.0) + 0x1p-20;
@@ -113,7 +113,7 @@ void attend_row(const Case& c, const Params& p, i64 t, i64 h0, i64 h1, Bug bug, 
     const double* mg = e.mag(h);
     for (i64 d = 0; d < D; ++d)
       put(h0 + h, d, bug == Bug::sink_in_numerator ? ov[d] * f + (1.0 - f) : ov[d] * f,
-          mg[d] * f * rel + 0x1p-126 * (1.0 + vabs[static_cast<std::size_t>(d)]));
+          (f == 0 ? 0.0 : mg[d] * f * rel) + 0x1p-126 * (1.0 + vabs[static_cast<std::size_t>(d)]));
   }
 }
 
