@@ -327,8 +327,8 @@ Stage stage() {
            {Bug::chunk_position, "B19", "positions counted from the chunk's first row (kv_len - q_len missing)"},
            {Bug::sink_dropped, "B35 sink", "the sinks not applied"},
            {Bug::sink_in_numerator, "B35 sink numerator", "the sink as a key with an all-ones value"}})
-    s.hypotheses.push_back({"out", id, doc, [bug](const Case& c, const dsa::Params& pb, std::int64_t f) {
-                              return element(c, static_cast<const Params&>(pb), bug, f);
+    s.hypotheses.push_back({"out", id, doc, [b = bug](const Case& c, const dsa::Params& pb, std::int64_t f) {  // clang-14: no
+                              return element(c, static_cast<const Params&>(pb), b, f);                   // binding capture
                             }});
   s.cross_with = {"v4.indexer"};
   s.generators = generators();
