@@ -22,7 +22,7 @@ if [ ! -f "$B/CMakeCache.txt" ]; then
   CC=clang-14 CXX=clang++-14 cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDSA_FUZZ=ON -DDSA_WERROR=OFF \
     -DDSA_BUILD_BENCH=OFF -DDSA_WITH_CUDA=OFF -DBUILD_TESTING=OFF >/dev/null
 fi
-cmake --build "$B" --target dsa_fuzz_load -j "$(nproc)" >/dev/null
+cmake --build "$B" --target dsa_fuzz_load -j "$(nproc)" >"$B/build.log" 2>&1 || { tail -30 "$B/build.log"; echo "fuzz: the clang-14 build failed"; exit 1; }
 mkdir -p "$B/corpus" "$B/artifacts"
 LOG="$B/fuzz.log"
 rm -f "$B"/fuzz-*.log "$LOG"
