@@ -128,6 +128,24 @@ bool check_reference_work(const Case& c, double fma, const std::string& what, st
   return false;
 }
 
+std::vector<cmp::CheckResult> repeated_rows_result(const std::string& stage, const std::string& tensor, const std::string& case_name,
+                                                   const std::string& file, std::int64_t pairs, std::int64_t bad,
+                                                   const std::string& fail_what, const std::string& first, const std::string& pass_what) {
+  if (pairs == 0) return {};
+  cmp::CheckResult res;
+  res.file = file;
+  res.stage = stage;
+  res.group = "consistency";
+  res.tensor = tensor;
+  res.case_name = case_name;
+  res.kind = CompareKind::bytes;
+  res.numel = pairs;
+  res.mismatches = bad;
+  res.verdict = bad ? cmp::Verdict::FAIL : cmp::Verdict::BITEXACT;
+  res.message = bad ? std::to_string(bad) + " of " + std::to_string(pairs) + " " + fail_what + first : std::to_string(pairs) + " " + pass_what;
+  return {res};
+}
+
 void check_slot_mapping(const Case& c, const Tensor& slots, std::int64_t capacity, const std::string& capacity_doc,
                         std::vector<Problem>& problems) {
   std::map<std::int64_t, std::int64_t> seen;

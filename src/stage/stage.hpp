@@ -65,6 +65,12 @@ using SanityFn = std::function<void(const Case& c, const std::string& tensor, co
 // outputs; returns results of group "consistency" (none when nothing repeats).
 using CrossCheckFn = std::function<std::vector<cmp::CheckResult>(const std::vector<const Case*>& cases)>;
 
+// The one result of a cross-check over rows repeated across calls (bytes, group "consistency"): none when no pair was
+// compared, else BITEXACT "<pairs> <pass_what>" or FAIL "<bad> of <pairs> <fail_what><first>".
+std::vector<cmp::CheckResult> repeated_rows_result(const std::string& stage, const std::string& tensor, const std::string& case_name,
+                                                   const std::string& file, std::int64_t pairs, std::int64_t bad,
+                                                   const std::string& fail_what, const std::string& first, const std::string& pass_what);
+
 // A known bug as a value: what a kernel with that bug writes at one element of a bounded output. When a bounded
 // output FAILs, `check` evaluates it at a sample of the failing elements and names the bug when the kernel output
 // matches it there (a hint, never a verdict).

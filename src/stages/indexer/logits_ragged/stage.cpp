@@ -107,12 +107,7 @@ std::vector<cmp::CheckResult> row_identity(const std::vector<const Case*>& cases
            same(a.input("kv"), lo * D, b.input("kv"), lo * D, (hi - lo) * D) &&
            same(a.input("kv_scale"), lo, b.input("kv_scale"), lo, hi - lo);
   };
-  cmp::CheckResult res;
-  res.stage = kName;
-  res.group = "consistency";
-  res.tensor = "logits";
-  res.case_name = "rows";
-  res.kind = CompareKind::bytes;
+  std::string file;
   std::int64_t pairs = 0, bad = 0;
   std::string first;
   auto range = [](const Case* c) { return std::to_string(c->input("ks").numel()) + " rows"; };
@@ -141,19 +136,12 @@ std::vector<cmp::CheckResult> row_identity(const std::vector<const Case*>& cases
                   " vs " + cmp::num_json(b.value(fb)).dump() + ")";
         break;
       }
-      res.file = v.front().c->file;
+      file = v.front().c->file;
     }
   }
-  if (pairs == 0) return {};
-  res.numel = pairs;
-  res.mismatches = bad;
-  res.verdict = bad ? cmp::Verdict::FAIL : cmp::Verdict::BITEXACT;
-  res.message = bad ? std::to_string(bad) + " of " + std::to_string(pairs) +
-                          " row(s) with identical inputs in several calls (chunked prefill, context-parallel ranks, reruns) "
-                          "differ; first: " + first
-                    : std::to_string(pairs) + " row(s) with identical inputs in several calls (chunked prefill, "
-                                              "context-parallel ranks, reruns) give identical bits";
-  return {res};
+  return repeated_rows_result(kName, "logits", "rows", file, pairs, bad,
+                              "row(s) with identical inputs in several calls (chunked prefill, context-parallel ranks, reruns) differ; first: ", first,
+                              "row(s) with identical inputs in several calls (chunked prefill, context-parallel ranks, reruns) give identical bits");
 }
 
 }  // namespace

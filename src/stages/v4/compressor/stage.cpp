@@ -144,12 +144,7 @@ std::vector<cmp::CheckResult> cross_check(const std::vector<const Case*>& cases)
       for (std::int64_t j = s0 / r; j < (s0 + q) / r; ++j) rows[{layer, ids[b], j}].push_back({c, row++});
     }
   }
-  cmp::CheckResult res;
-  res.stage = kName;
-  res.group = "consistency";
-  res.tensor = "cmp_kv";
-  res.case_name = "requests";
-  res.kind = CompareKind::bytes;
+  std::string file;
   std::int64_t pairs = 0, bad = 0;
   std::string first;
   for (const auto& [key, v] : rows) {
@@ -171,18 +166,11 @@ std::vector<cmp::CheckResult> cross_check(const std::vector<const Case*>& cases)
           break;
         }
     }
-    res.file = v.front().c->file;
+    file = v.front().c->file;
   }
-  if (pairs == 0) return {};
-  res.numel = pairs;
-  res.mismatches = bad;
-  res.verdict = bad ? cmp::Verdict::FAIL : cmp::Verdict::BITEXACT;
-  res.message = bad ? std::to_string(bad) + " of " + std::to_string(pairs) +
-                          " repeated (request, entry) row(s) differ between calls (prefill == chunked == decode, batch "
-                          "invariance); first: " + first
-                    : std::to_string(pairs) + " repeated (request, entry) row(s) identical across calls (prefill == "
-                                              "chunked == decode, batch invariance)";
-  return {res};
+  return repeated_rows_result(kName, "cmp_kv", "requests", file, pairs, bad,
+                              "repeated (request, entry) row(s) differ between calls (prefill == chunked == decode, batch invariance); first: ", first,
+                              "repeated (request, entry) row(s) identical across calls (prefill == chunked == decode, batch invariance)");
 }
 
 }  // namespace
