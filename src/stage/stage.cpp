@@ -96,6 +96,7 @@ Expected run_reference(const BoundCase& b, const RefOptions& opt, Backend backen
   // backend. Byte tensors (caches) are data moves and keep their bytes.
   for (auto& t : E.tensors) {
     canonicalize_nans(t.value);
+    canonicalize_nans(t.magnitude);  // bounds too: a NaN bound's bits are the arithmetic's, not the math's
     for (auto& [name, e] : t.emulations) canonicalize_nans(e);
   }
   return E;

@@ -8,14 +8,17 @@
 #include <cstring>
 #include <ios>
 #include <limits>
+#include <random>
 #include <vector>
 
 #include "numerics/dtype.hpp"
+#include "numerics/exact_digits.hpp"
 #include "numerics/formats.hpp"
 #include "stages/indexer/common/act_quant.hpp"
 
 using namespace dsa;
 using namespace dsa::num;
+using i64 = std::int64_t;
 
 namespace {
 
@@ -251,4 +254,99 @@ TEST_CASE("numerics.decode_bits / encode_bits agree with the typed conversions")
     const double v = e4m3_to_f64(static_cast<std::uint8_t>(c));
     if (!std::isnan(v)) CHECK(f64_to_e4m3(v) == c);
   }
+}
+
+// ---- numerics/exact_digits.hpp: the exact int8 digit dots of the CUDA logits engine (gpu_exact_dot.md) ----
+TEST_CASE("numerics.exact_digits of every e4m3 code, all 256 x 256 digit products, and random D=128 folds") {
+  for (int c = 0; c < 256; ++c) {
+    const auto code = static_cast<std::uint8_t>(c);
+    const std::int32_t x = exactdot::scaled_int(code);
+    const bool nan = (c & 0x7F) == 0x7F;
+    CHECK(exactdot::is_nan_code(code) == nan);
+    if (nan) {
+      CHECK(x == 0);
+      continue;
+    }
+    CHECK(static_cast<double>(x) == e4m3_to_f64(code) * 512.0);
+    const exactdot::Digits d = exactdot::digits(x);
+    CHECK(d.d[0] >= -32);
+    CHECK(d.d[0] <= 31);
+    CHECK(d.d[1] >= -32);
+    CHECK(d.d[1] <= 31);
+    CHECK(std::abs(static_cast<int>(d.d[2])) <= 56);
+    CHECK(d.d[2] * 4096 + d.d[1] * 64 + d.d[0] == x);
+    const std::uint32_t pk = exactdot::packed_digits(code);
+    CHECK(static_cast<std::int8_t>(pk & 0xFF) == d.d[0]);
+    CHECK(static_cast<std::int8_t>((pk >> 16) & 0xFF) == d.d[2]);
+  }
+  i64 bad = 0;
+  for (int a = 0; a < 256; ++a)
+    for (int b = 0; b < 256; ++b) {
+      const exactdot::Digits x = exactdot::digits(exactdot::scaled_int(static_cast<std::uint8_t>(a)));
+      const exactdot::Digits y = exactdot::digits(exactdot::scaled_int(static_cast<std::uint8_t>(b)));
+      std::int64_t s = 0;
+      for (int i = 0; i < 3; ++i)
+        for (int j = 0; j < 3; ++j) s += (std::int64_t{x.d[i]} * y.d[j]) << (6 * (i + j));
+      bad += s != std::int64_t{exactdot::scaled_int(static_cast<std::uint8_t>(a))} * exactdot::scaled_int(static_cast<std::uint8_t>(b));
+    }
+  CHECK(bad == 0);
+  // D = 128 vectors (random, and all +-448 / the digit extremes): per shift group the int32 sums of the engine stay
+  // below 2^31 and their fp64 fold (2^(6g) * sum, g = 0..4) equals the exact dot in units of 2^-18.
+  std::mt19937_64 g(42);
+  std::int64_t worst = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    std::uint8_t qa[128], kb[128];
+    for (int d = 0; d < 128; ++d) {
+      auto pick = [&]() -> std::uint8_t {
+        if (trial < 4) return trial % 2 ? 0x7E : (d % 2 ? 0xFE : 0x7E);  // +-448
+        if (trial < 8) return static_cast<std::uint8_t>(0x5F + (trial % 2) * 0x80);  // x1 and x0 extremes
+        std::uint8_t c;
+        do c = static_cast<std::uint8_t>(g()); while ((c & 0x7F) == 0x7F);
+        return c;
+      };
+      qa[d] = pick();
+      kb[d] = pick();
+    }
+    std::int64_t grp[5] = {}, exact = 0;
+    for (int d = 0; d < 128; ++d) {
+      const exactdot::Digits x = exactdot::digits(exactdot::scaled_int(qa[d])), y = exactdot::digits(exactdot::scaled_int(kb[d]));
+      for (int i = 0; i < 3; ++i)
+        for (int j = 0; j < 3; ++j) grp[i + j] += std::int64_t{x.d[i]} * y.d[j];
+      exact += std::int64_t{exactdot::scaled_int(qa[d])} * exactdot::scaled_int(kb[d]);
+    }
+    double fold = 0;
+    for (int s = 0; s < 5; ++s) {
+      worst = std::max(worst, std::abs(grp[s]));
+      fold += static_cast<double>(static_cast<std::int32_t>(grp[s])) * static_cast<double>(std::int64_t{1} << (6 * s));
+    }
+    CHECK(fold == static_cast<double>(exact));
+    CHECK(static_cast<std::int64_t>(fold) == exact);
+  }
+  CHECK(worst < (std::int64_t{1} << 31));
+}
+
+TEST_CASE("numerics.f64_to_bf16_odd (device rounding of the logits) equals f64_to_bf16") {
+  std::vector<double> v = {0.0, -0.0, 1.0, -1.0, std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity(),
+                           std::numeric_limits<double>::max(), -std::numeric_limits<double>::max(), std::numeric_limits<double>::denorm_min(),
+                           std::numeric_limits<double>::min(), static_cast<double>(std::numeric_limits<float>::max()),
+                           static_cast<double>(std::numeric_limits<float>::denorm_min()), static_cast<double>(std::numeric_limits<float>::min()),
+                           1.0 + 0x1p-8, 1.0 + 0x1p-8 + 0x1p-60, 1.0 + 0x1p-8 - 0x1p-60, 1.0 + 3 * 0x1p-8, 0x1.fep127, 0x1.ffp127,
+                           0x1.ff7fffffffp127, 0x1p-133, 0x1.8p-133, 0x1p-134, 0x1.0000000001p-134, 0x1p-200};
+  std::mt19937_64 g(17);
+  for (int i = 0; i < (1 << 20); ++i) {
+    std::uint64_t u = g();
+    if (i % 4 == 1) u = (u & 0xFFF0000000000000ull) | (g() & 0x0000FFFFFFFFFFFFull & ~0ull);  // random low bits
+    if (i % 4 == 2) u = (std::uint64_t{0x380 + static_cast<unsigned>(g() % 0x100)} << 52) | ((g() & 0x7F) << 45) | (std::uint64_t{1} << 44) | (g() % 4 == 0 ? 0 : g() % 3);  // bf16 ties and near ties
+    if (i % 4 == 3) u = (std::uint64_t{0x370 + static_cast<unsigned>(g() % 0x120)} << 52) | (g() & 0x000FFFFFFFFFFFFFull);  // fp32/bf16 range
+    double d;
+    std::memcpy(&d, &u, 8);
+    if (g() & 1) d = -d;
+    v.push_back(d);
+  }
+  i64 bad = 0;
+  for (double d : v) {
+    if (std::isnan(d)) continue;
+    bad += exactdot::f64_to_bf16_odd(d) != f64_to_bf16(d);
+  }
+  CHECK(bad == 0);
 }

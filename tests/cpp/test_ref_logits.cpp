@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <cstdio>
 #include <cstdlib>
 #include <limits>
 #include <numeric>
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cuda.hpp"
 #include "numerics/formats.hpp"
 #include "stage/stage.hpp"
 
@@ -384,4 +386,116 @@ TEST_CASE("ref.logits.paged_next_n_context_lens_block_tables") {
       const i64 f = 2 * NN * cols + 130;  // batch 2, next_n 0, key 130 -> block 2
       CHECK(rt.describe(f) == "batch 2 next_n 0 key 130 (page " + std::to_string(bt[2 * MB + 2]) + " slot 2)");
     }
+}
+
+// ---- CUDA backend: the same bytes as the CPU (value, M, defined, emulation), skipped visibly without a device ----
+namespace {
+bool cuda_skip(const char* what) {
+  const std::string why = cuda::device_problem();
+  if (why.empty()) return false;
+  MESSAGE("skipped: " << why);
+  std::printf("skipped: %s (%s)\n", what, why.c_str());
+  return true;
+}
+// CPU and CUDA references of c (rows [r0, r1) when r1 >= 0) are byte-identical; returns the CPU one.
+Expected same_on_gpu(Case& c, bool emu = false, i64 r0 = 0, i64 r1 = -1) {
+  apply_attr_defaults(c);
+  REQUIRE(validate_case(c, false).empty());
+  RefOptions o;
+  if (emu) o.emulation = find_profile("deepgemm-sm90");
+  o.row_begin = r0;
+  o.row_end = r1;
+  const Expected a = run_reference(c, o, Backend::cpu), b = run_reference(c, o, Backend::cuda);
+  const RefTensor &x = a.tensors.at(0), &y = b.tensors.at(0);
+  CHECK(x.value.same_bytes(y.value));
+  CHECK(x.magnitude.same_bytes(y.magnitude));
+  CHECK(x.defined.same_bytes(y.defined));
+  CHECK(x.flat_offset == y.flat_offset);
+  CHECK(x.emulations.size() == y.emulations.size());
+  for (const auto& [k, t] : x.emulations) CHECK(t.same_bytes(y.emulations.at(k)));
+  if (x.value.numel() > 0) CHECK(x.describe(x.value.numel() - 1) == y.describe(x.value.numel() - 1));
+  return a;
+}
+}  // namespace
+
+TEST_CASE("cuda.logits.ragged_heads_dims_masks_nonfinite_identical_to_cpu") {
+  if (cuda_skip("CPU vs CUDA ragged logits")) return;
+  std::mt19937_64 g(11);
+  int n = 0;
+  for (i64 H : {8, 24, 64, 128, 136})
+    for (i64 D : {32, 64, 128})
+      for (int mode = 0; mode < 4; ++mode) {  // 0 clean, 1 unclean, 2 compressed, 3 bf16 clean
+        const i64 S = 6, N = H == 64 && D == 128 ? 1200 : 150;  // 1200: several 512-key chunks per row group
+        std::vector<std::int32_t> ks{0, 3, 10, static_cast<std::int32_t>(N - 1), 20, 0},
+            ke{static_cast<std::int32_t>(N), 3, 125, static_cast<std::int32_t>(N), 21, static_cast<std::int32_t>(N - 7)};
+        const i64 msk = mode == 2 ? N : 0;
+        Case c = ragged(S, H, D, N, g, ks, ke, mode == 0 || mode == 3, msk, mode == 3 ? "bf16" : "float32");
+        auto* q = c.inputs["q"].data<std::uint8_t>();
+        auto* k = c.inputs["kv"].data<std::uint8_t>();
+        float* w = c.inputs["weights"].data<float>();
+        float* sc = c.inputs["kv_scale"].data<float>();
+        q[(2 * H + 1) * D + 5] = 0x7F;  // NaN code in row 2 head 1
+        k[40 * D + 3] = 0xFF;           // NaN code in key 40
+        w[5 * H + 2] = std::numeric_limits<float>::infinity();
+        sc[50] = std::numeric_limits<float>::quiet_NaN();
+        sc[51] = 0.0f;
+        sc[52] = -std::numeric_limits<float>::infinity();
+        sc[53] = -1.5f;
+        same_on_gpu(c, mode != 2 && H == 64);
+        ++n;
+      }
+  CHECK(n == 60);
+}
+
+TEST_CASE("cuda.logits.certificate_failures_rounded_exactly") {
+  if (cuda_skip("CPU vs CUDA exact fallback")) return;
+  // Every logit sits within 2^-60 of an fp32 (bf16) rounding boundary: the device certificate fails for all of
+  // them and the host rounds the exact value (first principles as in ref.logits.rounds_once_near_ties).
+  for (const char* dt : {"float32", "bf16"}) {
+    std::mt19937_64 g(5);
+    const i64 S = 3, H = 8, D = 32, N = 300;
+    Case c = ragged(S, H, D, N, g, {0, 0, 0}, {300, 300, 300}, true, 0, dt);
+    auto* q = c.inputs["q"].data<std::uint8_t>();
+    std::fill_n(q, S * H * D, std::uint8_t{0});
+    for (i64 i = 0; i < S; ++i)
+      for (int h = 0; h < 3; ++h) q[(i * H + h) * D] = 0x38;  // 1.0
+    auto* k = c.inputs["kv"].data<std::uint8_t>();
+    std::fill_n(k, N * D, std::uint8_t{0});
+    for (i64 j = 0; j < N; ++j) k[j * D] = 0x38;
+    const bool bf = std::string(dt) == "bf16";
+    float* w = c.inputs["weights"].data<float>();
+    std::fill_n(w, S * H, 0.0f);
+    for (i64 i = 0; i < S; ++i) {
+      w[i * H] = 1.0f;
+      w[i * H + 1] = std::ldexp(1.0f, bf ? -8 : -24);  // the midpoint 1 + ulp/2
+      w[i * H + 2] = static_cast<float>(static_cast<int>(i) - 1) * std::ldexp(1.0f, -60);
+    }
+    std::fill_n(c.inputs["kv_scale"].data<float>(), N, 1.0f);
+    const Expected e = same_on_gpu(c);
+    for (i64 i = 0; i < S; ++i) {
+      const std::uint32_t want = i == 2 ? (bf ? 0x3F81u : 0x3F800001u) : (bf ? 0x3F80u : 0x3F800000u);
+      for (i64 j = 0; j < N; j += 37) CHECK(e.tensors[0].value.bits(i * N + j) == want);
+    }
+  }
+}
+
+TEST_CASE("cuda.logits.paged_and_row_tiles_identical_to_cpu") {
+  if (cuda_skip("CPU vs CUDA paged logits")) return;
+  std::mt19937_64 g(9);
+  for (i64 NN : {1, 2, 4})
+    for (int variant = 0; variant < 3; ++variant) {  // 0: 1-D unclean, 1: 1-D clean, 2: 2-D
+      const i64 B = 3, H = variant == 2 ? 32 : 64, D = 128, MB = 12, maxc = 700;
+      std::vector<std::int32_t> lens;
+      if (variant < 2) lens = {static_cast<std::int32_t>(630), static_cast<std::int32_t>(NN), 700};
+      else
+        for (i64 b = 0; b < B; ++b)
+          for (i64 t = 0; t < NN; ++t) lens.push_back(static_cast<std::int32_t>((b * 211 + t * 7) % 700));
+      Case c = paged(B, NN, H, D, lens, variant == 2, variant == 1, g, maxc, MB);
+      c.inputs["kv_cache"].data<std::uint8_t>()[5] = 0x7F;  // a NaN code in page 0
+      same_on_gpu(c, true);
+      same_on_gpu(c, false, NN, 3 * NN);  // a row tile of whole requests
+    }
+  std::mt19937_64 g2(10);
+  Case r = ragged(9, 64, 128, 400, g2, {0, 0, 5, 9, 0, 100, 0, 0, 0}, {400, 1, 300, 9, 399, 400, 64, 65, 200}, true);
+  same_on_gpu(r, false, 2, 7);
 }

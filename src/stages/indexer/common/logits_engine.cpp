@@ -39,6 +39,16 @@ std::uint32_t exact_round(const double* s, const float* w, int H, float sc, bool
   return round_to(neg ? -d : d, bf16);
 }
 
+std::uint32_t exact_from_codes(const std::uint8_t* q, const std::uint8_t* k, const float* w, float sc, int H, int D, bool bf16) {
+  const double* t = e4m3_f64_table();
+  std::vector<double> s(static_cast<sz>(H));
+  for (int h = 0; h < H; ++h) {
+    double x = 0;  // exact in any order, (1)
+    for (int d = 0; d < D; ++d) x += t[q[h * D + d]] * t[k[d]];
+    s[static_cast<sz>(h)] = x;
+  }
+  return exact_round(s.data(), w, H, sc, bf16);
+}
 
 // One query row (weights at offset wo) against n consecutive keys of a tile, whose exact dot products start at
 // c0 (row stride ldc, one column per head): head sums by the ISA path, then the exactly rounded logit (see (2)),

@@ -35,6 +35,7 @@
 #pragma once
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <cstdint>
 #include <optional>
 #include <utility>
@@ -43,6 +44,7 @@
 #include "numerics/formats.hpp"
 #include "stage/expected.hpp"
 #include "stage/stage.hpp"
+#include "stages/indexer/common/logits_core.hpp"
 #include "stages/indexer/common/logits_simd.hpp"
 #include "tensor/tensor.hpp"
 
@@ -55,25 +57,21 @@ using sz = std::size_t;
 // A NaN result is written as one fixed code: its sign would depend on the operation order of the ISA path (x86's
 // default NaN is negative), and the reference must give the same bits on every machine (run_reference then writes
 // every NaN as the CUDA-canonical code, README "NaN policy").
-inline std::uint32_t round_to(double v, bool bf16) {
-  if (std::isnan(v)) return bf16 ? 0x7FC0u : 0x7FC00000u;
-  return bf16 ? num::f64_to_bf16(v) : num::f32_bits(static_cast<float>(v));
-}
+inline std::uint32_t round_to(double v, bool bf16) { return core::round_bits(v, bf16); }
 
 // Exact path (the 512-bit fallback of (2)): all of s, w, sc finite, sc != 0.
 std::uint32_t exact_round(const double* s, const float* w, int H, float sc, bool bf16);
+
+// The exactly rounded logit of query codes q [H, D] against key codes k [D] (finite certified-path operands): the s_h
+// by (1), then exact_round. The CUDA backend's fallback for the logits whose certificate failed on the device.
+std::uint32_t exact_from_codes(const std::uint8_t* q, const std::uint8_t* k, const float* w, float sc, int H, int D, bool bf16);
 
 // s[H] exact dot products, acc/mag their pre-scale head sums (HeadFn), w the fp32 weights. Returns target bits;
 // M = magnitude.
 inline std::uint32_t finish(double acc, double mag, const double* s, const float* w, int H, float sc, bool bf16,
                             double& M) {
-  const double v = acc * static_cast<double>(sc);
-  M = mag * static_cast<double>(sc);
-  const double Ma = std::fabs(M);
-  if (!std::isfinite(v) || !std::isfinite(Ma)) return round_to(v, bf16);  // (3)
-  const double err = static_cast<double>(H + 8) * 0x1p-52 * Ma + 0x1p-50 * std::fabs(v);
-  const std::uint32_t r = round_to(v, bf16);
-  if (round_to(v - err, bf16) == r && round_to(v + err, bf16) == r) return r;
+  std::uint32_t bits;
+  if (core::certify(acc, mag, sc, H, bf16, bits, M)) return bits;
   return exact_round(s, w, H, sc, bf16);
 }
 
@@ -124,6 +122,9 @@ struct LogitsTensors {
     fill_neg_inf(value);
     if (all_defined) std::fill_n(def.data<std::uint8_t>(), def.numel(), std::uint8_t{1});
   }
+  // Every element written by the caller (the CUDA backend fills value, M and defined on the device).
+  LogitsTensors(i64 rows, i64 cols, bool bf16_, Tensor::Uninit u)
+      : value(bf16_ ? DType::bf16 : DType::f32, {rows, cols}, u), mag(DType::f64, {rows, cols}, u), def(DType::u8, {rows, cols}, u), bf16(bf16_) {}
   LogitsOut out() { return {value, mag.data<double>(), def.data<std::uint8_t>(), bf16}; }
   // An emulation tensor of the same dtype and shape, -inf where the kernel writes nothing.
   Tensor emulation() const {
@@ -190,6 +191,14 @@ std::vector<Hypothesis> logit_hypotheses(OperandsFn operands) {
                   }});
   return hs;
 }
+
+#ifdef DSA_CUDA_BACKEND
+struct GpuLogitsJob;
+// Runs the CUDA engine (logits_cuda.hpp) into lt (constructed Uninit, rows x cols as the job), then rounds the logits
+// whose device certificate failed exactly: exact(r, col) gives their bits (local row r). DSA_CUDA_STATS=1 prints
+// the device time, bytes and fallback count to stderr.
+void run_gpu_logits(GpuLogitsJob& job, LogitsTensors& lt, const std::function<std::uint32_t(i64 r, i64 col)>& exact);
+#endif
 
 void reduce_keys(const Isa& isa, const double* c0, sz ldc, int n, const WeightsF64& wf, const float* w, sz wo, int H,
                  const float* scales, std::vector<double>& acc, std::vector<double>& mg, LogitsOut out, i64 o0);

@@ -10,6 +10,7 @@
 #endif
 
 #include "numerics/formats.hpp"
+#include "stages/indexer/common/logits_core.hpp"
 
 namespace dsa::indexer::logits {
 
@@ -125,21 +126,16 @@ void decode_generic(const std::uint8_t* src, int n, double* dst) {
 // Pre-scale head sums of nj logits (key j at C + j * ldc, H contiguous head scores): per logit the 8-lane sums
 // a[l] = sum_{h = l mod 8} relu(s_h) * wd_h (in increasing h; tail h >= H/8*8 into lane 0) and likewise m with wa,
 // then ((x0+x1)+(x2+x3))+((x4+x5)+(x6+x7)). Every path performs the same IEEE operations in the same order.
-inline double tree8(const double* x) { return ((x[0] + x[1]) + (x[2] + x[3])) + ((x[4] + x[5]) + (x[6] + x[7])); }
+using core::tree8;
 void heads_generic(const double* C, sz ldc, int nj, const double* wd, const double* wa, int H, double* acc,
                    double* mag) {
+  const int H8 = H / 8 * 8;
   for (int j = 0; j < nj; ++j) {
     const double* s = C + static_cast<sz>(j) * ldc;
     double a[8] = {}, m[8] = {};
-    int h = 0;
-    for (; h + 8 <= H; h += 8)
-      for (int l = 0; l < 8; ++l) {
-        const double r = s[h + l] < 0.0 ? 0.0 : s[h + l];  // relu keeping NaN
-        a[l] += r * wd[h + l];
-        m[l] += r * wa[h + l];
-      }
-    for (; h < H; ++h) {
-      const double r = s[h] < 0.0 ? 0.0 : s[h];
+    core::head_lanes([s](int h) { return s[h]; }, [wd](int h) { return wd[h]; }, [wa](int h) { return wa[h]; }, 0, H8, a, m);
+    for (int h = H8; h < H; ++h) {  // not reached: parse demands H % 8 == 0
+      const double r = core::relu(s[h]);
       a[0] += r * wd[h];
       m[0] += r * wa[h];
     }

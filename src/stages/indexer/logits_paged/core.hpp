@@ -6,6 +6,10 @@
 
 #include "stage/stage.hpp"
 
+namespace dsa::indexer::logits {
+struct LogitsTensors;
+}
+
 namespace dsa::indexer::logits_paged {
 
 struct Params : dsa::Params {
@@ -24,6 +28,12 @@ inline std::int64_t valid_columns(const std::int32_t* cl, bool two_d, std::int64
 }
 
 Expected cpu(const Case& c, const Params& p, const RefOptions& opt);
+// The Expected of computed logits tensors (rows [opt.row_begin, row_end)): the bounded RefTensor, the deepgemm-sm90
+// emulation when the case's kernel asks for it (computed on the host for every backend) and the coordinate names.
+Expected assemble(const Case& c, const Params& p, const RefOptions& opt, const logits::LogitsTensors& lt);
+#ifdef DSA_CUDA_BACKEND
+Expected cuda(const Case& c, const Params& p, const RefOptions& opt);  // cuda.cpp: the exact logits on the GPU
+#endif
 std::vector<golden::Generator> generators();
 std::vector<golden::GoldenSpec> goldens();
 std::vector<golden::GoldenSpec> selftest_cases();

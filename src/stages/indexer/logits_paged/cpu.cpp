@@ -88,6 +88,29 @@ Expected cpu(const Case& c, const Params& p, const RefOptions& opt) {
     }
   }
 
+  return assemble(c, p, opt, lt);
+}
+
+Expected assemble(const Case& c, const Params& p, const RefOptions& opt, const LogitsTensors& lt) {
+  const Tensor& q = c.input("q");
+  const Tensor& cache = c.input("kv_cache");
+  const Tensor& cl = c.input("context_lens");
+  const Tensor& bt = c.input("block_table");
+  const float* w = c.input("weights").data<float>();
+  const i64 B = q.dim(0), NN = q.dim(1), H = q.dim(2), D = q.dim(3);
+  const i64 cols = p.max_context_len;
+  const bool clean = p.clean_logits, bf16 = p.bf16;
+  const layouts::IndexerKCacheView kvv = layouts::IndexerKCacheView::of(cache);
+  const i64 ps = kvv.layout.page_size, MB = bt.dim(1), R = B * NN;
+  const std::uint8_t* qc = q.data<std::uint8_t>();
+  const std::int32_t* btp = bt.data<std::int32_t>();
+  std::vector<i64> nvalid(static_cast<sz>(R));
+  for (i64 b = 0; b < B; ++b)
+    for (i64 t = 0; t < NN; ++t)
+      nvalid[static_cast<sz>(b * NN + t)] = valid_columns(cl.data<std::int32_t>(), cl.rank() == 2, b, t, NN, cols, MB * ps);
+  auto page_of = [&](i64 b, i64 j) { return static_cast<i64>(btp[b * MB + j / ps]); };
+  const i64 r0 = opt.row_begin, r1 = opt.rows_end(R);
+  const int threads = opt.thread_count();
   RefTensor rt = lt.ref(clean);
   rt.flat_offset = r0 * cols;
   if (opt.emulates(profiles::kDeepgemmSm90)) {

@@ -82,6 +82,28 @@ Expected cpu(const Case& c, const Params& p, const RefOptions& opt) {
     }
   }
 
+  return assemble(c, p, opt, lt);
+}
+
+Expected assemble(const Case& c, const Params& p, const RefOptions& opt, const LogitsTensors& lt) {
+  const Tensor& q = c.input("q");
+  const Tensor& kv = c.input("kv");
+  const float* sc = c.input("kv_scale").data<float>();
+  const float* w = c.input("weights").data<float>();
+  const std::int32_t* ks = c.input("ks").data<std::int32_t>();
+  const std::int32_t* ke = c.input("ke").data<std::int32_t>();
+  const i64 S = q.dim(0), H = q.dim(1), D = q.dim(2), N = kv.dim(0);
+  const bool bf16 = p.bf16, all_defined = p.clean_logits && p.max_seqlen_k == 0;
+  const i64 msk = p.max_seqlen_k;
+  const Rows rows{ks, ke, N, msk};
+  const i64 cols = rows.cols();
+  const std::uint8_t* qc = q.data<std::uint8_t>();
+  const std::uint8_t* kc = kv.data<std::uint8_t>();
+  const i64 r0 = opt.row_begin, r1 = opt.rows_end(S);
+  auto row_lo = [&rows](i64 i) { return rows.lo(i); };
+  auto row_hi = [&rows](i64 i) { return rows.hi(i); };
+  auto col_of = [&rows](i64 i, i64 j) { return rows.col(i, j); };
+  const int threads = opt.thread_count();
   RefTensor rt = lt.ref(all_defined);
   rt.flat_offset = r0 * cols;
 

@@ -167,6 +167,9 @@ Stage stage() {
   s.schema.outputs = {{{"logits", {D::f32, D::bf16}, {"S,?"}, false, "logits [S, N] (or [S, max_seqlen_k])"}, CompareKind::bounded, false, true}};
   s.parse = typed_parse(&parse);
   s.impl[static_cast<std::size_t>(Backend::cpu)] = typed_impl(&cpu);
+#ifdef DSA_CUDA_BACKEND
+  s.impl[static_cast<std::size_t>(Backend::cuda)] = typed_impl(&cuda);
+#endif
   s.generators = generators();
   s.goldens = goldens();
   s.selftest = selftest_cases();

@@ -1,0 +1,420 @@
+// The CUDA engine of the exact indexer logits (see logits_cuda.hpp for the method and the contract).
+//
+// Blocks of 128 threads (4 warps) own a row group (up to 64 / H query rows of one batch, or one row when H > 64)
+// and a chunk of up to kTiles * 64 keys. Per 64-key tile and 64-row subtile of the group's (row, head) rows:
+//   1. the digit planes of the 64 keys (and once per group the 64 (row, head) rows) go to shared memory;
+//   2. each warp computes a 32 x 32 block of s_h * 2^18 with mma.sync m16n8k32 s8 (int32 per shift group, folded in
+//      fp64: exact), NaN where a code is NaN (the fp64 sum of the CPU is NaN exactly then);
+//   3. each thread reduces one logit's heads (logits_core.hpp: lanes h mod 8 in increasing h), scales, certifies
+//      and stores value, M and defined. With H > 64 the lanes of a logit persist across the subtiles, which come in
+//      increasing h: the same operations in the same order as the CPU.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "backend/cuda.hpp"
+#include "numerics/exact_digits.hpp"
+#include "stages/indexer/common/logits_core.hpp"
+#include "stages/indexer/common/logits_cuda.hpp"
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#error "the exact logits engine needs sm_80 or newer (int8 mma.sync m16n8k32): set CMAKE_CUDA_ARCHITECTURES >= 80"
+#endif
+
+namespace dsa::indexer::logits {
+
+namespace {
+
+using i64 = std::int64_t;
+constexpr int kBM = 64;     // (row, head) rows per subtile
+constexpr int kBN = 64;     // keys per tile
+constexpr int kTiles = 8;   // key tiles per block
+constexpr int kThreads = 128;
+constexpr int kPad = 16;    // bytes of padding per shared-memory row (conflict-free fragment loads)
+constexpr int kSld = kBN + 1;  // doubles per row of the score tile
+
+struct Dev {
+  int H, D, RB, nsub;
+  const std::int8_t* qd;     // digit planes [3][rows*H][D]
+  const std::uint8_t* qnan;  // [rows*H]
+  const float* w;            // [rows*H]
+  i64 planeQ;
+  const std::int8_t* kd;     // digit planes [3][P][D]
+  const std::uint8_t* knan;  // [P]
+  const float* ksc;          // [P]
+  i64 planeK, P;
+  const std::int32_t* bt;    // null: key j is physical key j
+  i64 tw, ps, num_pages;
+  const i64 *lo, *hi, *col0, *batch;
+  const i64* grow0;
+  const int* gnrows;
+  const i64 *gklo, *gkhi, *gprefix;
+  i64 ngroups, cols;
+  bool bf16;
+  void* value;
+  double* M;
+  std::uint8_t* def;
+};
+
+__device__ __forceinline__ void mma_s8(int* c, const std::uint32_t* a, const std::uint32_t* b) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// Stores the logit (row r, key j) from its pre-scale lane sums.
+__device__ void store_logit(const Dev& d, i64 r, i64 j, const double* a, const double* m, float sc) {
+  std::uint32_t bits;
+  double M;
+  const bool ok = core::certify(core::tree8(a), core::tree8(m), sc, d.H, d.bf16, bits, M);
+  const i64 o = r * d.cols + (j - d.col0[r]);
+  if (d.bf16)
+    static_cast<std::uint16_t*>(d.value)[o] = static_cast<std::uint16_t>(bits);
+  else
+    static_cast<std::uint32_t*>(d.value)[o] = bits;
+  d.M[o] = M;
+  d.def[o] = ok ? 1 : 2;
+}
+
+__global__ void __launch_bounds__(kThreads) logits_kernel(Dev d) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int D = d.D, LD = D + kPad, H = d.H;
+  std::int8_t* As = reinterpret_cast<std::int8_t*>(smem);  // [3][64][LD]
+  std::int8_t* Bs = As + 3 * kBM * LD;                        // [3][64][LD]
+  double* Ss = reinterpret_cast<double*>(Bs + 3 * kBN * LD);  // [64][kSld]
+  double* wsd = Ss + kBM * kSld;                              // [64]
+  float* ksc = reinterpret_cast<float*>(wsd + kBM);           // [64]
+  i64* kph = reinterpret_cast<i64*>(ksc + kBN);               // [64]
+  std::uint8_t* rnan = reinterpret_cast<std::uint8_t*>(kph + kBN);  // [64]
+  std::uint8_t* cnan = rnan + kBM;                                   // [64]
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, gid = lane >> 2, tig = lane & 3;
+  const int wm = (warp >> 1) * 32, wn = (warp & 1) * 32;
+
+  // The block's group and chunk: gprefix[g] <= blockIdx.x < gprefix[g + 1].
+  const i64 bid = blockIdx.x;
+  i64 lo = 0, hi = d.ngroups;
+  while (hi - lo > 1) {
+    const i64 mid = (lo + hi) / 2;
+    if (d.gprefix[mid] <= bid) lo = mid; else hi = mid;
+  }
+  const i64 g = lo;
+  const i64 r0 = d.grow0[g];
+  const int nr = d.gnrows[g];
+  const i64 jb = d.gklo[g] + (bid - d.gprefix[g]) * kBN * kTiles;
+  const i64 je = jb + kBN * kTiles < d.gkhi[g] ? jb + kBN * kTiles : d.gkhi[g];
+  const i64 b = d.batch[r0];
+  const int MH = nr * H;  // (row, head) rows of the group
+  const int vec = D / 16;
+
+  double la[8], lm[8];  // H > 64: lanes of thread tid's logit across subtiles
+  for (i64 jt = jb; jt < je; jt += kBN) {
+    const int nk = static_cast<int>(je - jt < kBN ? je - jt : kBN);
+    __syncthreads();
+    if (tid < kBN) {
+      i64 p = -1;
+      if (tid < nk) {
+        const i64 j = jt + tid;
+        if (d.bt) {
+          const i64 page = d.bt[b * d.tw + j / d.ps];
+          p = page >= 0 && page < d.num_pages ? page * d.ps + j % d.ps : -1;
+        } else {
+          p = j;
+        }
+      }
+      kph[tid] = p;
+      ksc[tid] = p >= 0 ? d.ksc[p] : 0.0f;
+      cnan[tid] = p >= 0 ? d.knan[p] : 0;
+    }
+    __syncthreads();
+    for (int e = tid; e < 3 * kBN * vec; e += kThreads) {
+      const int pl = e / (kBN * vec), n = (e / vec) % kBN, v = e % vec;
+      uint4 x = make_uint4(0, 0, 0, 0);
+      if (kph[n] >= 0) x = reinterpret_cast<const uint4*>(d.kd + pl * d.planeK + kph[n] * D)[v];
+      *reinterpret_cast<uint4*>(Bs + (pl * kBN + n) * LD + v * 16) = x;
+    }
+    for (int sub = 0; sub < d.nsub; ++sub) {
+      if (d.nsub > 1 || jt == jb) {
+        const i64 m0 = r0 * H + sub * kBM;
+        const int mvalid = MH - sub * kBM;
+        for (int e = tid; e < 3 * kBM * vec; e += kThreads) {
+          const int pl = e / (kBM * vec), x = (e / vec) % kBM, v = e % vec;
+          uint4 y = make_uint4(0, 0, 0, 0);
+          if (x < mvalid) y = reinterpret_cast<const uint4*>(d.qd + pl * d.planeQ + (m0 + x) * D)[v];
+          *reinterpret_cast<uint4*>(As + (pl * kBM + x) * LD + v * 16) = y;
+        }
+        if (tid < kBM) {
+          rnan[tid] = tid < mvalid ? d.qnan[m0 + tid] : 0;
+          wsd[tid] = tid < mvalid ? static_cast<double>(d.w[m0 + tid]) : 0.0;
+        }
+      }
+      __syncthreads();
+      // 2. s * 2^18 for the warp's 32 x 32 block.
+      double accd[2][4][4];
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+          for (int c = 0; c < 4; ++c) accd[mt][nt][c] = 0.0;
+#pragma unroll 1
+      for (int sg = 0; sg <= 4; ++sg) {
+        int acc[2][4][4];
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+          for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+            for (int c = 0; c < 4; ++c) acc[mt][nt][c] = 0;
+#pragma unroll 1
+        for (int pa = sg < 2 ? 0 : sg - 2; pa <= (sg < 2 ? sg : 2); ++pa) {
+          const std::int8_t* Ap = As + pa * kBM * LD;
+          const std::int8_t* Bp = Bs + (sg - pa) * kBN * LD;
+#pragma unroll 1
+          for (int kk = 0; kk < D; kk += 32) {
+            std::uint32_t af[2][4], bf[4][2];
+#pragma unroll
+            for (int mt = 0; mt < 2; ++mt) {
+              const std::int8_t* r = Ap + (wm + mt * 16 + gid) * LD + kk + tig * 4;
+              af[mt][0] = *reinterpret_cast<const std::uint32_t*>(r);
+              af[mt][1] = *reinterpret_cast<const std::uint32_t*>(r + 8 * LD);
+              af[mt][2] = *reinterpret_cast<const std::uint32_t*>(r + 16);
+              af[mt][3] = *reinterpret_cast<const std::uint32_t*>(r + 8 * LD + 16);
+            }
+#pragma unroll
+            for (int nt = 0; nt < 4; ++nt) {
+              const std::int8_t* r = Bp + (wn + nt * 8 + gid) * LD + kk + tig * 4;
+              bf[nt][0] = *reinterpret_cast<const std::uint32_t*>(r);
+              bf[nt][1] = *reinterpret_cast<const std::uint32_t*>(r + 16);
+            }
+#pragma unroll
+            for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+              for (int nt = 0; nt < 4; ++nt) mma_s8(acc[mt][nt], af[mt], bf[nt]);
+          }
+        }
+        const double sh = static_cast<double>(1ll << (6 * sg));
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+          for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+            for (int c = 0; c < 4; ++c) accd[mt][nt][c] += static_cast<double>(acc[mt][nt][c]) * sh;  // exact
+      }
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+          for (int c = 0; c < 4; ++c) {
+            const int row = wm + mt * 16 + gid + (c >= 2 ? 8 : 0), col = wn + nt * 8 + tig * 2 + (c & 1);
+            double s = accd[mt][nt][c] * 0x1p-18;
+            if (rnan[row] | cnan[col]) s = __longlong_as_double(0x7FF8000000000000ll);
+            Ss[row * kSld + col] = s;
+          }
+      __syncthreads();
+      // 3. Head reduction, certificate, store.
+      if (d.nsub == 1) {
+        for (int L = tid; L < d.RB * kBN; L += kThreads) {
+          const int rl = L / kBN, n = L % kBN;
+          if (rl >= nr || n >= nk) continue;
+          const i64 r = r0 + rl, j = jt + n;
+          if (j < d.lo[r] || j >= d.hi[r]) continue;
+          double a[8] = {0, 0, 0, 0, 0, 0, 0, 0}, m[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+          const double* s = Ss + rl * H * kSld + n;
+          const double* wv = wsd + rl * H;
+          core::head_lanes([s](int h) { return s[h * kSld]; }, [wv](int h) { return wv[h]; },
+                           [wv](int h) { return core::abs_f64(wv[h]); }, 0, H, a, m);
+          store_logit(d, r, j, a, m, ksc[n]);
+        }
+      } else if (tid < kBN) {
+        const int n = tid;
+        if (sub == 0)
+          for (int l = 0; l < 8; ++l) la[l] = lm[l] = 0.0;
+        const int h0 = sub * kBM, h1 = H < h0 + kBM ? H : h0 + kBM;
+        const double* s = Ss + n - h0 * kSld;
+        const double* wv = wsd - h0;
+        core::head_lanes([s](int h) { return s[h * kSld]; }, [wv](int h) { return wv[h]; },
+                         [wv](int h) { return core::abs_f64(wv[h]); }, h0, h1, la, lm);
+        const i64 j = jt + n;
+        if (sub == d.nsub - 1 && n < nk && j >= d.lo[r0] && j < d.hi[r0]) store_logit(d, r0, j, la, lm, ksc[n]);
+      }
+      __syncthreads();
+    }
+  }
+}
+
+// Digit planes of n rows of D codes: row t's codes at src + off(t) (ragged / q: t * D; paged: the planar page
+// layout), NaN flag per row; paged caches also give the row's fp32 scale.
+__global__ void digits_kernel(const std::uint8_t* src, i64 n, int D, i64 ps, i64 page_bytes, bool paged, std::int8_t* planes,
+                              i64 plane, std::uint8_t* nanflag, float* scale) {
+  for (i64 e = blockIdx.x * static_cast<i64>(blockDim.x) + threadIdx.x; e < n * D; e += static_cast<i64>(gridDim.x) * blockDim.x) {
+    const i64 t = e / D, dd = e % D;
+    const i64 base = paged ? (t / ps) * page_bytes + (t % ps) * D : t * D;
+    const std::uint8_t c = src[base + dd];
+    const exactdot::Digits g = exactdot::digits(exactdot::scaled_int(c));
+    planes[e] = g.d[0];
+    planes[plane + e] = g.d[1];
+    planes[2 * plane + e] = g.d[2];
+    if (exactdot::is_nan_code(c)) nanflag[t] = 1;
+    if (paged && dd == 0) memcpy(scale + t, src + (t / ps) * page_bytes + ps * D + 4 * (t % ps), 4);
+  }
+}
+
+__global__ void fill_kernel(i64 n, bool bf16, bool all_defined, void* value, double* M, std::uint8_t* def) {
+  for (i64 e = blockIdx.x * static_cast<i64>(blockDim.x) + threadIdx.x; e < n; e += static_cast<i64>(gridDim.x) * blockDim.x) {
+    if (bf16)
+      static_cast<std::uint16_t*>(value)[e] = 0xFF80u;
+    else
+      static_cast<std::uint32_t*>(value)[e] = 0xFF800000u;
+    M[e] = 0.0;
+    def[e] = all_defined ? 1 : 0;
+  }
+}
+
+unsigned grid_for(i64 n) { return static_cast<unsigned>(std::min<i64>((n + 255) / 256, 65536)); }
+
+}  // namespace
+
+void logits_cuda(GpuLogitsJob& job) {
+  const int H = job.H, D = job.D;
+  const i64 R = job.rows, n_out = R * job.cols;
+  const bool paged = job.cache != nullptr;
+  if (H <= 0 || H % 8 != 0 || (D != 32 && D != 64 && D != 128)) throw std::runtime_error("logits_cuda: unsupported H/D");
+  const int RB = H <= kBM ? kBM / H : 1;
+  const int nsub = H <= kBM ? 1 : (H + kBM - 1) / kBM;
+
+  // Row groups: up to RB consecutive rows of one batch; their key range and chunks.
+  std::vector<i64> grow0, gklo, gkhi, gprefix{0};
+  std::vector<int> gnrows;
+  for (i64 r = 0; r < R;) {
+    i64 e = r + 1;
+    while (e < R && e - r < RB && job.batch[e] == job.batch[r]) ++e;
+    i64 klo = INT64_MAX, khi = 0;
+    for (i64 x = r; x < e; ++x)
+      if (job.hi[x] > job.lo[x]) klo = std::min(klo, job.lo[x]), khi = std::max(khi, job.hi[x]);
+    if (khi > klo) {
+      grow0.push_back(r);
+      gnrows.push_back(static_cast<int>(e - r));
+      gklo.push_back(klo);
+      gkhi.push_back(khi);
+      gprefix.push_back(gprefix.back() + (khi - klo + kBN * kTiles - 1) / (kBN * kTiles));
+    }
+    r = e;
+  }
+  const i64 ngroups = static_cast<i64>(grow0.size()), nblocks = gprefix.back();
+  const i64 P = paged ? job.num_pages * job.page_size : job.nkeys;
+
+  i64 bytes = 0;
+  auto buf = [&bytes](i64 n) {
+    bytes += std::max<i64>(n, 1);
+    return std::make_unique<cuda::Buffer>(static_cast<std::size_t>(n));
+  };
+  auto up = [&buf](const void* src, i64 n) {
+    auto b = buf(n);
+    if (n > 0) b->upload(src, static_cast<std::size_t>(n));
+    return b;
+  };
+  const std::size_t vb = job.bf16 ? 2 : 4;
+  auto d_value = buf(n_out * static_cast<i64>(vb)), d_M = buf(n_out * 8), d_def = buf(n_out);
+
+  cudaEvent_t ev0, ev1;
+  cudaEventCreate(&ev0);
+  cudaEventCreate(&ev1);
+  cudaEventRecord(ev0);
+  if (n_out > 0) {
+    fill_kernel<<<grid_for(n_out), 256>>>(n_out, job.bf16, job.all_defined, d_value->get(), static_cast<double*>(d_M->get()),
+                                          static_cast<std::uint8_t*>(d_def->get()));
+    cuda::check_last("logits fill kernel");
+  }
+  if (nblocks > 0) {
+    const i64 MHall = R * H;
+    auto d_q = up(job.q, MHall * D);
+    auto d_qd = buf(3 * MHall * D), d_qnan = buf(MHall);
+    cudaMemset(d_qnan->get(), 0, static_cast<std::size_t>(MHall));
+    digits_kernel<<<grid_for(MHall * D), 256>>>(static_cast<const std::uint8_t*>(d_q->get()), MHall, D, 1, 0, false,
+                                                static_cast<std::int8_t*>(d_qd->get()), MHall * D,
+                                                static_cast<std::uint8_t*>(d_qnan->get()), nullptr);
+    cuda::check_last("logits q digits kernel");
+    d_q.reset();
+    auto d_w = up(job.w, MHall * 4);
+    auto d_kd = buf(3 * P * D), d_knan = buf(P), d_ksc = buf(P * 4);
+    cudaMemset(d_knan->get(), 0, static_cast<std::size_t>(P));
+    std::unique_ptr<cuda::Buffer> d_bt;
+    {
+      const i64 page_bytes = job.page_size * (D + 4);
+      auto d_src = paged ? up(job.cache, job.num_pages * page_bytes) : up(job.kv, P * D);
+      if (!paged && P > 0) d_ksc->upload(job.kv_scale, static_cast<std::size_t>(P * 4));
+      if (P > 0) {
+        digits_kernel<<<grid_for(P * D), 256>>>(static_cast<const std::uint8_t*>(d_src->get()), P, D, paged ? job.page_size : 1,
+                                                page_bytes, paged, static_cast<std::int8_t*>(d_kd->get()), P * D,
+                                                static_cast<std::uint8_t*>(d_knan->get()), static_cast<float*>(d_ksc->get()));
+        cuda::check_last("logits k digits kernel");
+      }
+    }
+    if (paged) d_bt = up(job.block_table, job.batches * job.table_width * 4);
+    auto d_lo = up(job.lo, R * 8), d_hi = up(job.hi, R * 8), d_col0 = up(job.col0, R * 8), d_batch = up(job.batch, R * 8);
+    auto d_grow0 = up(grow0.data(), ngroups * 8), d_gnrows = up(gnrows.data(), ngroups * 4), d_gklo = up(gklo.data(), ngroups * 8),
+         d_gkhi = up(gkhi.data(), ngroups * 8), d_gprefix = up(gprefix.data(), (ngroups + 1) * 8);
+    Dev d{};
+    d.H = H;
+    d.D = D;
+    d.RB = RB;
+    d.nsub = nsub;
+    d.qd = static_cast<const std::int8_t*>(d_qd->get());
+    d.qnan = static_cast<const std::uint8_t*>(d_qnan->get());
+    d.w = static_cast<const float*>(d_w->get());
+    d.planeQ = MHall * D;
+    d.kd = static_cast<const std::int8_t*>(d_kd->get());
+    d.knan = static_cast<const std::uint8_t*>(d_knan->get());
+    d.ksc = static_cast<const float*>(d_ksc->get());
+    d.planeK = P * D;
+    d.P = P;
+    d.bt = paged ? static_cast<const std::int32_t*>(d_bt->get()) : nullptr;
+    d.tw = job.table_width;
+    d.ps = paged ? job.page_size : 1;
+    d.num_pages = job.num_pages;
+    d.lo = static_cast<const i64*>(d_lo->get());
+    d.hi = static_cast<const i64*>(d_hi->get());
+    d.col0 = static_cast<const i64*>(d_col0->get());
+    d.batch = static_cast<const i64*>(d_batch->get());
+    d.grow0 = static_cast<const i64*>(d_grow0->get());
+    d.gnrows = static_cast<const int*>(d_gnrows->get());
+    d.gklo = static_cast<const i64*>(d_gklo->get());
+    d.gkhi = static_cast<const i64*>(d_gkhi->get());
+    d.gprefix = static_cast<const i64*>(d_gprefix->get());
+    d.ngroups = ngroups;
+    d.cols = job.cols;
+    d.bf16 = job.bf16;
+    d.value = d_value->get();
+    d.M = static_cast<double*>(d_M->get());
+    d.def = static_cast<std::uint8_t*>(d_def->get());
+    const int LD = D + kPad;
+    const std::size_t smem = static_cast<std::size_t>(6 * 64 * LD) + kBM * kSld * 8 + kBM * 8 + kBN * 4 + kBN * 8 + kBM + kBN;
+    if (cudaFuncSetAttribute(logits_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)) != cudaSuccess)
+      cuda::check_last("cudaFuncSetAttribute(logits_kernel)");
+    if (nblocks > 0x7FFFFFFFll) throw std::runtime_error("logits_cuda: too many blocks");
+    logits_kernel<<<static_cast<unsigned>(nblocks), kThreads, smem>>>(d);
+    cuda::check_last("logits kernel");
+  }
+  cudaEventRecord(ev1);
+  cudaEventSynchronize(ev1);
+  float ms = 0;
+  cudaEventElapsedTime(&ms, ev0, ev1);
+  cudaEventDestroy(ev0);
+  cudaEventDestroy(ev1);
+  job.kernel_ms = ms;
+  job.device_bytes = bytes;
+  d_value->download(job.value, static_cast<std::size_t>(n_out) * vb);
+  d_M->download(job.M, static_cast<std::size_t>(n_out) * 8);
+  d_def->download(job.defined, static_cast<std::size_t>(n_out));
+}
+
+}  // namespace dsa::indexer::logits

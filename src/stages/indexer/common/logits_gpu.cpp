@@ -1,0 +1,38 @@
+// Host side of the CUDA logits engine shared by indexer.logits_ragged and indexer.logits_paged (see logits_cuda.hpp):
+// the device run, then the exact rounding of the logits whose certificate failed on the device.
+#ifdef DSA_CUDA_BACKEND
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "stages/indexer/common/logits_cuda.hpp"
+#include "stages/indexer/common/logits_engine.hpp"
+
+namespace dsa::indexer::logits {
+
+void run_gpu_logits(GpuLogitsJob& job, LogitsTensors& lt, const std::function<std::uint32_t(i64 r, i64 col)>& exact) {
+  job.bf16 = lt.bf16;
+  job.value = lt.value.raw();
+  job.M = lt.mag.data<double>();
+  job.defined = lt.def.data<std::uint8_t>();
+  logits_cuda(job);
+  std::uint8_t* def = job.defined;
+  const i64 n = job.rows * job.cols;
+  i64 fallbacks = 0;
+  const std::uint8_t* const end = def + n;
+  for (const std::uint8_t* p = def; p < end; ++p) {
+    p = static_cast<const std::uint8_t*>(std::memchr(p, 2, static_cast<sz>(end - p)));
+    if (!p) break;
+    const i64 e = p - def;
+    store_bits(lt.value, e, exact(e / job.cols, e % job.cols));
+    def[e] = 1;
+    ++fallbacks;
+  }
+  if (const char* s = std::getenv("DSA_CUDA_STATS"); s && *s && std::strcmp(s, "0") != 0)
+    std::fprintf(stderr, "cuda logits: %lld rows x %lld cols, H %d, D %d: device %.3f ms (upload, digits, kernel), %.1f MiB device memory, %lld exact fallback(s)\n",
+                 static_cast<long long>(job.rows), static_cast<long long>(job.cols), job.H, job.D, job.kernel_ms,
+                 static_cast<double>(job.device_bytes) / 1048576.0, static_cast<long long>(fallbacks));
+}
+
+}  // namespace dsa::indexer::logits
+#endif
