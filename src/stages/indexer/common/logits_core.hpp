@@ -3,7 +3,7 @@
 // operations compiled for both, --fmad=false / -ffp-contract=off). Plain C++17, no project includes but the HD
 // numerics, so nvcc compiles it for the device.
 //   head_lanes   the 8-lane head sums of logits_engine.hpp (2): lane l = h mod 8 in increasing h
-//   tree8        ((x0+x1)+(x2+x3))+((x4+x5)+(x6+x7))
+//   tree8        ((x0+x1)+(x2+x3))+((x4+x5)+(x6+x7)) = tree4(x) + tree4(x + 4)
 //   round_bits   RNE of an f64 to fp32 / bf16 bits, NaN -> the canonical code
 //   certify      v = acc * sc, M = mag * sc and the rounding certificate of (2); false = the exact fallback decides
 #pragma once
@@ -25,7 +25,8 @@ DSA_HD inline double abs_f64(double x) {
 DSA_HD inline bool finite_f64(double x) { return x - x == 0.0; }  // false for inf and NaN
 // relu keeping NaN (max(0, NaN) would drop it).
 DSA_HD inline double relu(double s) { return s < 0.0 ? 0.0 : s; }
-DSA_HD inline double tree8(const double* x) { return ((x[0] + x[1]) + (x[2] + x[3])) + ((x[4] + x[5]) + (x[6] + x[7])); }
+DSA_HD inline double tree4(const double* x) { return (x[0] + x[1]) + (x[2] + x[3]); }
+DSA_HD inline double tree8(const double* x) { return tree4(x) + tree4(x + 4); }
 
 // Adds heads [h0, h1) (h0 and h1 multiples of 8) of one logit to the lanes: a[h % 8] += relu(s_h) * wd_h, m likewise
 // with wa_h = |wd_h|; s(h), wd(h), wa(h) read head h. Every caller (CPU generic path, GPU) performs exactly these
@@ -34,6 +35,18 @@ template <class S, class Wd, class Wa>
 DSA_HD inline void head_lanes(S s, Wd wd, Wa wa, int h0, int h1, double* a, double* m) {
   for (int h = h0; h < h1; h += 8)
     for (int l = 0; l < 8; ++l) {  // constant trip count: the lanes stay in registers on the device
+      const double r = relu(s(h + l));
+      a[l] += r * wd(h + l);
+      m[l] += r * wa(h + l);
+    }
+}
+
+// The half of head_lanes that feeds lanes 4*half .. 4*half+3 (a[0..3], m[0..3]): the same operations on those lanes.
+// Two threads running both halves and adding their tree4 results give tree8 of head_lanes bit for bit.
+template <class S, class Wd, class Wa>
+DSA_HD inline void head_lanes_half(S s, Wd wd, Wa wa, int h0, int h1, int half, double* a, double* m) {
+  for (int h = h0 + 4 * half; h < h1; h += 8)
+    for (int l = 0; l < 4; ++l) {
       const double r = relu(s(h + l));
       a[l] += r * wd(h + l);
       m[l] += r * wa(h + l);

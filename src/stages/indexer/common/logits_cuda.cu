@@ -1,13 +1,13 @@
 // The CUDA engine of the exact indexer logits (see logits_cuda.hpp for the method and the contract).
 //
-// Blocks of 128 threads (4 warps) own a row group (up to 64 / H query rows of one batch, or one row when H > 64)
+// Blocks of 256 threads (8 warps) own a row group (up to 64 / H query rows of one batch, or one row when H > 64)
 // and a chunk of up to kTiles * 64 keys. Per 64-key tile and 64-row subtile of the group's (row, head) rows:
 //   1. the digit planes of the 64 keys (and once per group the 64 (row, head) rows) go to shared memory;
-//   2. each warp computes a 32 x 32 block of s_h * 2^18 with mma.sync m16n8k32 s8 (int32 per shift group, folded in
-//      fp64: exact), NaN where a code is NaN (the fp64 sum of the CPU is NaN exactly then);
-//   3. each thread reduces one logit's heads (logits_core.hpp: lanes h mod 8 in increasing h), scales, certifies
-//      and stores value, M and defined. With H > 64 the lanes of a logit persist across the subtiles, which come in
-//      increasing h: the same operations in the same order as the CPU.
+//   2. each warp computes a 32 x 16 block of s_h * 2^18 with mma.sync m16n8k32 s8 (five int32 accumulators, one per
+//      shift group, folded in fp64: exact), NaN where a code is NaN (the fp64 sum of the CPU is NaN exactly then);
+//   3. two threads reduce one logit's heads (logits_core.hpp: lanes h mod 8 in increasing h, lanes 0-3 and 4-7 on
+//      the two), scale, certify and store value, M and defined. With H > 64 one thread per logit keeps its lanes
+//      across the subtiles, which come in increasing h: the same operations in the same order as the CPU.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -35,7 +35,7 @@ using i64 = std::int64_t;
 constexpr int kBM = 64;     // (row, head) rows per subtile
 constexpr int kBN = 64;     // keys per tile
 constexpr int kTiles = 8;   // key tiles per block
-constexpr int kThreads = 128;
+constexpr int kThreads = 256;  // 8 warps: 2 x 4 warp tiles of 32 (row, head) rows x 16 keys
 constexpr int kPad = 16;    // bytes of padding per shared-memory row (conflict-free fragment loads)
 constexpr int kSld = kBN + 1;  // doubles per row of the score tile
 
@@ -69,11 +69,11 @@ __device__ __forceinline__ void mma_s8(int* c, const std::uint32_t* a, const std
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-// Stores the logit (row r, key j) from its pre-scale lane sums.
-__device__ void store_logit(const Dev& d, i64 r, i64 j, const double* a, const double* m, float sc) {
+// Stores the logit (row r, key j) from its pre-scale head sums.
+__device__ void store_logit(const Dev& d, i64 r, i64 j, double acc, double mag, float sc) {
   std::uint32_t bits;
   double M;
-  const bool ok = core::certify(core::tree8(a), core::tree8(m), sc, d.H, d.bf16, bits, M);
+  const bool ok = core::certify(acc, mag, sc, d.H, d.bf16, bits, M);
   const i64 o = r * d.cols + (j - d.col0[r]);
   if (d.bf16)
     static_cast<std::uint16_t*>(d.value)[o] = static_cast<std::uint16_t>(bits);
@@ -83,20 +83,21 @@ __device__ void store_logit(const Dev& d, i64 r, i64 j, const double* a, const d
   d.def[o] = ok ? 1 : 2;
 }
 
-__global__ void __launch_bounds__(kThreads) logits_kernel(Dev d) {
+__global__ void __launch_bounds__(kThreads, 2) logits_kernel(Dev d) {
   extern __shared__ __align__(16) unsigned char smem[];
   const int D = d.D, LD = D + kPad, H = d.H;
   std::int8_t* As = reinterpret_cast<std::int8_t*>(smem);  // [3][64][LD]
   std::int8_t* Bs = As + 3 * kBM * LD;                        // [3][64][LD]
   double* Ss = reinterpret_cast<double*>(Bs + 3 * kBN * LD);  // [64][kSld]
   double* wsd = Ss + kBM * kSld;                              // [64]
-  float* ksc = reinterpret_cast<float*>(wsd + kBM);           // [64]
+  double* lanes = wsd + kBM;                                  // [64][16]: H > 64, lanes of a logit across subtiles
+  float* ksc = reinterpret_cast<float*>(lanes + kBN * 16);    // [64]
   i64* kph = reinterpret_cast<i64*>(ksc + kBN);               // [64]
   std::uint8_t* rnan = reinterpret_cast<std::uint8_t*>(kph + kBN);  // [64]
   std::uint8_t* cnan = rnan + kBM;                                   // [64]
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, gid = lane >> 2, tig = lane & 3;
-  const int wm = (warp >> 1) * 32, wn = (warp & 1) * 32;
+  const int wm = (warp >> 2) * 32, wn = (warp & 3) * 16;
 
   // The block's group and chunk: gprefix[g] <= blockIdx.x < gprefix[g + 1].
   const i64 bid = blockIdx.x;
@@ -112,9 +113,8 @@ __global__ void __launch_bounds__(kThreads) logits_kernel(Dev d) {
   const i64 je = jb + kBN * kTiles < d.gkhi[g] ? jb + kBN * kTiles : d.gkhi[g];
   const i64 b = d.batch[r0];
   const int MH = nr * H;  // (row, head) rows of the group
-  const int vec = D / 16;
+  const int vec = D / 16, lv = D == 128 ? 3 : D == 64 ? 2 : 1;  // 16-byte vectors per row, log2
 
-  double la[8], lm[8];  // H > 64: lanes of thread tid's logit across subtiles
   for (i64 jt = jb; jt < je; jt += kBN) {
     const int nk = static_cast<int>(je - jt < kBN ? je - jt : kBN);
     __syncthreads();
@@ -135,7 +135,7 @@ __global__ void __launch_bounds__(kThreads) logits_kernel(Dev d) {
     }
     __syncthreads();
     for (int e = tid; e < 3 * kBN * vec; e += kThreads) {
-      const int pl = e / (kBN * vec), n = (e / vec) % kBN, v = e % vec;
+      const int v = e & (vec - 1), n = (e >> lv) & (kBN - 1), pl = e >> (lv + 6);
       uint4 x = make_uint4(0, 0, 0, 0);
       if (kph[n] >= 0) x = reinterpret_cast<const uint4*>(d.kd + pl * d.planeK + kph[n] * D)[v];
       *reinterpret_cast<uint4*>(Bs + (pl * kBN + n) * LD + v * 16) = x;
@@ -145,7 +145,7 @@ __global__ void __launch_bounds__(kThreads) logits_kernel(Dev d) {
         const i64 m0 = r0 * H + sub * kBM;
         const int mvalid = MH - sub * kBM;
         for (int e = tid; e < 3 * kBM * vec; e += kThreads) {
-          const int pl = e / (kBM * vec), x = (e / vec) % kBM, v = e % vec;
+          const int v = e & (vec - 1), x = (e >> lv) & (kBM - 1), pl = e >> (lv + 6);
           uint4 y = make_uint4(0, 0, 0, 0);
           if (x < mvalid) y = reinterpret_cast<const uint4*>(d.qd + pl * d.planeQ + (m0 + x) * D)[v];
           *reinterpret_cast<uint4*>(As + (pl * kBM + x) * LD + v * 16) = y;
@@ -156,86 +156,84 @@ __global__ void __launch_bounds__(kThreads) logits_kernel(Dev d) {
         }
       }
       __syncthreads();
-      // 2. s * 2^18 for the warp's 32 x 32 block.
-      double accd[2][4][4];
+      // 2. s * 2^18 for the warp's 32 x 32 block: per 32-wide k step the three B digit planes stay in registers
+      //    and each A plane meets all three (9 mma per (mt, nt)) into the accumulator of its shift group p + q.
+      int acc[5][2][2][4];
 #pragma unroll
-      for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-          for (int c = 0; c < 4; ++c) accd[mt][nt][c] = 0.0;
-#pragma unroll 1
-      for (int sg = 0; sg <= 4; ++sg) {
-        int acc[2][4][4];
+      for (int sg = 0; sg < 5; ++sg)
 #pragma unroll
         for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-          for (int nt = 0; nt < 4; ++nt)
+          for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
-            for (int c = 0; c < 4; ++c) acc[mt][nt][c] = 0;
+            for (int c = 0; c < 4; ++c) acc[sg][mt][nt][c] = 0;
 #pragma unroll 1
-        for (int pa = sg < 2 ? 0 : sg - 2; pa <= (sg < 2 ? sg : 2); ++pa) {
-          const std::int8_t* Ap = As + pa * kBM * LD;
-          const std::int8_t* Bp = Bs + (sg - pa) * kBN * LD;
-#pragma unroll 1
-          for (int kk = 0; kk < D; kk += 32) {
-            std::uint32_t af[2][4], bf[4][2];
+      for (int kk = 0; kk < D; kk += 32) {
+        std::uint32_t bf[3][2][2];
 #pragma unroll
-            for (int mt = 0; mt < 2; ++mt) {
-              const std::int8_t* r = Ap + (wm + mt * 16 + gid) * LD + kk + tig * 4;
-              af[mt][0] = *reinterpret_cast<const std::uint32_t*>(r);
-              af[mt][1] = *reinterpret_cast<const std::uint32_t*>(r + 8 * LD);
-              af[mt][2] = *reinterpret_cast<const std::uint32_t*>(r + 16);
-              af[mt][3] = *reinterpret_cast<const std::uint32_t*>(r + 8 * LD + 16);
-            }
+        for (int qb = 0; qb < 3; ++qb)
 #pragma unroll
-            for (int nt = 0; nt < 4; ++nt) {
-              const std::int8_t* r = Bp + (wn + nt * 8 + gid) * LD + kk + tig * 4;
-              bf[nt][0] = *reinterpret_cast<const std::uint32_t*>(r);
-              bf[nt][1] = *reinterpret_cast<const std::uint32_t*>(r + 16);
-            }
+          for (int nt = 0; nt < 2; ++nt) {
+            const std::int8_t* r = Bs + (qb * kBN + wn + nt * 8 + gid) * LD + kk + tig * 4;
+            bf[qb][nt][0] = *reinterpret_cast<const std::uint32_t*>(r);
+            bf[qb][nt][1] = *reinterpret_cast<const std::uint32_t*>(r + 16);
+          }
+#pragma unroll
+        for (int pa = 0; pa < 3; ++pa) {
+          std::uint32_t af[2][4];
+#pragma unroll
+          for (int mt = 0; mt < 2; ++mt) {
+            const std::int8_t* r = As + (pa * kBM + wm + mt * 16 + gid) * LD + kk + tig * 4;
+            af[mt][0] = *reinterpret_cast<const std::uint32_t*>(r);
+            af[mt][1] = *reinterpret_cast<const std::uint32_t*>(r + 8 * LD);
+            af[mt][2] = *reinterpret_cast<const std::uint32_t*>(r + 16);
+            af[mt][3] = *reinterpret_cast<const std::uint32_t*>(r + 8 * LD + 16);
+          }
+#pragma unroll
+          for (int qb = 0; qb < 3; ++qb)
 #pragma unroll
             for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-              for (int nt = 0; nt < 4; ++nt) mma_s8(acc[mt][nt], af[mt], bf[nt]);
-          }
+              for (int nt = 0; nt < 2; ++nt) mma_s8(acc[pa + qb][mt][nt], af[mt], bf[qb][nt]);
         }
-        const double sh = static_cast<double>(1ll << (6 * sg));
-#pragma unroll
-        for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-          for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-            for (int c = 0; c < 4; ++c) accd[mt][nt][c] += static_cast<double>(acc[mt][nt][c]) * sh;  // exact
       }
+      // s * 2^18 = sum_g 2^(6g) acc_g by Horner in fp64: every intermediate is an integer below 2^53 (exact).
 #pragma unroll
       for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-        for (int nt = 0; nt < 4; ++nt)
+        for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
           for (int c = 0; c < 4; ++c) {
             const int row = wm + mt * 16 + gid + (c >= 2 ? 8 : 0), col = wn + nt * 8 + tig * 2 + (c & 1);
-            double s = accd[mt][nt][c] * 0x1p-18;
+            double v = static_cast<double>(acc[4][mt][nt][c]);
+#pragma unroll
+            for (int sg = 3; sg >= 0; --sg) v = v * 64.0 + static_cast<double>(acc[sg][mt][nt][c]);
+            double s = v * 0x1p-18;
             if (rnan[row] | cnan[col]) s = __longlong_as_double(0x7FF8000000000000ll);
             Ss[row * kSld + col] = s;
           }
       __syncthreads();
       // 3. Head reduction, certificate, store.
       if (d.nsub == 1) {
-        for (int L = tid; L < d.RB * kBN; L += kThreads) {
-          const int rl = L / kBN, n = L % kBN;
-          if (rl >= nr || n >= nk) continue;
+        // Two threads per logit (lanes 0-3 and 4-7, tree8 = tree4 + tree4): pairs are adjacent lanes with equal
+        // trip counts (RB * 128 is a multiple of the block), so the shuffle sees both.
+        for (int L2 = tid; L2 < d.RB * kBN * 2; L2 += kThreads) {
+          const int L = L2 >> 1, half = L2 & 1, rl = L / kBN, n = L % kBN;
           const i64 r = r0 + rl, j = jt + n;
-          if (j < d.lo[r] || j >= d.hi[r]) continue;
-          double a[8] = {0, 0, 0, 0, 0, 0, 0, 0}, m[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+          const bool valid = rl < nr && n < nk && j >= d.lo[r] && j < d.hi[r];
+          double a[4] = {0, 0, 0, 0}, m[4] = {0, 0, 0, 0};
           const double* s = Ss + rl * H * kSld + n;
           const double* wv = wsd + rl * H;
-          core::head_lanes([s](int h) { return s[h * kSld]; }, [wv](int h) { return wv[h]; },
-                           [wv](int h) { return core::abs_f64(wv[h]); }, 0, H, a, m);
-          store_logit(d, r, j, a, m, ksc[n]);
+          core::head_lanes_half([s](int h) { return s[h * kSld]; }, [wv](int h) { return wv[h]; },
+                                [wv](int h) { return core::abs_f64(wv[h]); }, 0, H, half, a, m);
+          const double ta = core::tree4(a), tm = core::tree4(m);
+          const double oa = __shfl_xor_sync(0xFFFFFFFFu, ta, 1), om = __shfl_xor_sync(0xFFFFFFFFu, tm, 1);
+          if (valid && half == 0) store_logit(d, r, j, ta + oa, tm + om, ksc[n]);
         }
       } else if (tid < kBN) {
         const int n = tid;
+        double* la = lanes + n * 16;
+        double* lm = la + 8;
         if (sub == 0)
           for (int l = 0; l < 8; ++l) la[l] = lm[l] = 0.0;
         const int h0 = sub * kBM, h1 = H < h0 + kBM ? H : h0 + kBM;
@@ -244,7 +242,7 @@ __global__ void __launch_bounds__(kThreads) logits_kernel(Dev d) {
         core::head_lanes([s](int h) { return s[h * kSld]; }, [wv](int h) { return wv[h]; },
                          [wv](int h) { return core::abs_f64(wv[h]); }, h0, h1, la, lm);
         const i64 j = jt + n;
-        if (sub == d.nsub - 1 && n < nk && j >= d.lo[r0] && j < d.hi[r0]) store_logit(d, r0, j, la, lm, ksc[n]);
+        if (sub == d.nsub - 1 && n < nk && j >= d.lo[r0] && j < d.hi[r0]) store_logit(d, r0, j, core::tree8(la), core::tree8(lm), ksc[n]);
       }
       __syncthreads();
     }
@@ -325,9 +323,11 @@ void logits_cuda(GpuLogitsJob& job) {
   const std::size_t vb = job.bf16 ? 2 : 4;
   auto d_value = buf(n_out * static_cast<i64>(vb)), d_M = buf(n_out * 8), d_def = buf(n_out);
 
-  cudaEvent_t ev0, ev1;
+  cudaEvent_t ev0, ev1, evk0, evk1;
   cudaEventCreate(&ev0);
   cudaEventCreate(&ev1);
+  cudaEventCreate(&evk0);
+  cudaEventCreate(&evk1);
   cudaEventRecord(ev0);
   if (n_out > 0) {
     fill_kernel<<<grid_for(n_out), 256>>>(n_out, job.bf16, job.all_defined, d_value->get(), static_cast<double*>(d_M->get()),
@@ -397,20 +397,23 @@ void logits_cuda(GpuLogitsJob& job) {
     d.M = static_cast<double*>(d_M->get());
     d.def = static_cast<std::uint8_t*>(d_def->get());
     const int LD = D + kPad;
-    const std::size_t smem = static_cast<std::size_t>(6 * 64 * LD) + kBM * kSld * 8 + kBM * 8 + kBN * 4 + kBN * 8 + kBM + kBN;
+    const std::size_t smem = static_cast<std::size_t>(6 * 64 * LD) + kBM * kSld * 8 + kBM * 8 + kBN * 16 * 8 + kBN * 4 + kBN * 8 + kBM + kBN;
     if (cudaFuncSetAttribute(logits_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)) != cudaSuccess)
       cuda::check_last("cudaFuncSetAttribute(logits_kernel)");
     if (nblocks > 0x7FFFFFFFll) throw std::runtime_error("logits_cuda: too many blocks");
+    cudaEventRecord(evk0);
     logits_kernel<<<static_cast<unsigned>(nblocks), kThreads, smem>>>(d);
+    cudaEventRecord(evk1);
     cuda::check_last("logits kernel");
   }
   cudaEventRecord(ev1);
   cudaEventSynchronize(ev1);
-  float ms = 0;
+  float ms = 0, kms = 0;
   cudaEventElapsedTime(&ms, ev0, ev1);
-  cudaEventDestroy(ev0);
-  cudaEventDestroy(ev1);
-  job.kernel_ms = ms;
+  if (nblocks > 0) cudaEventElapsedTime(&kms, evk0, evk1);
+  for (cudaEvent_t e : {ev0, ev1, evk0, evk1}) cudaEventDestroy(e);
+  job.device_ms = ms;
+  job.kernel_ms = kms;
   job.device_bytes = bytes;
   d_value->download(job.value, static_cast<std::size_t>(n_out) * vb);
   d_M->download(job.M, static_cast<std::size_t>(n_out) * 8);

@@ -42,8 +42,9 @@ struct GpuLogitsJob {
   void* value = nullptr;
   double* M = nullptr;
   std::uint8_t* defined = nullptr;
-  // Filled in: device time of the kernels (ms, CUDA events) and the device bytes allocated at the peak.
-  double kernel_ms = 0;
+  // Filled in: device time (ms, CUDA events) from the first upload to the end of the logits kernel, the logits
+  // kernel's alone, and the device bytes allocated in all (an upper bound of the peak).
+  double device_ms = 0, kernel_ms = 0;
   std::int64_t device_bytes = 0;
 };
 
