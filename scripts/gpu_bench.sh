@@ -17,3 +17,5 @@ echo "== $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), $(date 
 python3 bench/torch_peer_gpu.py ragged 8192 65536 64 128
 "$B/dsa_gpu_bench" paged 64 131072 2 64 128
 python3 bench/torch_peer_gpu.py paged 64 131072 2 64 128
+# End to end: the 128K x 64-request paged dump loaded, referenced on the GPU and compared (and on the CPU for scale).
+python3 bench/gpu_e2e_paged.py "$B/dsa-check" "${GPU_BENCH_WORK:-/tmp/dsa_gpu_bench}"

@@ -16,7 +16,13 @@ void add_selftest(CLI::App& app, int& rc) {
   cmd->add_flag("--allow-skip", o->allow_skip, "skip stages whose reference is unavailable instead of failing");
   cmd->add_option("--write", o->write_dir, "also write selftest_pass.h5 and selftest_mutants.h5 into this directory");
   cmd->add_option("--only", o->only, "only base cases / mutants whose name matches this glob");
-  cmd->callback([o, &rc] {
+  auto backend = std::make_shared<std::string>("cpu");
+  add_backend_option(cmd, *backend);
+  cmd->callback([o, backend, &rc] {
+    if (!resolve_backend(*backend, o->backend)) {
+      rc = 2;
+      return;
+    }
     try {
       const auto s = selftest::run_selftest(*o, std::cout);
       rc = selftest::selftest_exit_code(s, *o);

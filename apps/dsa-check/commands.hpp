@@ -36,7 +36,7 @@ inline const std::vector<AddCommand>& commands() {
   return all;
 }
 
-// `--backend cpu|cuda` (check, golden, expect): where the references run; every backend gives the same bytes.
+// `--backend cpu|cuda` (check, golden, expect, selftest): where the references run; every backend gives the same bytes.
 inline CLI::Option* add_backend_option(CLI::App* cmd, std::string& name) {
   return cmd->add_option("--backend", name, "where the references run: cpu (default) or cuda (same bytes; stages without a CUDA "
                                             "implementation are an error)")

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "stage/stage.hpp"
+
 namespace dsa::selftest {
 
 struct SelftestOptions {
@@ -15,10 +17,12 @@ struct SelftestOptions {
   bool allow_skip = false;     // stages whose reference throws are skipped instead of failing the run
   std::string write_dir;       // if set: selftest_pass.h5 (base cases + plausible outputs), selftest_mutants.h5
   std::string only;            // glob on mutant / base names ("" = all)
+  Backend backend = Backend::cpu;  // where references run; stages without an implementation there are left out (named)
 };
 
 struct SelftestSummary {
   int base_total = 0, base_pass = 0, mutants_total = 0, killed = 0, skipped = 0;
+  int other_backend = 0;  // base cases left out: their stage has no implementation on the chosen backend
   std::vector<std::string> survivors;  // mutant names not caught with the expected verdict
   double score() const { return mutants_total ? static_cast<double>(killed) / mutants_total : 1.0; }
 };

@@ -181,4 +181,20 @@ TEST_CASE("--backend cuda without a usable device is exit 2 with the reason") {
   std::string out;
   CHECK(run_cli("check --backend cuda " + std::string(DSA_SOURCE_DIR) + "/golden/quant_subnormal.h5", &out) == 2);
   CHECK(out.find("--backend cuda: ") != std::string::npos);
+  CHECK(run_cli("selftest --backend cuda", &out) == 2);
+  CHECK(out.find("--backend cuda: ") != std::string::npos);
+}
+
+TEST_CASE("selftest --backend cuda: the stages with a CUDA implementation, every base passes and every mutant is caught") {
+  if (const std::string why = cuda::device_problem(); !why.empty()) {
+    MESSAGE("skipped: " << why);
+    std::printf("skipped: selftest --backend cuda (%s)\n", why.c_str());
+    return;
+  }
+  std::string out;
+  CHECK(run_cli("selftest --backend cuda", &out) == 0);
+  INFO(out);
+  CHECK(out.find("(backend cuda; ") != std::string::npos);
+  CHECK(out.find("(100.0 %)") != std::string::npos);
+  CHECK(out.find("base 'ragged' (indexer.logits_ragged)") != std::string::npos);
 }
