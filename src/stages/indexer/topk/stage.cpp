@@ -1,9 +1,15 @@
 // indexer.topk: schema, parse, table entry.
+#include <algorithm>
+#include <cstring>
 #include <limits>
 #include <map>
+#include <set>
+#include <tuple>
+#include <variant>
 
 #include "layouts/index_base.hpp"
 #include "stages/indexer/common/attrs.hpp"
+#include "stages/indexer/common/topk_canonical.hpp"
 #include "stages/indexer/table.hpp"
 #include "stages/indexer/topk/core.hpp"
 
@@ -126,6 +132,106 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& p) {
   return out;
 }
 
+// Context-parallel ranks (seed 000: prev/next halves of each request's rows), chunked prefill and reruns select from
+// rows of one unsplit call: cases that carry provenance attr `request_ids` (one id per row) opt in, and rows keyed by
+// (attr layer, attr step, request id, length) whose candidate scores are byte-identical (same dtype, k, forced tokens,
+// fast path) must select the same candidate positions in every call (indices read back through each case's own index
+// base, so ranks may emit rank-local or global indices). Sets that differ only among candidates tied exactly with
+// the k-th score are the same selection up to the tie rule and pass.
+std::vector<cmp::CheckResult> row_identity(const std::vector<const Case*>& cases) {
+  auto str = [](const Case* c, const char* k) { return c->has_attr(k) ? attr_to_string(c->attrs.at(k)) : std::string(); };
+  struct Row {
+    const Case* c;
+    std::shared_ptr<const layouts::IndexMap> map;
+    const Params* p;
+    std::int64_t r;
+  };
+  std::vector<BoundCase> bound;
+  bound.reserve(cases.size());
+  std::map<std::tuple<std::string, std::string, std::int64_t, std::int64_t>, std::vector<Row>> rows;
+  std::vector<std::shared_ptr<const layouts::IndexMap>> maps;
+  for (const Case* c : cases) {
+    auto it = c->outputs.find("indices");
+    auto rq = c->attrs.find("request_ids");
+    if (it == c->outputs.end() || !it->second.defined() || it->second.rank() != 2 || rq == c->attrs.end() ||
+        !std::holds_alternative<std::vector<std::int64_t>>(rq->second))
+      continue;
+    const auto& rid = std::get<std::vector<std::int64_t>>(rq->second);
+    const Tensor& len = c->input("lengths");
+    if (rid.size() != static_cast<std::size_t>(len.numel())) continue;
+    BoundCase b;
+    if (!validate_case(*c, false, &b).empty() || !b.params) continue;
+    bound.push_back(b);
+    const auto* p = static_cast<const Params*>(bound.back().params.get());
+    auto map = std::make_shared<const layouts::IndexMap>(index_map(*c, *p));
+    for (std::int64_t r = 0; r < len.numel(); ++r)
+      rows[{str(c, "layer"), str(c, "step"), rid[static_cast<std::size_t>(r)], len.int_at(r)}].push_back({c, map, p, r});
+  }
+  // Candidate scores of a row as raw bytes (the logits slice) and the forced-token rules that shape them.
+  auto slice = [](const Row& x) {
+    const Tensor& lg = x.c->input("logits");
+    const std::int64_t es = static_cast<std::int64_t>(dtype_size(lg.dtype()));
+    const std::int64_t s0 = x.map->start[static_cast<std::size_t>(x.r)], n = x.map->len[static_cast<std::size_t>(x.r)];
+    return std::string(reinterpret_cast<const char*>(lg.raw()) + (x.r * lg.dim(1) + s0) * es, static_cast<std::size_t>(n * es));
+  };
+  auto same_rules = [](const Params& a, const Params& b) {
+    return a.k == b.k && a.fast_path == b.fast_path && a.num_init == b.num_init && a.num_local == b.num_local &&
+           a.short_rows_torch == b.short_rows_torch;
+  };
+  auto picks = [](const Row& x) {
+    const Tensor& out = x.c->outputs.at("indices");
+    std::set<std::int64_t> s;
+    for (std::int64_t j = 0; j < out.dim(1); ++j) {
+      const std::int64_t idx = out.int_at(x.r * out.dim(1) + j);
+      if (idx >= 0) s.insert(x.map->from_index(x.r, idx));  // -1: not a candidate of this row
+    }
+    return s;
+  };
+  std::string file, first;
+  std::int64_t pairs = 0, bad = 0;
+  for (const auto& [key, v] : rows) {
+    if (v.size() < 2) continue;
+    const std::string s0 = slice(v.front());
+    std::set<std::int64_t> p0;
+    bool have_p0 = false;
+    for (std::size_t k = 1; k < v.size(); ++k) {
+      const Row &a = v.front(), &b = v[k];
+      if (b.c == a.c || a.c->input("logits").dtype() != b.c->input("logits").dtype() || !same_rules(*a.p, *b.p) || slice(b) != s0) continue;
+      ++pairs;
+      file = a.c->file;
+      if (!have_p0) p0 = picks(a), have_p0 = true;
+      const std::set<std::int64_t> p1 = picks(b);
+      if (p0 == p1) continue;
+      // Differences only among candidates tied with the k-th score pass.
+      const Tensor& lg = a.c->input("logits");
+      const std::int64_t n = std::get<3>(key), st = a.map->start[static_cast<std::size_t>(a.r)];
+      std::vector<double> sc(static_cast<std::size_t>(n));
+      row_scores([&](std::int64_t col) { return lg.value(a.r * lg.dim(1) + col); }, st, n, n, *a.p, sc.data());
+      const std::vector<std::int64_t> sel = topk_canonical(sc.data(), n, a.p->k);
+      const double kth = sel.empty() ? 0.0 : sc[static_cast<std::size_t>(sel.back())];
+      std::vector<std::int64_t> diff;
+      std::set_symmetric_difference(p0.begin(), p0.end(), p1.begin(), p1.end(), std::back_inserter(diff));
+      const bool ties_only = n > a.p->k && std::all_of(diff.begin(), diff.end(), [&](std::int64_t q) {
+        return q >= 0 && q < n && sc[static_cast<std::size_t>(q)] == kth;
+      });
+      if (ties_only) continue;
+      if (bad++ == 0) {
+        const std::int64_t q = diff.front();
+        const bool in0 = p0.count(q) != 0;
+        first = "request " + std::to_string(std::get<2>(key)) + " row of " + std::to_string(n) + " candidates" +
+                (std::get<0>(key).empty() ? "" : " of layer " + std::get<0>(key)) + ": case '" + a.c->name + "' row " + std::to_string(a.r) +
+                " and case '" + b.c->name + "' row " + std::to_string(b.r) + " select different candidates; first: position " +
+                std::to_string(q) + (q >= 0 && q < n ? " (score " + cmp::num_json(sc[static_cast<std::size_t>(q)]).dump() + ", k-th " +
+                                                           cmp::num_json(kth).dump() + ")" : " (not a candidate)") +
+                " selected only by '" + (in0 ? a.c->name : b.c->name) + "'";
+      }
+    }
+  }
+  return repeated_rows_result("indexer.topk", "indices", "rows", file, pairs, bad,
+                              "row(s) with identical candidate scores in several calls (context-parallel ranks, chunked prefill, reruns) select different candidates; first: ",
+                              first, "row(s) with identical candidate scores in several calls (context-parallel ranks, chunked prefill, reruns) select the same candidates");
+}
+
 }  // namespace
 
 Stage stage() {
@@ -156,6 +262,7 @@ Stage stage() {
   s.schema.outputs = {{{"indices", {D::i32, D::i64}, {"R,?"}, false, "selected indices, -1 padded"}, CompareKind::topk_set}};
   s.parse = typed_parse(&parse);
   s.impl[static_cast<std::size_t>(Backend::cpu)] = typed_impl(&cpu);
+  s.cross_check = row_identity;
   s.generators = generators();
   s.goldens = goldens();
   s.selftest = selftest_cases();
