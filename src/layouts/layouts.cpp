@@ -12,6 +12,13 @@ const std::vector<LayoutInfo>& all() {
         {IndexerKCache::kName, "cache",
          "V3.2 indexer K cache: pages of page_size tokens, planar: page_size*D fp8 e4m3fn codes then page_size fp32 "
          "scales; tensor u8 [P, page_size, 1, D+4] (spec v32 §3.4)"},
+        {IndexerKCache::kAiterRowMajorP1, "cache",
+         "the V3.2 indexer K cache of ROCm/aiter's legacy path (indexer_k_quant_and_cache preshuffle=False): "
+         "indexer_kcache_planar with page_size 1, i.e. 132-byte token records (128 codes, fp32 scale)"},
+        {IndexerKCache::kAiterPreshuffle, "cache",
+         "the V3.2 indexer K cache of ROCm/aiter's preshuffle path (MFMA 16x16): per page, tokens in groups of 16, each "
+         "group D/16 tiles of 16 tokens x 16 dims (token-major in a tile), then page_size fp32 scales; page_size a "
+         "multiple of 16"},
         {MlaKCache::kName, "cache",
          "V3.2 sparse-MLA KV cache (FlashMLA FP8 with scale, vLLM fp8_ds_mla): 656-byte token records in pages of 64: 512 "
          "e4m3fn codes of c, 4 fp32 tile scales (128 dims each), 64 bf16 k_pe; tensor u8 [blocks, 64, 1, 656] (spec v32 §6.3)"},

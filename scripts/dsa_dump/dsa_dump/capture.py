@@ -163,19 +163,37 @@ def _paged(cache: Any, page_size: int) -> Any:
 
 
 def capture_kcache_store(k_fp8: Any, k_scale: Any, slot_mapping: Any, kv_cache_in: Any, kv_cache: Any, *,
-                         page_size: int = 64, name: Optional[str] = None, out: Out = None,
+                         page_size: int = 64, layout: Optional[str] = None, name: Optional[str] = None, out: Out = None,
                          attrs: Optional[Dict[str, Any]] = None) -> Case:
     """indexer.kcache_store: sglang ``token_to_kv_pool.set_index_k_scale_buffer(layer_id, loc, index_k,
     index_k_scale)`` / vLLM ``indexer_k_quant_and_cache``. kv_cache_in is a copy of the cache bytes taken
-    before the store (the ``capture`` wrapper's ``snapshot`` does that), kv_cache the bytes after."""
+    before the store (the ``capture`` wrapper's ``snapshot`` does that), kv_cache the bytes after. layout: the
+    cache's byte layout (indexer_kcache_planar by default; aiter_rowmajor_p1, aiter_preshuffle: see
+    capture_aiter_kcache_store)."""
     k_fp8 = _np(k_fp8)
     Dh = _shape(k_fp8)[-1]
     ins = {"k_fp8": _reshape(k_fp8, (-1, Dh)), "k_scale": _widen(_reshape(_np(k_scale), (-1,)), ["float32"]),
            "slot_mapping": _widen(_reshape(_np(slot_mapping), (-1,)), ["int32", "int64"]),
            "kv_cache_in": _paged(_np(kv_cache_in), page_size)}
-    a = dict(page_size=page_size)
+    a = dict(page_size=page_size, layout=layout)
     a.update(attrs or {})
     return _emit(_case("indexer.kcache_store", name, ins, {"kv_cache": _paged(_np(kv_cache), page_size)}, a), out)
+
+
+def capture_aiter_kcache_store(k_fp8: Any, k_scale: Any, slot_mapping: Any, kv_cache_in: Any, kv_cache: Any, *,
+                               preshuffle: bool, page_size: Optional[int] = None, name: Optional[str] = None,
+                               out: Out = None, attrs: Optional[Dict[str, Any]] = None) -> Case:
+    """indexer.kcache_store on ROCm: ``aiter.ops.cache.indexer_k_quant_and_cache(k, kv_cache, slot_mapping,
+    quant_block_size, scale_fmt, preshuffle=...)`` as sglang's ``Indexer._store_index_k_cache`` calls it, with the
+    cache viewed [P, page_size, 132]. aiter quantizes and stores in one op: pass the fp8 codes and fp32 scales it
+    stored (e.g. from ``indexer.quant`` of the same k, or read back from kv_cache) as k_fp8 / k_scale.
+    preshuffle=False is the legacy layout (page_size 1, 132-byte records: aiter_rowmajor_p1); True the MFMA 16x16
+    tiles (aiter_preshuffle, page_size a multiple of 16, 64 in sglang)."""
+    cache = _np(kv_cache)
+    ps = page_size if page_size is not None else (_shape(cache)[1] if len(_shape(cache)) >= 3 else (64 if preshuffle else 1))
+    return capture_kcache_store(k_fp8, k_scale, slot_mapping, kv_cache_in, kv_cache, page_size=ps,
+                                layout="aiter_preshuffle" if preshuffle else "aiter_rowmajor_p1", name=name, out=out,
+                                attrs=attrs)
 
 
 def capture_fp8_mqa_logits(q: Any, kv: Any, weights: Any, ks: Any, ke: Any, logits: Any, clean_logits: bool = True,
@@ -200,7 +218,7 @@ def capture_fp8_mqa_logits(q: Any, kv: Any, weights: Any, ks: Any, ke: Any, logi
 
 def capture_fp8_paged_mqa_logits(q: Any, kv_cache: Any, weights: Any, context_lens: Any, block_table: Any,
                                  logits: Any, max_context_len: Optional[int] = None, clean_logits: bool = False,
-                                 *, schedule_meta: Any = None, page_size: int = 64,
+                                 *, schedule_meta: Any = None, page_size: int = 64, layout: Optional[str] = None,
                                  logits_dtype: Optional[str] = None, kernel: Optional[str] = None,
                                  name: Optional[str] = None, out: Out = None,
                                  attrs: Optional[Dict[str, Any]] = None) -> Case:
@@ -224,10 +242,59 @@ def capture_fp8_paged_mqa_logits(q: Any, kv_cache: Any, weights: Any, context_le
            "weights": _widen(_reshape(_np(weights), (-1, _shape(q)[2])), ["float32"]),
            "context_lens": _widen(_np(context_lens), ["int32"]), "block_table": _widen(_np(block_table), ["int32"])}
     a = dict(max_context_len=int(max_context_len if max_context_len is not None else _shape(logits)[1]),
-             clean_logits=clean_logits, page_size=page_size,
+             clean_logits=clean_logits, page_size=page_size, layout=layout,
              logits_dtype=logits_dtype or ("bf16" if lg == "bf16" else None), kernel=kernel)
     a.update(attrs or {})
     return _emit(_case("indexer.logits_paged", name, ins, {"logits": logits}, a), out)
+
+
+def capture_aiter_paged_mqa_logits(q_fp8: Any, kv_cache: Any, weights: Any, seqlens: Any, block_tables: Any,
+                                   max_seq_len: int, logits: Any, *, preshuffle: bool, kv_block_size: int,
+                                   name: Optional[str] = None, out: Out = None,
+                                   attrs: Optional[Dict[str, Any]] = None) -> Case:
+    """indexer.logits_paged on ROCm: sglang's ``aiter_paged_mqa_logits(q_fp8, kv_cache_fp8, weights, seqlens_32,
+    block_tables, max_seq_len, preshuffle=..., kv_block_size=...)`` (aiter ``deepgemm_fp8_paged_mqa_logits``).
+    q_fp8 [T, H, D] (or [B, next_n, H, D]), weights [T, H], kv_cache [P, kv_block_size, 1, 132]. seqlens with one
+    entry per q row (target verify: ``get_seqlens_expanded``) make every row its own request (next_n 1, its own
+    block-table row); seqlens [B] with T = B * next_n rows use the causal MTP rule. Columns past a row's length are
+    not compared (aiter leaves the tail unwritten)."""
+    q = _np(q_fp8)
+    sl = _reshape(_np(seqlens), (-1,))
+    T = _shape(q)[0] * (_shape(q)[1] if len(_shape(q)) == 4 else 1)
+    B = _shape(sl)[0]
+    nn = 1 if B == T else T // B
+    H, D = _shape(q)[-2], _shape(q)[-1]
+    return capture_fp8_paged_mqa_logits(_reshape(q, (B, nn, H, D)), kv_cache, weights, sl, block_tables, logits,
+                                        max_context_len=int(max_seq_len), clean_logits=False, page_size=kv_block_size,
+                                        layout="aiter_preshuffle" if preshuffle else "aiter_rowmajor_p1", name=name,
+                                        out=out, attrs=attrs)
+
+
+def capture_cutedsl_paged_mqa_logits(q_fp8: Any, kv_cache_fp8: Any, weights: Any, ctx_lens_1d: Any, block_tables: Any,
+                                     max_seq_len: int, logits: Any, *, q_offset: int, B: int, next_n: int,
+                                     dsl_expand_factor: int = 1, dsl_atom: int = 1, name: Optional[str] = None,
+                                     out: Out = None, attrs: Optional[Dict[str, Any]] = None) -> Case:
+    """indexer.logits_paged for sglang's CuTe-DSL kernel: ``cutedsl_paged_mqa_logits(q_fp8, kv_cache_fp8, weights,
+    ctx_lens_1d, block_tables, schedule_metadata, max_seq_len, q_offset=..., B=..., next_n=...,
+    dsl_expand_factor=..., dsl_atom=..., ...)`` (``Indexer._get_topk_paged``). Only the q_offset real rows count
+    (q, weights and logits are cut there); a block table with one row per query row (target verify) is
+    de-expanded as the wrapper does (``block_tables[::next_n]``). Same math and planar page-64 cache as DeepGEMM;
+    ctx_lens_1d [B] are L_b, row t of request b sees keys < L_b - next_n + t + 1; the kernel does not clean the
+    rest (clean_logits 0: not compared). dsl_expand_factor / dsl_atom only split the work and are kept as
+    provenance attrs."""
+    q = _np(q_fp8)
+    H, D = _shape(q)[-2], _shape(q)[-1]
+    q = _reshape(_reshape(q, (-1, H, D))[:q_offset], (B, next_n, H, D))
+    w = _reshape(_np(weights), (-1, H))[:q_offset]
+    bt = _np(block_tables)
+    if _shape(bt)[0] == B * next_n and next_n > 1:
+        bt = bt[::next_n]
+    lg = _np(logits)[:q_offset]
+    a = dict(dsl_expand_factor=int(dsl_expand_factor), dsl_atom=int(dsl_atom))
+    a.update(attrs or {})
+    return capture_fp8_paged_mqa_logits(q, kv_cache_fp8, w, _reshape(_np(ctx_lens_1d), (-1,)), bt, lg,
+                                        max_context_len=int(max_seq_len), clean_logits=False, page_size=64, name=name,
+                                        out=out, attrs=a)
 
 
 def capture_topk(logits: Any, lengths: Any, indices: Any, k: int, index_base: str = "relative", row_starts: Any = None,

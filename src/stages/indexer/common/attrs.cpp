@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "layouts/indexer_kcache.hpp"
+
 namespace dsa::indexer {
 
 AttrSpec scale_fmt_attr() {
@@ -19,6 +21,11 @@ AttrSpec logits_dtype_attr() {
   return str_attr("logits_dtype", "float32", {"float32", "bf16"}, "dtype of the logits output (DeepGEMM @HEAD logits_dtype)");
 }
 AttrSpec page_size_attr() { return int_attr("page_size", 64, "tokens per page"); }
+AttrSpec kcache_layout_attr() {
+  return str_attr("layout", layouts::IndexerKCache::kName, layouts::indexer_kcache_names(),
+                  "byte layout of the indexer K cache: indexer_kcache_planar (DeepGEMM, sglang/vLLM CUDA), aiter_rowmajor_p1 "
+                  "(ROCm aiter legacy, page_size 1), aiter_preshuffle (ROCm aiter MFMA 16x16 tiles, page_size % 16 == 0)");
+}
 
 QuantParams quant_params(const AttrReader& a, bool clamp) {
   QuantParams p;

@@ -10,6 +10,8 @@ AttrSpec scale_apply_attr();
 AttrSpec amax_eps_attr();
 AttrSpec logits_dtype_attr();
 AttrSpec page_size_attr();
+// attr `layout`: the named indexer K-cache layouts (layouts/indexer_kcache.hpp).
+AttrSpec kcache_layout_attr();
 
 // act_quant options from scale_fmt / scale_apply / amax_eps (clamp as given).
 QuantParams quant_params(const AttrReader& a, bool clamp);

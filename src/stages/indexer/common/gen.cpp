@@ -86,4 +86,13 @@ std::vector<std::int64_t> list_or(const GoldenSpec& s, const std::string& k, std
   return s.has_list(k) ? s.list(k) : def;
 }
 
+layouts::IndexerKCache spec_kcache(const GoldenSpec& s, std::int64_t page_size, std::int64_t head_dim) {
+  layouts::IndexerKCache L{page_size, head_dim};
+  auto it = s.attrs.find("layout");
+  if (it != s.attrs.end())
+    if (const auto* name = std::get_if<std::string>(&it->second))
+      L.order = layouts::indexer_kcache_order(*name).value_or(layouts::KCacheOrder::planar);
+  return L;
+}
+
 }  // namespace dsa::indexer::gen

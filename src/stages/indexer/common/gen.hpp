@@ -2,6 +2,7 @@
 // counter RNG (src/numerics/rng.hpp) as Rng(seed).fork(tensor).fork(row): rows can be generated in parallel and the
 // bits do not depend on the thread count or the machine.
 #pragma once
+#include "layouts/indexer_kcache.hpp"
 #include <omp.h>
 
 #include <cmath>
@@ -58,5 +59,7 @@ void make_keys(const Rng& root, std::uint64_t tid, std::int64_t N, std::int64_t 
 void poison_bytes(const Rng& root, std::int64_t rows, std::int64_t width, int threads, std::uint8_t* dst);
 
 std::vector<std::int64_t> list_or(const GoldenSpec& s, const std::string& k, std::vector<std::int64_t> def);
+// The indexer K-cache layout a spec's attr `layout` names (indexer_kcache_planar when absent).
+layouts::IndexerKCache spec_kcache(const GoldenSpec& s, std::int64_t page_size, std::int64_t head_dim);
 
 }  // namespace dsa::indexer::gen

@@ -36,6 +36,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <memory>
 #include <cstdint>
 #include <optional>
 #include <utility>
@@ -174,6 +175,7 @@ struct LogitOperands {
   const std::uint8_t* k;
   float scale;
   i64 H, D;
+  std::shared_ptr<std::vector<std::uint8_t>> keep = nullptr;  // owns k when the cache layout scatters a key's codes
 };
 
 // The Stage::hypotheses of a logits stage, one per LogitBug. `operands(case, params, flat)` locates logit `flat`

@@ -28,7 +28,7 @@ namespace {
 
 void gen_kcache(const GoldenSpec& s, std::uint64_t seed, int threads, Case& c) {
   const Rng root(seed);
-  const std::int64_t T = s.dim("T", 100), P = s.dim("P", 4), D = s.dim("D", s.model.head_dim), ps = s.model.page_size;
+  const std::int64_t T = s.dim("T", 100), P = s.dim("P", 4), D = s.dim("D", s.model.head_dim), ps = s.dim("page_size", s.model.page_size);
   if (T > P * ps) throw std::invalid_argument(s.name + ": T must be <= P * page_size");
   Tensor kf(DType::fp8_e4m3fn, {T, D}), ksc(DType::f32, {T});
   make_keys(root, kK, T, D, threads, false, kf.data<std::uint8_t>(), ksc.data<float>());
@@ -52,7 +52,7 @@ std::vector<Generator> generators() {
   return {
       {"kcache.shuffled_slots", "indexer.kcache_store",
        "k = act_quant(bf16 keys) per token; slot_mapping a random permutation of the P*64 slots with pad_frac of the "
-       "tokens padded (-1); kv_cache_in full of random poison bytes. dims T, P, D; params pad_frac",
+       "tokens padded (-1); kv_cache_in full of random poison bytes. dims T, P, D, page_size; params pad_frac",
        gen_kcache}
   };
 }
@@ -66,6 +66,12 @@ std::vector<GoldenSpec> goldens() {
       {.name = "kcache_shuffled_padded", .stage = "indexer.kcache_store", .generator = "kcache.shuffled_slots", .seed = 301,
        .dims = {{"T", 150}, {"P", 4}}, .params = {{"pad_frac", 0.1}}, .attrs = {{"page_size", I(64)}},
        .doc = "shuffled slots over 4 pages, padded tokens (slot -1), poisoned cache bytes that must survive"},
+      {.name = "kcache_aiter_preshuffle", .stage = "indexer.kcache_store", .generator = "kcache.shuffled_slots", .seed = 303,
+       .dims = {{"T", 100}, {"P", 2}}, .params = {{"pad_frac", 0.1}}, .attrs = {{"page_size", I(64)}, {"layout", S("aiter_preshuffle")}},
+       .doc = "ROCm aiter preshuffle=True: codes in 16x16 tiles of 16 tokens x 16 dims, scales after the page's codes"},
+      {.name = "kcache_aiter_rowmajor_p1", .stage = "indexer.kcache_store", .generator = "kcache.shuffled_slots", .seed = 304,
+       .dims = {{"T", 40}, {"P", 48}, {"page_size", 1}}, .params = {{"pad_frac", 0.1}}, .attrs = {{"page_size", I(1)}, {"layout", S("aiter_rowmajor_p1")}},
+       .doc = "ROCm aiter preshuffle=False (legacy): page_size 1, 132-byte token records, shuffled slots"},
   };
 }
 

@@ -26,6 +26,9 @@ std::vector<golden::GoldenSpec> selftest_cases() {
   return {
       {.name = "kcache", .stage = "indexer.kcache_store", .generator = "kcache.shuffled_slots", .seed = 1,
        .dims = {{"T", 24}, {"P", 3}}, .params = {{"pad_frac", 0.25}}, .doc = "shuffled slots with padded tokens"},
+      {.name = "kcache_preshuffle", .stage = "indexer.kcache_store", .generator = "kcache.shuffled_slots", .seed = 1,
+       .dims = {{"T", 40}, {"P", 1}}, .params = {{"pad_frac", 0.1}}, .attrs = {{"layout", S("aiter_preshuffle")}},
+       .doc = "ROCm aiter preshuffled cache (16x16 tiles)"},
   };
 }
 
@@ -50,7 +53,10 @@ std::vector<Mutant> mutants() {
        "padded tokens (slot -1) written to the lowest slots no other token stores into (slot 0 first)",
        mutant::buggy([](Case& c) {
          edit_input(c, "slot_mapping", write_padded_tokens);
-       })}
+       })},
+      {"kcache_preshuffle_as_rowmajor", "aiter", "kcache_preshuffle", V{Verdict::FAIL},
+       "preshuffle=True cache written token-major (the planar layout): the aiter preshuffled readers see scrambled tiles",
+       mutant::buggy([](Case& c) { c.attrs["layout"] = S(layouts::IndexerKCache::kName); })}
   };
 }
 

@@ -10,12 +10,15 @@ namespace dsa::indexer::kcache_store {
 namespace {
 
 Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& p) {
-  (void)a;
   Params r;
   const auto Dh = c.input("k_fp8").dim(1);
   const Tensor& cin = c.input("kv_cache_in");
   r.layout.page_size = cin.dim(1);
   r.layout.head_dim = Dh;
+  const std::string name = a.s("layout");
+  r.layout.order = layouts::indexer_kcache_order(name).value_or(layouts::KCacheOrder::planar);
+  if (const std::string need = layouts::indexer_kcache_requirement(name, cin.dim(1), Dh); !need.empty())
+    p.push_back({c.file, c.name, "attr layout", name + ": " + need, "page_size " + std::to_string(cin.dim(1)) + ", head_dim " + std::to_string(Dh)});
   if (cin.dim(3) != layouts::IndexerKCache::record_bytes(Dh))
     p.push_back({c.file, c.name, "inputs/kv_cache_in", "dim 3 = head_dim + 4 = " + std::to_string(layouts::IndexerKCache::record_bytes(Dh)),
                  std::to_string(cin.dim(3))});
@@ -51,14 +54,14 @@ Stage stage() {
   using D = DType;
   Stage s;
   s.name = "indexer.kcache_store";
-  s.summary = "write k_fp8 + k_scale into the paged indexer K cache (64-token pages, planar 132 B/token)";
+  s.summary = "write k_fp8 + k_scale into the paged indexer K cache (planar pages of codes then scales; aiter layouts)";
   s.spec = "v32 §3.4";
   s.pipeline_order = 30;
-  s.schema.attrs = {page_size_attr()};
+  s.schema.attrs = {page_size_attr(), kcache_layout_attr()};
   s.schema.inputs = {{"k_fp8", {D::fp8_e4m3fn}, {"T,Dh"}, false, "quantized k per token"},
                      {"k_scale", {D::f32}, {"T"}, false, "k scale per token"},
                      {"slot_mapping", {D::i32, D::i64}, {"T"}, false, "cache slot page*page_size+offset per token; -1 = padded token, skipped"},
-                     {"kv_cache_in", {D::u8}, {"P,page_size,1,?"}, false, "cache bytes before the store (layout indexer_kcache_planar)"}};
+                     {"kv_cache_in", {D::u8}, {"P,page_size,1,?"}, false, "cache bytes before the store (attr layout)"}};
   s.schema.outputs = {{{"kv_cache", {D::u8}, {"P,page_size,1,?"}, false, "cache bytes after the store"}, CompareKind::bytes}};
   s.parse = typed_parse(&parse);
   s.impl[static_cast<std::size_t>(Backend::cpu)] = typed_impl(&cpu);

@@ -1,9 +1,10 @@
 // indexer.logits_paged — DeepGEMM fp8_paged_mqa_logits (spec v32 §3.3-§3.5): decode/MTP logits of query row
-// r = b*next_n + t against the keys of request b, read from the paged cache (layout indexer_kcache_planar) through
-// block_table; the same per-logit arithmetic as indexer.logits_ragged (common/logits_engine.hpp).
+// r = b*next_n + t against the keys of request b, read from the paged cache (attr layout: indexer_kcache_planar,
+// aiter_rowmajor_p1 or aiter_preshuffle) through block_table; the same per-logit arithmetic as indexer.logits_ragged (common/logits_engine.hpp).
 #pragma once
 #include <algorithm>
 
+#include "layouts/indexer_kcache.hpp"
 #include "stage/stage.hpp"
 
 namespace dsa::indexer::logits {
@@ -16,6 +17,7 @@ struct Params : dsa::Params {
   bool clean_logits = false;          // columns past the row's causal length are -inf (else undefined)
   std::int64_t max_context_len = 0;   // number of logits columns
   bool bf16 = false;                  // logits_dtype
+  layouts::KCacheOrder order = layouts::KCacheOrder::planar;  // attr layout (the cache's byte layout)
   std::string tolerance_policy() const override { return bf16 ? "bf16-logits" : ""; }
 };
 

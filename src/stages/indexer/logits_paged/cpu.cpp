@@ -25,7 +25,7 @@ Expected cpu(const Case& c, const Params& p, const RefOptions& opt) {
   const i64 B = q.dim(0), NN = q.dim(1), H = q.dim(2), D = q.dim(3);
   const i64 cols = p.max_context_len;
   const bool clean = p.clean_logits, bf16 = p.bf16;
-  const layouts::IndexerKCacheView kvv = layouts::IndexerKCacheView::of(cache);
+  const layouts::IndexerKCacheView kvv = layouts::IndexerKCacheView::of(cache, p.order);
   const i64 ps = kvv.layout.page_size, MB = bt.dim(1), R = B * NN;
   const std::uint8_t* qc = q.data<std::uint8_t>();
   const float* w = wt.data<float>();
@@ -59,6 +59,7 @@ Expected cpu(const Case& c, const Params& p, const RefOptions& opt) {
     Tile tile;
     tile.shape(static_cast<int>(kb), static_cast<int>(NN * H), static_cast<int>(D));
     std::vector<float> scl(static_cast<sz>(kb));
+    std::vector<std::uint8_t> kbuf(static_cast<sz>(D));  // a key's codes where the layout scatters them
     std::vector<double> acc(static_cast<sz>(kb)), mg(static_cast<sz>(kb));
     i64 cur_b = -1;
 #pragma omp for schedule(dynamic, 1)
@@ -71,7 +72,7 @@ Expected cpu(const Case& c, const Params& p, const RefOptions& opt) {
       for (i64 j = T.j0; j < T.j0 + tile.nkp; ++j) {
         double* kr = tile.k_row(static_cast<int>(j - T.j0));
         if (j < T.j1) {
-          isa.decode(kvv.values(page_of(T.b, j), j % ps), static_cast<int>(D), kr);
+          isa.decode(kvv.codes(page_of(T.b, j), j % ps, kbuf.data()), static_cast<int>(D), kr);
           scl[static_cast<sz>(j - T.j0)] = kvv.scale(page_of(T.b, j), j % ps);
         } else {
           std::fill_n(kr, D, 0.0);
@@ -100,7 +101,7 @@ Expected assemble(const Case& c, const Params& p, const RefOptions& opt, const L
   const i64 B = q.dim(0), NN = q.dim(1), H = q.dim(2), D = q.dim(3);
   const i64 cols = p.max_context_len;
   const bool clean = p.clean_logits, bf16 = p.bf16;
-  const layouts::IndexerKCacheView kvv = layouts::IndexerKCacheView::of(cache);
+  const layouts::IndexerKCacheView kvv = layouts::IndexerKCacheView::of(cache, p.order);
   const i64 ps = kvv.layout.page_size, MB = bt.dim(1), R = B * NN;
   const std::uint8_t* qc = q.data<std::uint8_t>();
   const std::int32_t* btp = bt.data<std::int32_t>();
@@ -119,12 +120,13 @@ Expected assemble(const Case& c, const Params& p, const RefOptions& opt, const L
     {
       profiles::sm90::EmuRow er(H, D);
       std::vector<std::int32_t> ksig(static_cast<sz>(D)), kexp(ksig.size());
+      std::vector<std::uint8_t> kbuf(static_cast<sz>(D));
 #pragma omp for schedule(dynamic, 1)
       for (i64 r = r0; r < r1; ++r) {
         const i64 b = r / NN;
         er.decode(qc + r * H * D);
         for (i64 j = 0; j < nvalid[static_cast<sz>(r)]; ++j) {
-          const bool knan = profiles::sm90::decode_vec(kvv.values(page_of(b, j), j % ps), static_cast<int>(D), ksig.data(), kexp.data());
+          const bool knan = profiles::sm90::decode_vec(kvv.codes(page_of(b, j), j % ps, kbuf.data()), static_cast<int>(D), ksig.data(), kexp.data());
           const float x = er.logit(ksig.data(), kexp.data(), knan, w + r * H, kvv.scale(page_of(b, j), j % ps));
           store_bits(emu, (r - r0) * cols + j, emu_bits(x, bf16));
         }

@@ -16,7 +16,7 @@ using namespace logits;
 
 Expected cuda(const Case& c, const Params& p, const RefOptions& opt) {
   const Tensor& q = c.input("q");
-  const Tensor& cache = c.input("kv_cache");
+  const Tensor cache = layouts::indexer_kcache_to_planar(c.input("kv_cache"), p.order);  // the engine reads planar pages
   const Tensor& cl = c.input("context_lens");
   const Tensor& bt = c.input("block_table");
   const float* w = c.input("weights").data<float>();
@@ -53,7 +53,7 @@ Expected cuda(const Case& c, const Params& p, const RefOptions& opt) {
   LogitsTensors lt(RL, cols, p.bf16, Tensor::Uninit{});
   run_gpu_logits(job, lt, [&](i64 r, i64 j) {
     const i64 b = batch[static_cast<sz>(r)], page = btp[b * MB + j / ps];
-    return exact_from_codes(qc + r * H * D, kvv.values(page, j % ps), job.w + r * H, kvv.scale(page, j % ps), job.H, job.D, p.bf16);
+    return exact_from_codes(qc + r * H * D, kvv.values(page, j % ps), job.w + r * H, kvv.scale(page, j % ps), job.H, job.D, p.bf16);  // planar
   });
   return assemble(c, p, opt, lt);
 }

@@ -29,7 +29,7 @@ namespace {
 void gen_paged(const GoldenSpec& s, std::uint64_t seed, int threads, Case& c) {
   const Rng root(seed);
   const std::int64_t next_n = s.dim("next_n", 1), H = s.dim("H", s.model.n_heads), D = s.dim("D", s.model.head_dim);
-  const std::int64_t ps = s.model.page_size;
+  const std::int64_t ps = s.dim("page_size", s.model.page_size);
   const auto L = s.list("context_lens");  // per request: every cached token incl. the next_n new ones
   const std::int64_t B = static_cast<std::int64_t>(L.size());
   const bool two_d = s.param("context_lens_2d", 0) != 0;
@@ -53,7 +53,7 @@ void gen_paged(const GoldenSpec& s, std::uint64_t seed, int threads, Case& c) {
   Tensor cache(DType::u8, {P, ps, 1, layouts::IndexerKCache::record_bytes(D)});
   std::uint8_t* cb = cache.data<std::uint8_t>();
   poison_bytes(root, P * ps, layouts::IndexerKCache::record_bytes(D), threads, cb);
-  const layouts::IndexerKCache lay{ps, D};
+  const layouts::IndexerKCache lay = spec_kcache(s, ps, D);
   for (std::int64_t b = 0; b < B; ++b) {
     const std::int64_t Lb = L[static_cast<std::size_t>(b)];
     std::vector<std::uint8_t> codes(static_cast<std::size_t>(Lb * D));
@@ -61,8 +61,7 @@ void gen_paged(const GoldenSpec& s, std::uint64_t seed, int threads, Case& c) {
     make_keys(root.fork(kKv), static_cast<std::uint64_t>(b), Lb, D, threads, false, codes.data(), sc.data());
     for (std::int64_t j = 0; j < Lb; ++j) {
       const std::int64_t pg = bt.data<std::int32_t>()[b * max_blocks + j / ps];
-      std::memcpy(cb + lay.value_offset(pg, j % ps), codes.data() + j * D, static_cast<std::size_t>(D));
-      std::memcpy(cb + lay.scale_offset(pg, j % ps), &sc[static_cast<std::size_t>(j)], 4);
+      lay.store(cb, pg, j % ps, codes.data() + j * D, &sc[static_cast<std::size_t>(j)]);
     }
   }
   QBuild qb = make_q(root, B * next_n, H, D, threads);
@@ -87,7 +86,8 @@ std::vector<Generator> generators() {
       {"logits.paged_mtp", "indexer.logits_paged",
        "decode/MTP over the paged cache: context_lens per request (incl. the next_n new tokens; 0 allowed), pages "
        "shuffled from a pool with extra_pages unowned poison pages, block_table spare_blocks wider (-1), tails of "
-       "last pages poisoned. list context_lens; dims next_n, H, D, spare_blocks, extra_pages; params context_lens_2d",
+       "last pages poisoned; the cache in the layout of attr layout. list context_lens; dims next_n, H, D, page_size, "
+       "spare_blocks, extra_pages; params context_lens_2d",
        gen_paged}
   };
 }
@@ -108,6 +108,19 @@ std::vector<GoldenSpec> goldens() {
       {.name = "paged_mtp_n4", .stage = "indexer.logits_paged", .generator = "logits.paged_mtp", .seed = 503,
        .dims = {{"next_n", 4}}, .lists = {{"context_lens", {4, 300, 129}}}, .attrs = {{"clean_logits", I(1)}},
        .doc = "MTP next_n = 4, 1-D causal lengths (row t sees j <= L-4+t), one request of exactly next_n tokens"},
+      {.name = "paged_aiter_preshuffle", .stage = "indexer.logits_paged", .generator = "logits.paged_mtp", .seed = 505,
+       .dims = {{"next_n", 2}}, .lists = {{"context_lens", {130, 64, 17}}},
+       .attrs = {{"clean_logits", I(0)}, {"layout", S("aiter_preshuffle")}},
+       .doc = "ROCm aiter deepgemm_fp8_paged_mqa_logits Preshuffle=True over the MFMA 16x16 preshuffled cache (page 64)"},
+      {.name = "paged_aiter_rowmajor_p1", .stage = "indexer.logits_paged", .generator = "logits.paged_mtp", .seed = 506,
+       .dims = {{"next_n", 1}, {"page_size", 1}, {"extra_pages", 9}}, .lists = {{"context_lens", {40, 7, 0, 23}}},
+       .attrs = {{"clean_logits", I(0)}, {"page_size", I(1)}, {"layout", S("aiter_rowmajor_p1")}},
+       .doc = "ROCm aiter legacy path: page_size 1 (132-byte token records) read through sglang's page_table_1"},
+      {.name = "paged_cutedsl_target_verify", .stage = "indexer.logits_paged", .generator = "logits.paged_mtp", .seed = 507,
+       .dims = {{"next_n", 4}, {"spare_blocks", 2}}, .lists = {{"context_lens", {300, 129, 64, 1000}}},
+       .attrs = {{"clean_logits", I(0)}, {"max_context_len", I(1152)}, {"dsl_expand_factor", I(2)}},
+       .doc = "sglang CuTe-DSL cutedsl_paged_mqa_logits target verify (next_n 4, dsl_expand_factor 2 x atom 2): 1-D "
+              "context_lens L_b, row t valid on keys < L_b - 4 + t + 1, uncleaned, max_context_len = table width x 64"},
   };
 }
 

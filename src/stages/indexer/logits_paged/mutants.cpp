@@ -29,6 +29,12 @@ std::vector<golden::GoldenSpec> selftest_cases() {
       {.name = "paged", .stage = "indexer.logits_paged", .generator = "logits.paged_mtp", .seed = 1,
        .dims = {{"next_n", 2}, {"H", 32}, {"D", 64}}, .lists = {{"context_lens", {70, 100}}},
        .doc = "MTP next_n = 2, two requests over two pages each"},
+      {.name = "paged_preshuffle", .stage = "indexer.logits_paged", .generator = "logits.paged_mtp", .seed = 2,
+       .dims = {{"next_n", 2}, {"H", 32}, {"D", 64}}, .lists = {{"context_lens", {70, 100}}},
+       .attrs = {{"layout", S("aiter_preshuffle")}}, .doc = "ROCm aiter preshuffled cache (16x16 tiles)"},
+      {.name = "paged_aiter_p1", .stage = "indexer.logits_paged", .generator = "logits.paged_mtp", .seed = 3,
+       .dims = {{"next_n", 1}, {"H", 32}, {"D", 64}, {"page_size", 1}, {"extra_pages", 40}}, .lists = {{"context_lens", {150, 90}}},
+       .attrs = {{"page_size", I(1)}, {"layout", S("aiter_rowmajor_p1")}}, .doc = "ROCm aiter legacy cache, page_size 1"},
   };
 }
 
@@ -67,6 +73,23 @@ std::vector<Mutant> mutants() {
                std::memcpy(t.raw() + v.layout.scale_offset(pg, s), &one, sizeof one);
          });
        }), "B6"},
+      {"paged_preshuffle_read_as_rowmajor", "aiter", "paged_preshuffle", V{Verdict::FAIL, Verdict::NONFINITE},
+       "the preshuffled cache read token-major (Preshuffle=False reader on a preshuffle=True cache)",
+       mutant::buggy([](Case& c) { c.attrs["layout"] = S(layouts::IndexerKCache::kName); })},
+      {"paged_p1_table_read_as_64", "aiter", "paged_aiter_p1", V{Verdict::FAIL, Verdict::NONFINITE},
+       "page_size 1 table read in 64-token blocks: key j taken from slot table[b, j - j % 64] + j % 64",
+       mutant::buggy([](Case& c) {
+         const std::int64_t P = c.input("kv_cache").dim(0);
+         edit_input(c, "block_table", [P](Tensor& t) {
+           const Tensor src = t.clone();
+           const std::int64_t W = t.dim(1);
+           for (std::int64_t b = 0; b < t.dim(0); ++b)
+             for (std::int64_t j = 0; j < W; ++j) {
+               const std::int64_t first = src.int_at(b * W + j - j % 64);
+               if (first >= 0) iset(t, b * W + j, (first + j % 64) % P);
+             }
+         });
+       })},
       {"paged_relu_missing", "B4", "paged", V{Verdict::FAIL}, "head scores summed without ReLU",
        [](Case& c, const Expected& E, std::uint64_t) {
          // Every defined logit replaced by the no-ReLU value (its own f64 loop here, not the hypothesis code).

@@ -17,6 +17,10 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& p) {
   r.bf16 = a.s("logits_dtype") == "bf16";
   const Tensor& kc = c.input("kv_cache");
   const auto Dh = c.input("q").dim(3);
+  const std::string layout = a.s("layout");
+  r.order = layouts::indexer_kcache_order(layout).value_or(layouts::KCacheOrder::planar);
+  if (const std::string need = layouts::indexer_kcache_requirement(layout, kc.dim(1), Dh); !need.empty())
+    p.push_back({c.file, c.name, "attr layout", layout + ": " + need, "page_size " + std::to_string(kc.dim(1)) + ", head_dim " + std::to_string(Dh)});
   check_logits_heads(c, "inputs/q", c.input("q").dim(2), Dh, p);
   if (kc.dim(3) != layouts::IndexerKCache::record_bytes(Dh))
     p.push_back({c.file, c.name, "inputs/kv_cache", "dim 3 = head_dim + 4 = " + std::to_string(layouts::IndexerKCache::record_bytes(Dh)),
@@ -66,14 +70,18 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& p) {
 // Known bugs as values: logit f = (row r = b*next_n + t, column j = key position of request b).
 std::optional<logits::LogitOperands> operands(const Case& c, const Params& p, std::int64_t f) {
   const Tensor &q = c.input("q"), &bt = c.input("block_table"), &cl = c.input("context_lens");
-  const auto kvv = layouts::IndexerKCacheView::of(c.input("kv_cache"));
+  const auto kvv = layouts::IndexerKCacheView::of(c.input("kv_cache"), p.order);
   const std::int64_t NN = q.dim(1), H = q.dim(2), D = q.dim(3), MB = bt.dim(1), ps = kvv.layout.page_size;
   const std::int64_t r = f / p.max_context_len, j = f % p.max_context_len, b = r / NN, t = r % NN;
   if (j >= valid_columns(cl.data<std::int32_t>(), cl.rank() == 2, b, t, NN, p.max_context_len, MB * ps)) return std::nullopt;
   const std::int64_t page = bt.data<std::int32_t>()[b * MB + j / ps];
   if (page < 0 || page >= kvv.num_pages) return std::nullopt;
-  return logits::LogitOperands{q.data<std::uint8_t>() + r * H * D, c.input("weights").data<float>() + r * H,
-                               kvv.values(page, j % ps), kvv.scale(page, j % ps), H, D};
+  logits::LogitOperands o{q.data<std::uint8_t>() + r * H * D, c.input("weights").data<float>() + r * H, nullptr,
+                          kvv.scale(page, j % ps), H, D};
+  o.keep = std::make_shared<std::vector<std::uint8_t>>(static_cast<std::size_t>(D));
+  kvv.layout.load(kvv.base, page, j % ps, o.keep->data());
+  o.k = o.keep->data();
+  return o;
 }
 
 }  // namespace
@@ -88,10 +96,10 @@ Stage stage() {
   s.pipeline_order = 41;
   s.default_tolerance = "sm90-fp8";
   s.schema.attrs = {bool_attr("clean_logits", false, "columns past the row's causal length are -inf (1-D context_lens only)"),
-                    required_int_attr("max_context_len", "number of logits columns"), page_size_attr(), logits_dtype_attr(),
-                    kernel_attr(kName)};
+                    required_int_attr("max_context_len", "number of logits columns"), page_size_attr(), kcache_layout_attr(),
+                    logits_dtype_attr(), kernel_attr(kName)};
   s.schema.inputs = {{"q", kFP8, {"B,next_n,H,Dh"}, false, "fp8 queries"},
-                     {"kv_cache", {D::u8}, {"P,page_size,1,?"}, false, "fused paged cache, layout indexer_kcache_planar (§3.4)"},
+                     {"kv_cache", {D::u8}, {"P,page_size,1,?"}, false, "fused paged cache in the byte layout of attr layout (§3.4)"},
                      {"weights", kF32, {"B*next_n,H"}, false, "head gates, row b*next_n+t"},
                      {"context_lens", {D::i32}, {"B", "B,next_n"}, false,
                       "1-D: causal MTP rows see j <= L-next_n+t; 2-D: row (b,t) sees j < L[b,t]"},
