@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "layouts/indexer_kcache_core.hpp"
 #include "tensor/tensor.hpp"
 
 namespace dsa::layouts {
@@ -29,8 +30,8 @@ struct IndexerKCache {
   static constexpr const char* kName = "indexer_kcache_planar";
   static constexpr const char* kAiterRowMajorP1 = "aiter_rowmajor_p1";
   static constexpr const char* kAiterPreshuffle = "aiter_preshuffle";
-  static constexpr std::int64_t kScaleBytes = 4;  // one fp32 scale per token
-  static constexpr std::int64_t kTile = 16;       // aiter_preshuffle tile edge
+  static constexpr std::int64_t kScaleBytes = kcache_core::kScaleBytes;  // one fp32 scale per token
+  static constexpr std::int64_t kTile = kcache_core::kTile;              // aiter_preshuffle tile edge
   // Bytes per token (the engines' last dim): head_dim fp8 codes + the scale. The one definition of "D+4".
   static constexpr std::int64_t record_bytes(std::int64_t head_dim) { return head_dim + kScaleBytes; }
   static constexpr std::int64_t head_dim_of(std::int64_t record) { return record - kScaleBytes; }
@@ -41,12 +42,9 @@ struct IndexerKCache {
   std::int64_t page_bytes() const { return page_size * record_bytes(head_dim); }
   // Byte offset inside the cache tensor of (page, token-in-page, dim).
   std::int64_t value_offset(std::int64_t page, std::int64_t t, std::int64_t d = 0) const {
-    if (order == KCacheOrder::planar) return page * page_bytes() + t * head_dim + d;
-    return page * page_bytes() + (t / kTile) * kTile * head_dim + (d / kTile) * kTile * kTile + (t % kTile) * kTile + d % kTile;
+    return kcache_core::value_offset(page, t, d, page_size, head_dim, order == KCacheOrder::preshuffle16);
   }
-  std::int64_t scale_offset(std::int64_t page, std::int64_t t) const {
-    return page * page_bytes() + page_size * head_dim + kScaleBytes * t;
-  }
+  std::int64_t scale_offset(std::int64_t page, std::int64_t t) const { return kcache_core::scale_offset(page, t, page_size, head_dim); }
   // Token (within its page) and dim of a value byte (its offset inside the page < page_size * head_dim).
   std::int64_t token_of_value(std::int64_t r) const {
     if (order == KCacheOrder::planar) return r / head_dim;

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdint>
 #include <limits>
 #include <set>
@@ -14,6 +15,8 @@
 #include <utility>
 #include <vector>
 
+#include "backend/cuda.hpp"
+#include "pipeline/backend_diff.hpp"
 #include "stage/stage.hpp"
 
 using namespace dsa;
@@ -271,4 +274,47 @@ TEST_CASE("ref.topk schema problems: narrow output, page table gaps and duplicat
   CHECK(problems(ps).size() == 1);  // row 0 needs 3 blocks
   ps.inputs["page_table"] = Tensor::from_vector(DType::i32, {1, 3}, std::vector<std::int32_t>{1, 2, 3});
   CHECK(problems(ps).size() == 1);  // 2 rows, 1 request
+}
+
+// ---- CUDA backend: the same bytes as the CPU (indices, scores, k-th values, index maps), skipped without a device ----
+TEST_CASE("cuda.topk.nan_inf_zeros_ties_dtypes_forced_tokens_fast_path_identical_to_cpu") {
+  if (const std::string why = cuda::device_problem(); !why.empty()) {
+    MESSAGE("skipped: " << why);
+    std::printf("skipped: CPU vs CUDA top-k (%s)\n", why.c_str());
+    return;
+  }
+  std::uint32_t x = 7;
+  auto next = [&x] { return x = x * 1664525u + 1013904223u; };
+  int n = 0;
+  for (DType dt : {DType::f32, DType::bf16, DType::fp16})
+    for (int variant = 0; variant < 4; ++variant) {  // fast path on/off x forced tokens off/on
+      const std::int64_t R = 7, C = 3000, k = 256;
+      const std::vector<std::int32_t> lens{0, 1, 255, 256, 257, 3000, 2000};
+      Case c;
+      c.name = "t";
+      c.stage = "indexer.topk";
+      c.attrs["k"] = k;
+      c.attrs["fast_path"] = std::int64_t{variant % 2};
+      c.attrs["num_init_tokens"] = std::int64_t{variant >= 2 ? 3 : 0};
+      c.attrs["num_local_tokens"] = std::int64_t{variant >= 2 ? 5 : 0};
+      Tensor lg(dt, {R, C});
+      for (std::int64_t i = 0; i < R * C; ++i) {
+        const std::uint32_t u = next() >> 8;
+        double v = static_cast<double>(u % 64) * 0.125 - 4.0;  // many exact ties
+        if (u % 997 == 0) v = std::numeric_limits<double>::quiet_NaN();
+        if (u % 991 == 0) v = kInf;
+        if (u % 983 == 0) v = -kInf;
+        if (u % 977 == 0) v = (u & 1) ? -0.0 : 0.0;
+        lg.set_value(i, v);
+      }
+      c.inputs = {{"logits", lg}, {"lengths", Tensor::from_vector(DType::i32, {R}, lens)}};
+      apply_attr_defaults(c);
+      REQUIRE(validate_case(c, false).empty());
+      const Expected a = run_reference(c, {}, Backend::cpu), b = run_reference(c, {}, Backend::cuda);
+      const auto d = pipeline::diff_expected(a, b, "cpu", "cuda");
+      INFO(dtype_name(dt) << " variant " << variant << (d.empty() ? "" : ": " + d[0].tensor + ": " + d[0].message));
+      CHECK(d.empty());
+      ++n;
+    }
+  CHECK(n == 12);
 }

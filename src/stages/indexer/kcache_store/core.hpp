@@ -4,6 +4,9 @@
 // (src/layouts/indexer_kcache.hpp) puts them. slot -1 = padded token, skipped. parse() rejects out-of-range and
 // duplicate slots, so every token writes distinct bytes and the parallel store is order-independent.
 #pragma once
+#include <memory>
+#include <vector>
+
 #include "layouts/indexer_kcache.hpp"
 #include "stage/stage.hpp"
 
@@ -20,6 +23,8 @@ inline void store_token(const layouts::IndexerKCache& L, std::uint8_t* cache, st
 }
 
 Expected cpu(const Case& c, const Params& p, const RefOptions& opt);
+// The Expected of a stored cache; writer[slot] = the k token stored into the slot (-1: none), for describe.
+Expected expected_of(Tensor cache, const layouts::IndexerKCache& layout, std::shared_ptr<std::vector<std::int64_t>> writer);
 std::vector<golden::Generator> generators();
 std::vector<golden::GoldenSpec> goldens();
 std::vector<golden::GoldenSpec> selftest_cases();

@@ -32,11 +32,15 @@ Expected cpu(const Case& c, const Params& p, const RefOptions& opt) {
     (*writer)[static_cast<std::size_t>(s)] = t;  // distinct slots: no two threads touch the same entry
   }
 
+  return expected_of(std::move(cache), layout, std::move(writer));
+}
+
+Expected expected_of(Tensor cache, const layouts::IndexerKCache& layout, std::shared_ptr<std::vector<std::int64_t>> writer) {
   Expected e;
   RefTensor r;
   r.name = "kv_cache";
   r.kind = CompareKind::bytes;
-  r.value = cache;
+  r.value = std::move(cache);
   r.describe = [layout, writer](std::int64_t byte) {
     const std::int64_t slot = byte / layout.page_bytes() * layout.page_size + layout.token_of(byte);
     const std::int64_t w = slot < static_cast<std::int64_t>(writer->size()) ? (*writer)[static_cast<std::size_t>(slot)] : -1;

@@ -39,6 +39,17 @@ inline void row_scores(const Logit& logit, std::int64_t start, std::int64_t len,
 }
 
 Expected cpu(const Case& c, const Params& p, const RefOptions& opt);
+// The canonical selection of every row computed elsewhere (the CUDA backend): sel [R, k] = the first min(k, len)
+// positions in canonical order (-1 after), last [R] = the row's canonical-last position (-1 for an empty row).
+struct RowPicks {
+  std::vector<std::int32_t> sel, last;
+};
+// The Expected of a case: the scores, k-th values, canonical indices and index maps; picks (null: computed here with
+// topk_canonical) supply the per-row selections.
+Expected assemble(const Case& c, const Params& p, const RefOptions& opt, const RowPicks* picks);
+#ifdef DSA_CUDA_BACKEND
+Expected cuda(const Case& c, const Params& p, const RefOptions& opt);  // stage.cpp: the selections on the GPU
+#endif
 std::vector<golden::Generator> generators();
 std::vector<golden::GoldenSpec> goldens();
 std::vector<golden::GoldenSpec> selftest_cases();

@@ -42,7 +42,9 @@ layouts::IndexMap index_map(const Case& c, const Params& p) {
   return m;
 }
 
-Expected cpu(const Case& c, const Params& p, const RefOptions& opt) {
+Expected cpu(const Case& c, const Params& p, const RefOptions& opt) { return assemble(c, p, opt, nullptr); }
+
+Expected assemble(const Case& c, const Params& p, const RefOptions& opt, const RowPicks* picks) {
   const Tensor& logits = c.input("logits");
   const std::int64_t R = logits.dim(0), C = logits.dim(1);
   auto map = std::make_shared<const layouts::IndexMap>(index_map(c, p));
@@ -74,17 +76,24 @@ Expected cpu(const Case& c, const Params& p, const RefOptions& opt) {
     if (f32) row_scores([&](std::int64_t col) { return static_cast<double>(lg[r * C + col]); }, s0, len, C, p, row);
     else row_scores([&](std::int64_t col) { return logits.value(r * C + col); }, s0, len, C, p, row);
 
+    // The canonical first min(k, len) positions: computed here, or by another backend (picks, same order).
+    auto canonical = [&]() {
+      if (!picks) return topk_canonical(row, len, k);
+      std::vector<std::int64_t> v;
+      for (std::int64_t j = 0; j < std::min(k, len); ++j) v.push_back(picks->sel[static_cast<std::size_t>(r * k + j)]);
+      return v;
+    };
     std::vector<std::int64_t> sel;
     if (len <= k) {
-      kth[ru] = topk_last_score(row, len);
+      kth[ru] = picks ? (len > 0 ? row[picks->last[ru]] : -inf) : topk_last_score(row, len);
       if (p.fast_path) {
         sel.resize(static_cast<std::size_t>(len));
         for (std::int64_t q = 0; q < len; ++q) sel[static_cast<std::size_t>(q)] = q;
       } else {
-        sel = topk_canonical(row, len, k);
+        sel = canonical();
       }
     } else {
-      sel = topk_canonical(row, len, k);
+      sel = canonical();
       kth[ru] = sel.empty() ? -inf : row[sel.back()];
     }
     for (std::int64_t j = 0; j < W; ++j)
