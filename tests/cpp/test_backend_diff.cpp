@@ -106,7 +106,7 @@ TEST_CASE("backend-diff CLI: committed goldens identical for 1 vs 3 threads, a m
   INFO(out);
   CHECK(out.find(std::to_string(n) + " identical, 0 different") != std::string::npos);
   // A stage without a CUDA implementation is an error, not a pass; without a usable device, that is said first.
-  CHECK(run_cli("backend-diff --a cpu --b cuda " + std::string(DSA_SOURCE_DIR) + "/golden/topk_ties_at_kth.h5", &out) == 2);
+  CHECK(run_cli("backend-diff --a cpu --b cuda " + std::string(DSA_SOURCE_DIR) + "/golden/mla_decode_sinks_topk_length.h5", &out) == 2);
   const std::string why = cuda::device_problem();
   CHECK(out.find(why.empty() ? "has no cuda implementation" : why) != std::string::npos);
   CHECK(run_cli("backend-diff --b gpu " + std::string(DSA_SOURCE_DIR) + "/golden/quant_subnormal.h5", &out) == 2);
