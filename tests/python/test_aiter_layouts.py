@@ -154,3 +154,19 @@ def test_a_layout_the_cache_cannot_have_or_an_unknown_one_is_an_input_error(repo
     p = run_cli("check", path)
     assert p.returncode == 2, p.stdout + p.stderr
     assert "attr layout" in p.stderr and words in p.stderr, p.stderr
+
+
+def test_a_wrong_byte_is_named_in_the_preshuffled_layout(repo_root, run_cli, tmp_path):
+    """The message decodes the byte offset through the layout: (page 1, token 17, dim 37) sits at
+    (17//16)*2048 + (37//16)*256 + (17%16)*16 + 37%16 inside the page (aiter's writer formula)."""
+    path = tmp_path / "wrong.h5"
+    off = 1 * 64 * 132 + (17 // 16) * 2048 + (37 // 16) * 256 + (17 % 16) * 16 + 37 % 16
+    with h5py.File(repo_root / "golden" / "kcache_aiter_preshuffle.h5", "r") as src, h5py.File(path, "w") as dst:
+        src.copy(src[next(iter(src))], dst, name="c")
+        out = dst["c/expected/kv_cache"][()]
+        out.reshape(-1)[off] ^= 0x01
+        del dst["c/expected"]
+        dst.create_dataset("c/outputs/kv_cache", data=out)
+    p = run_cli("check", path)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "page 1 token 17 dim 37" in p.stdout, p.stdout
