@@ -16,6 +16,7 @@ const std::vector<Stage>& stages() {
       indexer::logits_ragged::stage(),  // indexer.logits_ragged  DeepGEMM fp8_mqa_logits (v32 §3.2)
       indexer::logits_paged::stage(),   // indexer.logits_paged   DeepGEMM fp8_paged_mqa_logits (v32 §3.3)
       indexer::topk::stage(),           // indexer.topk           top-k with index bases (v32 §5)
+      indexer::fused::stage(),          // indexer.fused          fused paged logits + top-k (v32 §3.3, §5)
       indexer::npu_lightning::stage(),  // indexer.npu_lightning  Ascend V3.2 lightning indexer + CP split (v4 §5)
       mla::kcache_store::stage(),       // mla.kcache_store       656-byte fp8 MLA cache writer (v32 §6.3)
       attn::sparse_mla_prefill::stage(),  // attn.sparse_mla_prefill  FlashMLA flash_mla_sparse_fwd (v32 §6.1)

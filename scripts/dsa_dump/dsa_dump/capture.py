@@ -297,6 +297,32 @@ def capture_cutedsl_paged_mqa_logits(q_fp8: Any, kv_cache_fp8: Any, weights: Any
                                         out=out, attrs=a)
 
 
+def capture_fused_indexer(q: Any, kv_cache: Any, weights: Any, context_lens: Any, block_table: Any, indices: Any, *,
+                          k: int, max_context_len: int, page_size: int = 64, layout: Optional[str] = None,
+                          sorted: bool = False, fast_path: bool = True, kernel: Optional[str] = None,
+                          name: Optional[str] = None, out: Out = None, attrs: Optional[Dict[str, Any]] = None) -> Case:
+    """indexer.fused: a kernel that computes the paged fp8 MQA logits and their top-k in one call (the logits never
+    leave it). The inputs are those of ``deep_gemm.fp8_paged_mqa_logits`` (q [B, next_n, H, D] fp8, kv_cache
+    [P, page_size, 1, D+4] uint8, weights [B*next_n, H], context_lens [B] or [B, next_n], block_table), indices
+    [B*next_n, >=k] the selected key positions (-1 padded). kernel: a profile emulating the kernel's internal logits
+    (exact tie band), else the band is each logit's sm90-fp8 bound."""
+    q = _np(q)
+    if len(_shape(q)) == 3:
+        q = _reshape(q, (_shape(q)[0], 1) + _shape(q)[1:])
+    cache = _np(kv_cache)
+    if _dt.is_torch_tensor(cache) and str(cache.dtype) != "torch.uint8":
+        import torch
+
+        cache = cache.view(torch.uint8)
+    ins = {"q": q, "kv_cache": _paged(cache, page_size),
+           "weights": _widen(_reshape(_np(weights), (-1, _shape(q)[2])), ["float32"]),
+           "context_lens": _widen(_np(context_lens), ["int32"]), "block_table": _widen(_np(block_table), ["int32"])}
+    a = dict(k=int(k), max_context_len=int(max_context_len), page_size=page_size, layout=layout, sorted=sorted,
+             fast_path=fast_path, kernel=kernel)
+    a.update(attrs or {})
+    return _emit(_case("indexer.fused", name, ins, {"indices": _widen(_np(indices), ["int32", "int64"])}, a), out)
+
+
 def capture_topk(logits: Any, lengths: Any, indices: Any, k: int, index_base: str = "relative", row_starts: Any = None,
                  *, offsets: Any = None, page_table: Any = None, sorted: Optional[bool] = None,
                  fast_path: Optional[bool] = None, page_size: Optional[int] = None,
@@ -847,6 +873,7 @@ STAGE_HELPERS: Dict[str, Callable[..., Case]] = {
     "indexer.kcache_store": capture_kcache_store,
     "indexer.logits_ragged": capture_fp8_mqa_logits,
     "indexer.logits_paged": capture_fp8_paged_mqa_logits,
+    "indexer.fused": capture_fused_indexer,
     "indexer.topk": capture_topk,
     "indexer.npu_lightning": capture_ascend_li,
     "mla.kcache_store": capture_mla_kcache_store,

@@ -9,5 +9,6 @@ namespace kcache_store { Stage stage(); }
 namespace logits_ragged { Stage stage(); }
 namespace logits_paged { Stage stage(); }
 namespace topk { Stage stage(); }
+namespace fused { Stage stage(); }
 namespace npu_lightning { Stage stage(); }
 }  // namespace dsa::indexer

@@ -37,6 +37,8 @@ Expected assemble(const Case& c, const Params& p, const RefOptions& opt, const l
 Expected cuda(const Case& c, const Params& p, const RefOptions& opt);  // cuda.cpp: the exact logits on the GPU
 #endif
 std::vector<golden::Generator> generators();
+// The logits.paged_mtp generator (golden.cpp): also the input generator of indexer.fused.
+void generate_paged(const golden::GoldenSpec& s, std::uint64_t seed, int threads, Case& c);
 std::vector<golden::GoldenSpec> goldens();
 std::vector<golden::GoldenSpec> selftest_cases();
 std::vector<Mutant> mutants();

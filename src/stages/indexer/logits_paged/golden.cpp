@@ -24,9 +24,7 @@ using golden::S;
 using golden::kInf;
 using golden::kNaN;
 
-namespace {
-
-void gen_paged(const GoldenSpec& s, std::uint64_t seed, int threads, Case& c) {
+void generate_paged(const GoldenSpec& s, std::uint64_t seed, int threads, Case& c) {
   const Rng root(seed);
   const std::int64_t next_n = s.dim("next_n", 1), H = s.dim("H", s.model.n_heads), D = s.dim("D", s.model.head_dim);
   const std::int64_t ps = s.dim("page_size", s.model.page_size);
@@ -78,9 +76,6 @@ void gen_paged(const GoldenSpec& s, std::uint64_t seed, int threads, Case& c) {
   if (!c.has_attr("max_context_len")) c.attrs["max_context_len"] = AttrValue{std::max<std::int64_t>(1, (maxL + ps - 1) / ps * ps)};
 }
 
-
-}  // namespace
-
 std::vector<Generator> generators() {
   return {
       {"logits.paged_mtp", "indexer.logits_paged",
@@ -88,7 +83,7 @@ std::vector<Generator> generators() {
        "shuffled from a pool with extra_pages unowned poison pages, block_table spare_blocks wider (-1), tails of "
        "last pages poisoned; the cache in the layout of attr layout. list context_lens; dims next_n, H, D, page_size, "
        "spare_blocks, extra_pages; params context_lens_2d",
-       gen_paged}
+       generate_paged}
   };
 }
 

@@ -1,0 +1,63 @@
+// indexer.fused: schema, parse (the logits part validated as the indexer.logits_paged case it is), table entry.
+#include "profiles/profile.hpp"
+#include "stages/indexer/common/attrs.hpp"
+#include "stages/indexer/fused/core.hpp"
+#include "stages/indexer/table.hpp"
+
+namespace dsa::indexer::fused {
+namespace {
+
+const char* kName = "indexer.fused";
+
+Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& p) {
+  Params r;
+  r.k = a.i("k");
+  r.sorted = a.b("sorted");
+  r.fast_path = a.b("fast_path");
+  if (r.k <= 0) p.push_back({c.file, c.name, "attr k", "> 0", std::to_string(r.k)});
+  if (a.has("kernel")) r.kernel = a.s("kernel");
+  r.band_policy = a.s("logits_dtype") == "bf16" ? "bf16-logits" : "sm90-fp8";
+  auto lc = std::make_shared<Case>(logits_case(c));
+  apply_attr_defaults(*lc);
+  for (const Problem& q : validate_case(*lc, false)) p.push_back(q);  // same file, case and tensor names
+  r.logits_case = std::move(lc);
+  return r;
+}
+
+}  // namespace
+
+Stage stage() {
+  using D = DType;
+  const std::vector<DType> kFP8{D::fp8_e4m3fn}, kF32{D::f32};
+  Stage s;
+  s.name = kName;
+  s.summary = "fused indexer: paged fp8 MQA logits + top-k in one kernel (logits never materialised), judged against exact logits";
+  s.spec = "v32 §3.3-§3.5, §5";
+  s.pipeline_order = 45;
+  s.schema.attrs = {int_attr("k", 2048, "top-k width"),
+                    bool_attr("sorted", false, "output in descending score order"),
+                    bool_attr("fast_path", true, "rows with n <= k emit [0..n-1] then -1 regardless of scores"),
+                    required_int_attr("max_context_len", "key positions per row the kernel may select from (logits width)"),
+                    page_size_attr(), kcache_layout_attr(),
+                    logits_dtype_attr(),
+                    kernel_attr("indexer.logits_paged")};  // a profile emulating the logits: exact band on its emulated logits
+  s.schema.inputs = {{"q", kFP8, {"B,next_n,H,Dh"}, false, "fp8 queries"},
+                     {"kv_cache", {D::u8}, {"P,page_size,1,?"}, false, "fused paged cache in the byte layout of attr layout (§3.4)"},
+                     {"weights", kF32, {"B*next_n,H"}, false, "head gates, row b*next_n+t"},
+                     {"context_lens", {D::i32}, {"B", "B,next_n"}, false,
+                      "1-D: causal MTP rows see j <= L-next_n+t; 2-D: row (b,t) sees j < L[b,t]"},
+                     {"block_table", {D::i32}, {"B,?"}, false, "physical page ids per request"}};
+  s.schema.outputs = {{{"indices", {D::i32, D::i64}, {"B*next_n,?"}, false, "selected key positions, -1 padded"}, CompareKind::topk_set}};
+  s.parse = typed_parse(&parse);
+  s.impl[static_cast<std::size_t>(Backend::cpu)] = typed_impl(&cpu);
+#ifdef DSA_CUDA_BACKEND
+  s.impl[static_cast<std::size_t>(Backend::cuda)] = typed_impl(&cuda);
+#endif
+  s.generators = generators();
+  s.goldens = goldens();
+  s.selftest = selftest_cases();
+  s.mutants = mutants();
+  return s;
+}
+
+}  // namespace dsa::indexer::fused
