@@ -443,6 +443,20 @@ def main():
         g.create_dataset("inputs/extra_indices_in_kvcache", data=np.array([[[1, 2]]], np.int32))
     expect("model1_extra_past_cache.h5", 2, "inputs/extra_indices_in_kvcache")
 
+    # ---- widths only an attr gives (no stored tensor bounds them): the reference must fit the memory budget --------
+    with new("fused_huge_width.h5") as f:  # a fused indexer's logits never exist in the file
+        g = paged(f, "u", maxctx=1 << 40)
+        g.attrs["stage"] = "indexer.fused"
+        g.attrs["k"] = np.int64(4)
+        g.create_dataset("outputs/indices", data=np.array([[0, 1, 2, 3]], np.int32))
+    expect("fused_huge_width.h5", 2, "attr max_context_len: expected a reference within the memory budget")
+    with new("paged_inputs_only_huge_width.h5") as f:  # inputs captured for `expect`: no logits tensor anywhere
+        paged(f, "w", maxctx=1 << 40)
+    expect("paged_inputs_only_huge_width.h5", 2, "attr max_context_len: expected a reference within the memory budget", cmd="validate")
+    with new("ragged_inputs_only_huge_width.h5") as f:
+        ragged(f, "w", max_seqlen_k=np.int64(1 << 40), clean_logits=np.int64(0))
+    expect("ragged_inputs_only_huge_width.h5", 2, "attr max_seqlen_k: expected a reference within the memory budget", cmd="validate")
+
     # ---- names -------------------------------------------------------------------------------------------------
     with new("control_chars_name.h5") as f:
         topk(f, "x\nerror: forged", indices=[[0, 1]])

@@ -17,6 +17,10 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& p) {
   if (r.k <= 0) p.push_back({c.file, c.name, "attr k", "> 0", std::to_string(r.k)});
   if (a.has("kernel")) r.kernel = a.s("kernel");
   r.band_policy = a.s("logits_dtype") == "bf16" ? "bf16-logits" : "sm90-fp8";
+  // The logits never exist in the file: the reference's logits, M, mask, scores and bounds must fit the budget.
+  const std::int64_t R = c.input("q").dim(0) * c.input("q").dim(1), cols = a.i("max_context_len");
+  if (!check_reference_memory(c, static_cast<double>(R) * static_cast<double>(std::max<std::int64_t>(cols, 0)) * 37.0, "attr max_context_len", p))
+    return r;
   auto lc = std::make_shared<Case>(logits_case(c));
   apply_attr_defaults(*lc);
   for (const Problem& q : validate_case(*lc, false)) p.push_back(q);  // same file, case and tensor names

@@ -31,6 +31,12 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& p) {
   const auto P = kc.dim(0), ps = a.i("page_size"), next_n = c.input("q").dim(1);
   const std::int64_t per = cl.rank() == 2 ? cl.dim(1) : 1;
   if (r.max_context_len <= 0) p.push_back({c.file, c.name, "attr max_context_len", "> 0", std::to_string(r.max_context_len)});
+  // The width of logits no stored tensor holds (inputs-only cases for `expect`, indexer.fused) is only an attr: the
+  // reference's value, M and mask (and an emulation) must fit the memory budget. Stored logits are bounded by the
+  // file (and streamed in row tiles by check).
+  if (!c.outputs.count("logits") && !c.expected.count("logits"))
+    check_reference_memory(c, static_cast<double>(c.input("q").dim(0) * next_n) * static_cast<double>(std::max<std::int64_t>(r.max_context_len, 0)) * 17.0,
+                           "attr max_context_len", p);
   for (std::int64_t i = 0; i < cl.numel(); ++i)
     if (cl.data<std::int32_t>()[i] < 0) {
       p.push_back({c.file, c.name, "inputs/context_lens", ">= 0", "entry " + std::to_string(i) + ": " + std::to_string(cl.data<std::int32_t>()[i])});

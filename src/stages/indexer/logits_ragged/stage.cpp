@@ -42,6 +42,10 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& p) {
       break;
     }
   }
+  // As indexer.logits_paged: logits no stored tensor holds must fit the memory budget (inputs-only cases).
+  if (!c.outputs.count("logits") && !c.expected.count("logits"))
+    check_reference_memory(c, static_cast<double>(c.input("q").dim(0)) * static_cast<double>(msk > 0 ? msk : N) * 17.0,
+                           msk > 0 ? "attr max_seqlen_k" : "inputs/kv", p);
   for (const auto* g : {&c.outputs, &c.expected}) {
     auto it = g->find("logits");
     if (it == g->end()) continue;
