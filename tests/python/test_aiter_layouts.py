@@ -170,3 +170,17 @@ def test_a_wrong_byte_is_named_in_the_preshuffled_layout(repo_root, run_cli, tmp
     p = run_cli("check", path)
     assert p.returncode == 1, p.stdout + p.stderr
     assert "page 1 token 17 dim 37" in p.stdout, p.stdout
+
+
+@pytest.mark.parametrize("name,preshuffle", [("kcache_aiter_preshuffle", True), ("kcache_aiter_rowmajor_p1", False)])
+def test_read_back_recovers_what_the_fused_aiter_op_stored(repo_root, run_cli, tmp_path, name, preshuffle):
+    """aiter quantizes and stores in one op: the codes and scales read back from the cache (torch-free numpy here)
+    equal the golden's k_fp8 / k_scale, so the store case can be captured from the cache alone."""
+    ins, exp, _ = load(repo_root / "golden" / f"{name}.h5")
+    codes, scales = dsa_dump.aiter_kcache_read_back(exp["kv_cache"], ins["slot_mapping"], preshuffle=preshuffle)
+    ok = ins["slot_mapping"] >= 0
+    assert np.array_equal(codes[ok], ins["k_fp8"][ok]) and scales[ok].tobytes() == ins["k_scale"][ok].tobytes()
+    path = tmp_path / "rb.h5"
+    dsa_dump.capture_aiter_kcache_store(fp8(codes), scales, ins["slot_mapping"], ins["kv_cache_in"], exp["kv_cache"],
+                                        preshuffle=preshuffle, out=path)
+    assert "BITEXACT" in check_ok(run_cli, path)

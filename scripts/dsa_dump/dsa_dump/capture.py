@@ -180,6 +180,37 @@ def capture_kcache_store(k_fp8: Any, k_scale: Any, slot_mapping: Any, kv_cache_i
     return _emit(_case("indexer.kcache_store", name, ins, {"kv_cache": _paged(_np(kv_cache), page_size)}, a), out)
 
 
+def aiter_kcache_read_back(kv_cache: Any, slot_mapping: Any, *, preshuffle: bool, head_dim: int = 128) -> Any:
+    """The fp8 codes [T, head_dim] (uint8) and fp32 scales [T] that aiter's fused ``indexer_k_quant_and_cache``
+    stored for each token (slot -1: zeros), read back from the cache bytes after the call ([P, page_size, 132] or
+    [P, page_size, 1, 132]). With them the fused op is two checkable cases: ``capture_act_quant(k, codes, scales,
+    scale_fmt=...)`` (aiter: fp32 scale = max(amax, 1e-4) / 448, ue8m0 rounds it up to a power of two) and
+    ``capture_aiter_kcache_store(codes, scales, slot_mapping, cache_before, cache_after, preshuffle=...)``."""
+    def as_bytes(x: Any) -> Any:
+        x = _np(x)
+        if _dt.is_torch_tensor(x):
+            import torch
+
+            return x.view(torch.uint8).numpy()
+        return np.asarray(x).view(np.uint8)
+
+    cache = as_bytes(kv_cache)
+    P, ps = cache.shape[0], cache.shape[1]
+    pages = cache.reshape(P, ps * (head_dim + 4))
+    vals = pages[:, : ps * head_dim]
+    if preshuffle:  # tokens in groups of 16, tiles of 16 tokens x 16 dims (aiter's Gluon reader's view)
+        vals = vals.reshape(P, ps // 16, head_dim // 32, 2, 16, 16).transpose(0, 1, 4, 2, 3, 5)
+    vals = vals.reshape(P * ps, head_dim)
+    scales = np.ascontiguousarray(pages[:, ps * head_dim:]).view(np.float32).reshape(P * ps)
+    slots = np.asarray(_np(slot_mapping)).reshape(-1).astype(np.int64)  # torch CPU tensors convert too
+    ok = slots >= 0
+    codes = np.zeros((slots.size, head_dim), np.uint8)
+    sc = np.zeros(slots.size, np.float32)
+    codes[ok] = vals[slots[ok]]
+    sc[ok] = scales[slots[ok]]
+    return codes, sc
+
+
 def capture_aiter_kcache_store(k_fp8: Any, k_scale: Any, slot_mapping: Any, kv_cache_in: Any, kv_cache: Any, *,
                                preshuffle: bool, page_size: Optional[int] = None, name: Optional[str] = None,
                                out: Out = None, attrs: Optional[Dict[str, Any]] = None) -> Case:
