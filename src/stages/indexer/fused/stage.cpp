@@ -2,6 +2,7 @@
 #include "profiles/profile.hpp"
 #include "stages/indexer/common/attrs.hpp"
 #include "stages/indexer/fused/core.hpp"
+#include "stages/indexer/logits_paged/core.hpp"
 #include "stages/indexer/table.hpp"
 
 namespace dsa::indexer::fused {
@@ -32,7 +33,6 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& p) {
 
 Stage stage() {
   using D = DType;
-  const std::vector<DType> kFP8{D::fp8_e4m3fn}, kF32{D::f32};
   Stage s;
   s.name = kName;
   s.summary = "fused indexer: paged fp8 MQA logits + top-k in one kernel (logits never materialised), judged against exact logits";
@@ -45,12 +45,7 @@ Stage stage() {
                     page_size_attr(), kcache_layout_attr(),
                     logits_dtype_attr(),
                     kernel_attr("indexer.logits_paged")};  // a profile emulating the logits: exact band on its emulated logits
-  s.schema.inputs = {{"q", kFP8, {"B,next_n,H,Dh"}, false, "fp8 queries"},
-                     {"kv_cache", {D::u8}, {"P,page_size,1,?"}, false, "fused paged cache in the byte layout of attr layout (§3.4)"},
-                     {"weights", kF32, {"B*next_n,H"}, false, "head gates, row b*next_n+t"},
-                     {"context_lens", {D::i32}, {"B", "B,next_n"}, false,
-                      "1-D: causal MTP rows see j <= L-next_n+t; 2-D: row (b,t) sees j < L[b,t]"},
-                     {"block_table", {D::i32}, {"B,?"}, false, "physical page ids per request"}};
+  s.schema.inputs = logits_paged::input_schema();  // the inputs of fp8_paged_mqa_logits
   s.schema.outputs = {{{"indices", {D::i32, D::i64}, {"B*next_n,?"}, false, "selected key positions, -1 padded"}, CompareKind::topk_set}};
   s.parse = typed_parse(&parse);
   s.impl[static_cast<std::size_t>(Backend::cpu)] = typed_impl(&cpu);

@@ -29,6 +29,8 @@ inline std::int64_t valid_columns(const std::int32_t* cl, bool two_d, std::int64
   return std::clamp<std::int64_t>(n, 0, std::min(cols, reach));
 }
 
+// The stage's inputs (q, kv_cache, weights, context_lens, block_table): also indexer.fused's.
+std::vector<TensorSpec> input_schema();
 Expected cpu(const Case& c, const Params& p, const RefOptions& opt);
 // The Expected of computed logits tensors (rows [opt.row_begin, row_end)): the bounded RefTensor, the deepgemm-sm90
 // emulation when the case's kernel asks for it (computed on the host for every backend) and the coordinate names.

@@ -92,9 +92,19 @@ std::optional<logits::LogitOperands> operands(const Case& c, const Params& p, st
 
 }  // namespace
 
-Stage stage() {
+std::vector<TensorSpec> input_schema() {
   using D = DType;
   const std::vector<DType> kFP8{D::fp8_e4m3fn}, kF32{D::f32};
+  return {{"q", kFP8, {"B,next_n,H,Dh"}, false, "fp8 queries"},
+          {"kv_cache", {D::u8}, {"P,page_size,1,?"}, false, "fused paged cache in the byte layout of attr layout (§3.4)"},
+          {"weights", kF32, {"B*next_n,H"}, false, "head gates, row b*next_n+t"},
+          {"context_lens", {D::i32}, {"B", "B,next_n"}, false,
+           "1-D: causal MTP rows see j <= L-next_n+t; 2-D: row (b,t) sees j < L[b,t]"},
+          {"block_table", {D::i32}, {"B,?"}, false, "physical page ids per request"}};
+}
+
+Stage stage() {
+  using D = DType;
   Stage s;
   s.name = kName;
   s.summary = "DeepGEMM fp8_paged_mqa_logits: decode/MTP logits over the paged fp8 K cache";
@@ -104,12 +114,7 @@ Stage stage() {
   s.schema.attrs = {bool_attr("clean_logits", false, "columns past the row's causal length are -inf (1-D context_lens only)"),
                     required_int_attr("max_context_len", "number of logits columns"), page_size_attr(), kcache_layout_attr(),
                     logits_dtype_attr(), kernel_attr(kName)};
-  s.schema.inputs = {{"q", kFP8, {"B,next_n,H,Dh"}, false, "fp8 queries"},
-                     {"kv_cache", {D::u8}, {"P,page_size,1,?"}, false, "fused paged cache in the byte layout of attr layout (§3.4)"},
-                     {"weights", kF32, {"B*next_n,H"}, false, "head gates, row b*next_n+t"},
-                     {"context_lens", {D::i32}, {"B", "B,next_n"}, false,
-                      "1-D: causal MTP rows see j <= L-next_n+t; 2-D: row (b,t) sees j < L[b,t]"},
-                     {"block_table", {D::i32}, {"B,?"}, false, "physical page ids per request"}};
+  s.schema.inputs = input_schema();
   s.schema.outputs = {{{"logits", {D::f32, D::bf16}, {"B*next_n,max_context_len"}, false, "logits"}, CompareKind::bounded, false, true}};
   s.parse = typed_parse(&parse);
   s.impl[static_cast<std::size_t>(Backend::cpu)] = typed_impl(&cpu);
