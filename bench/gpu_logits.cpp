@@ -1,6 +1,6 @@
 // GPU benchmark of the exact MQA-logits reference (CUDA backend, issue #16): the shapes of DeepGEMM's tests,
 //   ragged S x N, H, D, causal prefill (row i sees keys [0, N - S + i + 1))
-//   paged B requests x context L, next_n, H, D (page size 64, shuffled block table)
+//   paged B requests x context L (a multiple of 64), next_n, H, D (page size 64, scattered block table)
 // Prints the wall time of the whole CUDA reference (uploads, digit planes, kernel, downloads, host fallbacks), its
 // device time and device memory (DSA_CUDA_STATS line of the engine), and checks bit-identity with the CPU reference
 // on sampled row tiles (the full CPU reference of the ragged shape takes minutes). Run by scripts/gpu_bench.sh
@@ -9,84 +9,19 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <numeric>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "backend/cuda.hpp"
+#include "bench/bench_cases.hpp"
 #include "stage/stage.hpp"
 
 using namespace dsa;
+using bench::paged_case;
+using bench::ragged_case;
 using i64 = std::int64_t;
 
 namespace {
-
-void fill_codes(Tensor& t, std::mt19937_64& g) {
-  for (auto& c : t.span<std::uint8_t>()) {
-    c = static_cast<std::uint8_t>(g() & 0xFF);
-    if ((c & 0x7F) == 0x7F) c = 0x38;
-  }
-}
-void fill_f32(Tensor& t, std::mt19937_64& g, float lo, float span) {
-  for (auto& x : t.span<float>()) x = lo + span * static_cast<float>(g() % 65536) / 65536.0f;
-}
-
-Case ragged_case(i64 S, i64 N, i64 H, i64 D) {
-  std::mt19937_64 g(42);
-  Case c;
-  c.name = "bench";
-  c.stage = "indexer.logits_ragged";
-  c.inputs["q"] = Tensor(DType::fp8_e4m3fn, {S, H, D});
-  c.inputs["kv"] = Tensor(DType::fp8_e4m3fn, {N, D});
-  c.inputs["kv_scale"] = Tensor(DType::f32, {N});
-  c.inputs["weights"] = Tensor(DType::f32, {S, H});
-  fill_codes(c.inputs["q"], g);
-  fill_codes(c.inputs["kv"], g);
-  fill_f32(c.inputs["kv_scale"], g, 0.001f, 0.01f);
-  fill_f32(c.inputs["weights"], g, -1.0f, 2.0f);
-  std::vector<std::int32_t> ks(static_cast<std::size_t>(S), 0), ke(static_cast<std::size_t>(S));
-  for (i64 i = 0; i < S; ++i) ke[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(N - S + i + 1);
-  c.inputs["ks"] = Tensor::from_vector(DType::i32, {S}, ks);
-  c.inputs["ke"] = Tensor::from_vector(DType::i32, {S}, ke);
-  apply_attr_defaults(c);
-  return c;
-}
-
-Case paged_case(i64 B, i64 L, i64 NN, i64 H, i64 D) {
-  std::mt19937_64 g(43);
-  const i64 ps = 64, MB = (L + ps - 1) / ps, P = B * MB;
-  Case c;
-  c.name = "bench";
-  c.stage = "indexer.logits_paged";
-  c.inputs["q"] = Tensor(DType::fp8_e4m3fn, {B, NN, H, D});
-  fill_codes(c.inputs["q"], g);
-  Tensor cache(DType::u8, {P, ps, 1, D + 4});
-  std::uint8_t* cb = cache.data<std::uint8_t>();
-  for (i64 p = 0; p < P; ++p) {
-    for (i64 i = 0; i < ps * D; ++i) {
-      auto x = static_cast<std::uint8_t>(g() & 0xFF);
-      cb[p * ps * (D + 4) + i] = (x & 0x7F) == 0x7F ? 0x38 : x;
-    }
-    for (i64 t = 0; t < ps; ++t) {
-      const float s = 0.001f + 0.01f * static_cast<float>(g() % 65536) / 65536.0f;
-      std::memcpy(cb + p * ps * (D + 4) + ps * D + 4 * t, &s, 4);
-    }
-  }
-  c.inputs["kv_cache"] = cache;
-  c.inputs["weights"] = Tensor(DType::f32, {B * NN, H});
-  fill_f32(c.inputs["weights"], g, -1.0f, 2.0f);
-  std::vector<std::int32_t> pages(static_cast<std::size_t>(P));
-  std::iota(pages.begin(), pages.end(), 0);
-  std::shuffle(pages.begin(), pages.end(), g);
-  c.inputs["block_table"] = Tensor::from_vector(DType::i32, {B, MB}, pages);
-  c.inputs["context_lens"] = Tensor::from_vector(DType::i32, {B}, std::vector<std::int32_t>(static_cast<std::size_t>(B), static_cast<std::int32_t>(L)));
-  c.attrs["max_context_len"] = L;
-  c.attrs["clean_logits"] = i64{0};
-  apply_attr_defaults(c);
-  return c;
-}
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -109,12 +44,12 @@ int main(int argc, char** argv) {
   i64 macs = 0, rows = 0, per = 1;
   if (kind == "ragged" && argc == 6) {
     const i64 S = arg(2), N = arg(3), H = arg(4), D = arg(5);
-    c = ragged_case(S, N, H, D);
+    c = ragged_case(S, N, H, D, true);
     for (i64 i = 0; i < S; ++i) macs += (N - S + i + 1) * H * D;
     rows = S;
   } else if (kind == "paged" && argc == 7) {
     const i64 B = arg(2), L = arg(3), NN = arg(4), H = arg(5), D = arg(6);
-    c = paged_case(B, L, NN, H, D);
+    c = paged_case(B, NN, L, H, D);
     for (i64 t = 0; t < NN; ++t) macs += B * (L - NN + t + 1) * H * D;
     rows = B * NN;
     per = NN;
