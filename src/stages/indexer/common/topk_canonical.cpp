@@ -16,6 +16,13 @@ std::vector<std::int64_t> topk_canonical(const double* scores, std::int64_t len,
   return pos;
 }
 
+std::vector<std::int64_t> topk_selection(const double* scores, std::int64_t len, std::int64_t k, bool fast_path) {
+  if (!fast_path || len > k) return topk_canonical(scores, len, k);
+  std::vector<std::int64_t> v(static_cast<std::size_t>(std::max<std::int64_t>(len, 0)));
+  std::iota(v.begin(), v.end(), std::int64_t{0});
+  return v;
+}
+
 double topk_last_score(const double* scores, std::int64_t len) {
   if (len <= 0) return -std::numeric_limits<double>::infinity();
   std::int64_t last = 0;

@@ -20,6 +20,9 @@ inline bool topk_before(double a, std::int64_t pa, double b, std::int64_t pb) {
 // The first min(k, len) positions of scores[0..len) in canonical order.
 std::vector<std::int64_t> topk_canonical(const double* scores, std::int64_t len, std::int64_t k);
 
+// What a top-k kernel selects: the fast path's [0..len-1] when len <= k (fast_path), else topk_canonical.
+std::vector<std::int64_t> topk_selection(const double* scores, std::int64_t len, std::int64_t k, bool fast_path);
+
 // The candidate last in canonical order among scores[0..len) (the smallest; NaN only when all are NaN);
 // -inf when len == 0. This is the k-th largest score tau when len <= k.
 double topk_last_score(const double* scores, std::int64_t len);

@@ -70,14 +70,8 @@ Expected reference(const Case& c, const Params& p, const RefOptions& opt, Backen
       row[j] = j < n ? vals.value(r * C + j) : -inf;
       bd[j] = j < n && !emulate ? rtol * std::fabs(M[r * C + j]) + atol + ulp_of(row[j], bf16) : 0.0;
     }
-    std::vector<std::int64_t> sel;
-    if (n <= k && p.fast_path) {
-      for (std::int64_t q = 0; q < n; ++q) sel.push_back(q);
-      kth[static_cast<std::size_t>(r)] = topk_last_score(row, n);
-    } else {
-      sel = topk_canonical(row, n, k);
-      kth[static_cast<std::size_t>(r)] = n <= k ? topk_last_score(row, n) : (sel.empty() ? -inf : row[sel.back()]);
-    }
+    const std::vector<std::int64_t> sel = topk_selection(row, n, k, p.fast_path);
+    kth[static_cast<std::size_t>(r)] = n <= k ? topk_last_score(row, n) : (sel.empty() ? -inf : row[sel.back()]);
     for (std::int64_t j = 0; j < W; ++j)
       value.data<std::int32_t>()[r * W + j] = j < static_cast<std::int64_t>(sel.size()) ? static_cast<std::int32_t>(sel[static_cast<std::size_t>(j)]) : -1;
   }

@@ -31,8 +31,7 @@ std::vector<golden::GoldenSpec> selftest_cases() {
 }
 
 namespace {
-// The kernel's selection computed from other scores: per row, the canonical top-k of score(r, p) over p < len
-// (fast path kept: rows with len <= k emit [0..len-1]).
+// The kernel's selection computed from other scores: per row, topk_selection of score(r, p) over p < len.
 template <class F>
 void select_by(Case& c, const Expected& E, F score) {
   Tensor& o = output(c, "indices");
@@ -42,11 +41,7 @@ void select_by(Case& c, const Expected& E, F score) {
     const std::int64_t n = rt.topk.len[static_cast<std::size_t>(r)];
     std::vector<double> row(static_cast<std::size_t>(n));
     for (std::int64_t q = 0; q < n; ++q) row[static_cast<std::size_t>(q)] = score(r, q);
-    std::vector<std::int64_t> sel;
-    if (n <= k && rt.topk.fast_path)
-      for (std::int64_t q = 0; q < n; ++q) sel.push_back(q);
-    else
-      sel = topk_canonical(row.data(), n, k);
+    const std::vector<std::int64_t> sel = topk_selection(row.data(), n, k, rt.topk.fast_path);
     for (std::int64_t j = 0; j < W; ++j) iset(o, r * W + j, j < static_cast<std::int64_t>(sel.size()) ? sel[static_cast<std::size_t>(j)] : -1);
   }
 }
