@@ -8,6 +8,7 @@
 #include "apps/dsa-check/commands.hpp"
 #include "pipeline/catalogue.hpp"
 #include "pipeline/golden.hpp"
+#include "pipeline/layers.hpp"
 
 namespace dsa::cli {
 
@@ -23,6 +24,9 @@ void print_catalogue(std::ostream& os) {
        << "      options: " << golden::options_str(s) << "\n"
        << "      " << s.doc << "\n";
   }
+  os << "\nlayer goldens (one file, several stages joined by links; * = committed):\n";
+  for (const auto& l : golden::layer_catalogue())
+    os << (l.committed ? "* " : "  ") << std::left << std::setw(32) << l.name << "seed " << l.seed << "\n      " << l.doc << "\n";
   os << "\ngenerators:\n";
   for (const Stage& st : stages())
     for (const auto& g : st.generators) os << "  " << std::left << std::setw(28) << g.name << std::setw(25) << g.stage << g.doc << "\n";
@@ -57,8 +61,13 @@ void add_golden(CLI::App& app, int& rc) {
       return;
     }
     std::vector<const golden::GoldenSpec*> specs;
+    std::vector<const golden::LayerSpec*> layers;
     for (const auto& n : o->cases) {
       const auto* s = golden::find_spec(n);
+      if (const auto* l = s ? nullptr : golden::find_layer_spec(n)) {
+        layers.push_back(l);
+        continue;
+      }
       if (!s) {
         std::cerr << "error: golden: unknown case '" << n << "' (see `dsa-check golden --list`)\n";
         rc = 2;
@@ -68,7 +77,9 @@ void add_golden(CLI::App& app, int& rc) {
     }
     for (const auto& s : golden::catalogue())
       if (o->all || (o->committed && s.committed)) specs.push_back(&s);
-    if (specs.empty() && !o->demo) {
+    for (const auto& l : golden::layer_catalogue())
+      if (o->all || (o->committed && l.committed)) layers.push_back(&l);
+    if (specs.empty() && layers.empty() && !o->demo) {
       std::cerr << "error: golden: nothing to do: give --list, --case NAME..., --committed, --all or --demo\n";
       rc = 2;
       return;
@@ -98,13 +109,13 @@ void add_golden(CLI::App& app, int& rc) {
         std::cerr << "\r\033[K[" << done << "/" << total << "] " << (done == total ? std::string("done") : name) << std::flush;
         if (done == total) std::cerr << "\n";
       };
-    if (o->demo && !specs.empty()) {
+    if (o->demo && (!specs.empty() || !layers.empty())) {
       std::cerr << "error: golden: --demo writes its own pair of files; do not combine it with --case/--committed/--all\n";
       rc = 2;
       return;
     }
     try {
-      const auto files = o->demo ? golden::write_demo(go.out_dir, go.seed.value_or(1), go.threads) : golden::write_goldens(specs, go);
+      const auto files = o->demo ? golden::write_demo(go.out_dir, go.seed.value_or(1), go.threads) : golden::write_goldens(specs, go, layers);
       std::cout << "golden: wrote " << files.size() << " file(s) and MANIFEST to " << o->out << "\n";
       rc = 0;
     } catch (const std::exception& e) {

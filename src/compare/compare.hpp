@@ -73,7 +73,14 @@ struct CheckResult {
   std::string emulation;                    // emulation profile compared against ("" = none)
   std::int64_t emulation_mismatches = -1;   // elements not bit-exact vs the emulation (-1 = not compared)
   std::vector<std::string> notes;           // extra lines (-v), sanity findings
-  bool pass() const { return verdict_pass(verdict); }
+  // Layer dumps (pipeline/layer.hpp): the layer the case belongs to ("" = none) and the case's position in the
+  // layer's pipeline order. End-to-end results (the reference chained from the layer's first inputs) are
+  // `informational`: shown and saved with their verdict, never counted as a failure (drift through bounded stages is
+  // not a kernel fault; each kernel is judged by its local result).
+  std::string layer;
+  std::int64_t layer_pos = -1;
+  bool informational = false;
+  bool pass() const { return informational || verdict_pass(verdict); }
   std::string name() const { return case_name + "/" + group + "/" + tensor; }
 };
 nlohmann::json to_json(const CheckResult& r);

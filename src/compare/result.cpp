@@ -38,11 +38,16 @@ nlohmann::json loc_json(const Location& l) {
 nlohmann::json to_json(const CheckResult& r) {
   nlohmann::json j{{"file", r.file}, {"case", r.case_name}, {"stage", r.stage}, {"group", r.group},
                    {"tensor", r.tensor}, {"kind", std::string(compare_kind_name(r.kind))},
-                   {"verdict", std::string(verdict_name(r.verdict))}, {"pass", r.pass()}, {"message", r.message},
+                   {"verdict", std::string(verdict_name(r.verdict))}, {"pass", verdict_pass(r.verdict)}, {"message", r.message},
                    {"numel", r.numel}, {"mismatches", r.mismatches},
                    {"tolerance", {{"profile", r.tol.profile}, {"rtol", num_json(r.tol.rtol)}, {"atol", num_json(r.tol.atol)}}},
                    {"notes", r.notes}};
   if (!r.step.empty()) j["step"] = r.step;
+  if (!r.layer.empty()) {
+    j["layer"] = r.layer;
+    j["layer_pos"] = r.layer_pos;
+  }
+  if (r.informational) j["informational"] = true;
   if (r.first) j["first"] = loc_json(*r.first);
   if (r.worst) j["worst"] = loc_json(*r.worst);
   if (!r.emulation.empty()) j["emulation"] = {{"profile", r.emulation}, {"mismatches", r.emulation_mismatches}};
@@ -97,6 +102,9 @@ CheckResult from_json(const nlohmann::json& j) {
     r.group = j.at("group").get<std::string>();
     r.tensor = j.at("tensor").get<std::string>();
     r.step = j.value("step", std::string());
+    r.layer = j.value("layer", std::string());
+    r.layer_pos = j.value("layer_pos", std::int64_t{-1});
+    r.informational = j.value("informational", false);
     const auto kind = j.at("kind").get<std::string>();
     bool kind_ok = false;
     for (auto k : {CompareKind::bytes, CompareKind::bounded, CompareKind::topk_set})

@@ -20,6 +20,9 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <algorithm>
+#include <functional>
+#include <map>
 #include <set>
 
 
@@ -86,6 +89,14 @@ H5O_type_t object_type(hid_t loc, const std::string& name) {
   H5O_info_t info;
   if (H5Oget_info_by_name(loc, name.c_str(), &info, H5P_DEFAULT) < 0) return H5O_TYPE_UNKNOWN;
   return info.type;
+}
+
+// The identity of the object a link of `loc` names (its file number and header address): two links, hard or soft,
+// name one dataset exactly when their ids are equal. "" when HDF5 cannot tell.
+std::string object_id(hid_t loc, const std::string& name) {
+  H5O_info_t info;
+  if (H5Oget_info_by_name(loc, name.c_str(), &info, H5P_DEFAULT) < 0) return "";
+  return std::to_string(info.fileno) + ":" + std::to_string(static_cast<unsigned long long>(info.addr));
 }
 
 // ---- attributes ----
@@ -689,6 +700,120 @@ std::string isolated_walk(const std::string& path, const ReadOptions& opt) {
 
 }  // namespace
 
+namespace {
+
+struct InputId {
+  std::size_t case_index;
+  std::string input, id;
+};
+struct AttrLink {
+  std::size_t case_index;
+  std::string input, source;
+};
+
+// The links between the cases of one file (Case::links): an input dataset that is another case's outputs/ or
+// expected/ dataset (same HDF5 object, through a hard or soft link), or an attr from:<input> = "CASE/GROUP/TENSOR".
+// An attr-named input absent from inputs/ is filled from its source; a present one must hold the source's bytes (same
+// dtype and element count; the shape may differ, e.g. [B*next_n, k] indices read as [B, next_n, k]). A link from
+// the case's own outputs, or a cycle of links, is a problem: a layer is a pipeline.
+void resolve_links(ReadResult& res, const std::vector<InputId>& input_ids, const std::map<std::string, std::string>& sources,
+                   const std::vector<AttrLink>& attr_links, std::vector<std::set<std::string>>& unreadable_of) {
+  if (input_ids.empty() && attr_links.empty()) return;
+  std::map<std::string, std::size_t> by_name;
+  for (std::size_t i = 0; i < res.cases.size(); ++i) by_name[res.cases[i].name] = i;
+  auto source_case = [](const std::string& src) { return src.substr(0, src.find('/')); };
+  for (const auto& in : input_ids) {
+    auto it = sources.find(in.id);
+    if (it == sources.end()) continue;
+    Case& c = res.cases[in.case_index];
+    if (source_case(it->second) == c.name) continue;  // reported below as a cycle only when named by an attr
+    c.links[in.input] = it->second;
+  }
+  for (const auto& al : attr_links) {
+    Case& c = res.cases[al.case_index];
+    const std::string what = "attr " + std::string(kLinkAttrPrefix) + al.input;
+    auto bad = [&](const std::string& expected, const std::string& found) {
+      res.problems.push_back({c.file, c.name, what, expected, found});
+      unreadable_of[al.case_index].insert("inputs/" + al.input);
+    };
+    const auto s1 = al.source.find('/'), s2 = s1 == std::string::npos ? s1 : al.source.find('/', s1 + 1);
+    if (s2 == std::string::npos || al.source.find('/', s2 + 1) != std::string::npos) {
+      bad("'CASE/outputs/TENSOR' or 'CASE/expected/TENSOR' (a tensor of another case of this file)", "'" + printable(al.source) + "'");
+      continue;
+    }
+    const std::string sc = al.source.substr(0, s1), sg = al.source.substr(s1 + 1, s2 - s1 - 1), st = al.source.substr(s2 + 1);
+    auto ci = by_name.find(sc);
+    if (sg != "outputs" && sg != "expected") {
+      bad("a source in outputs/ or expected/ of another case", "group '" + printable(sg) + "'");
+      continue;
+    }
+    if (ci == by_name.end()) {
+      std::string names;
+      for (const auto& [n, i] : by_name) names += (names.empty() ? "" : ", ") + n;
+      bad("a case of this file (" + printable(names) + ")", "'" + printable(sc) + "'");
+      continue;
+    }
+    if (sc == c.name) {
+      bad("another case's tensor (a case's input cannot be its own output)", "'" + printable(al.source) + "'");
+      continue;
+    }
+    const Case& src = res.cases[ci->second];
+    const TensorMap& g = sg == "outputs" ? src.outputs : src.expected;
+    auto ti = g.find(st);
+    if (ti == g.end()) {
+      std::string names;
+      for (const auto& [n, t] : g) names += (names.empty() ? "" : ", ") + n;
+      bad("a tensor of " + sc + "/" + sg + "/ (" + (names.empty() ? "none" : printable(names)) + ")", "'" + printable(st) + "'");
+      continue;
+    }
+    if (ti->second.is_deferred()) {
+      bad("a source tensor loaded whole (raise --stream-over above its size)", printable(al.source) + " streamed in row tiles");
+      continue;
+    }
+    if (auto li = c.links.find(al.input); li != c.links.end() && li->second != al.source) {
+      bad("the source its HDF5 link names (" + printable(li->second) + ")", "'" + printable(al.source) + "'");
+      continue;
+    }
+    auto ii = c.inputs.find(al.input);
+    if (ii == c.inputs.end()) {
+      c.inputs.emplace(al.input, ti->second);
+    } else if (ii->second.dtype() != ti->second.dtype() || ii->second.numel() != ti->second.numel() ||
+               (ii->second.nbytes() > 0 && std::memcmp(ii->second.raw(), ti->second.raw(), static_cast<std::size_t>(ii->second.nbytes())) != 0)) {
+      bad("inputs/" + al.input + " holding the bytes of " + printable(al.source) + " (" + std::string(dtype_name(ti->second.dtype())) + ", " +
+              std::to_string(ti->second.numel()) + " elements)",
+          std::string(dtype_name(ii->second.dtype())) + ", " + std::to_string(ii->second.numel()) + " elements" +
+              (ii->second.dtype() == ti->second.dtype() && ii->second.numel() == ti->second.numel() ? ", other bytes" : ""));
+      continue;
+    }
+    c.links[al.input] = al.source;
+  }
+  // A cycle (A's input from B's output and B's from A's) is no pipeline: reported at the link that closes it.
+  std::vector<int> state(res.cases.size(), 0);  // 0 new, 1 on the stack, 2 done
+  std::vector<std::size_t> stack;
+  std::function<void(std::size_t)> visit = [&](std::size_t i) {
+    state[i] = 1;
+    stack.push_back(i);
+    for (const auto& [input, src] : res.cases[i].links) {
+      auto ci = by_name.find(source_case(src));
+      if (ci == by_name.end()) continue;
+      if (state[ci->second] == 1) {
+        std::string cyc;
+        for (auto k = std::find(stack.begin(), stack.end(), ci->second); k != stack.end(); ++k) cyc += res.cases[*k].name + " -> ";
+        res.problems.push_back({res.cases[i].file, res.cases[i].name, "inputs/" + input, "links that form a pipeline (no cycle)",
+                                "a cycle of links: " + printable(cyc + res.cases[ci->second].name)});
+      } else if (state[ci->second] == 0) {
+        visit(ci->second);
+      }
+    }
+    stack.pop_back();
+    state[i] = 2;
+  };
+  for (std::size_t i = 0; i < res.cases.size(); ++i)
+    if (state[i] == 0) visit(i);
+}
+
+}  // namespace
+
 ReadResult read_file(const std::string& path, const ReadOptions& opt) {
   ReadResult res;
   QuietErrors quiet;
@@ -723,6 +848,11 @@ ReadResult read_file(const std::string& path, const ReadOptions& opt) {
   if (!list_links(root, links)) return file_problem("a readable root group", "a corrupt link table (HDF5 cannot list the root group)");
   std::int64_t budget_left = opt.max_total_bytes;
   int n_case_groups = 0;
+  std::map<std::string, Tensor> loaded;            // object id -> its tensor (read once)
+  std::map<std::string, std::string> sources;      // object id -> "CASE/outputs/T" (first outputs/expected holding it)
+  std::vector<InputId> input_ids;                  // every input's object id
+  std::vector<AttrLink> attr_links;                // attrs from:<input>
+  std::vector<std::set<std::string>> unreadable_of;  // per case: tensors that failed to load
   for (const auto& link : links) {
     const std::string& name = link.name;
     if (auto e = link_problem(root, link); !e.empty()) {
@@ -765,6 +895,10 @@ ReadResult read_file(const std::string& path, const ReadOptions& opt) {
         if (!i || *i != kSchemaVersion)
           res.problems.push_back({path, name, "attr schema_version", std::to_string(kSchemaVersion) + " (this dsa-check reads schema v1)",
                                   attr_to_string(v)});
+      } else if (an.rfind(kLinkAttrPrefix, 0) == 0) {
+        auto st = std::get_if<std::string>(&v);
+        if (st && an.size() > std::strlen(kLinkAttrPrefix)) attr_links.push_back({res.cases.size(), an.substr(std::strlen(kLinkAttrPrefix)), *st});
+        else res.problems.push_back({path, name, "attr " + an, "a string 'CASE/outputs/TENSOR' naming the output this input is taken from", attr_to_string(v)});
       } else {
         c.attrs[an] = v;
       }
@@ -776,6 +910,7 @@ ReadResult read_file(const std::string& path, const ReadOptions& opt) {
     std::vector<Link> members;
     if (!list_links(g, members)) {
       res.problems.push_back({path, name, "", "a readable case group", "a corrupt link table (HDF5 cannot list the group)"});
+      unreadable_of.push_back({"*"});  // not validated: its tensors were never listed
       res.cases.push_back(std::move(c));
       continue;
     }
@@ -819,29 +954,47 @@ ReadResult read_file(const std::string& path, const ReadOptions& opt) {
           unreadable.insert(tpath);
           continue;
         }
-        if (auto t = read_dataset(sub, gname, tn, DsCtx{path, name, res.problems, budget_left, &c}, opt)) dst.emplace(tn, std::move(*t));
-        else unreadable.insert(tpath);
+        // One dataset linked from several places (a layer dump's input hard- or soft-linked to another case's
+        // output, inputs shared by two cases) is read once: its tensors share storage.
+        const std::string id = object_id(sub, tn);
+        if (auto it = loaded.find(id); !id.empty() && it != loaded.end() && !it->second.is_deferred()) {
+          dst.emplace(tn, it->second);
+        } else if (auto t = read_dataset(sub, gname, tn, DsCtx{path, name, res.problems, budget_left, &c}, opt)) {
+          if (!id.empty() && !loaded.count(id)) loaded.emplace(id, *t);
+          dst.emplace(tn, std::move(*t));
+        } else {
+          unreadable.insert(tpath);
+          continue;
+        }
+        if (id.empty()) continue;
+        if (std::string(gname) == "inputs") input_ids.push_back({res.cases.size(), tn, id});
+        else sources.try_emplace(id, name + "/" + gname + "/" + tn);
       }
     }
     for (const auto& other : members)
       if (other.name != "inputs" && other.name != "outputs" && other.name != "expected")
         res.problems.push_back({path, name, other.name, "only inputs/, outputs/, expected/ in a case", "'" + other.name + "'"});
     if (opt.apply_defaults && opt.defaults) opt.defaults(c);
-    // Validate even when something failed to load, so that every problem of the file is reported at once;
-    // tensors that failed to load are not reported again (as missing). An unknown or missing stage is already
-    // reported above.
-    if (opt.validate && !c.stage.empty()) {
-      Case with_defaults;
-      const Case* v = &c;
-      if (!opt.apply_defaults && opt.defaults) {
-        with_defaults = c;
-        opt.defaults(with_defaults);
-        v = &with_defaults;
-      }
-      for (auto& p : opt.validate(*v, opt.load_outputs))
-        if (!unreadable.count(p.tensor)) res.problems.push_back(std::move(p));
-    }
+    unreadable_of.push_back(std::move(unreadable));
     res.cases.push_back(std::move(c));
+  }
+  // Layer dumps: which inputs are other cases' outputs (hard / soft links, attrs from:), before validation (an input
+  // given by an attr alone is filled in here).
+  resolve_links(res, input_ids, sources, attr_links, unreadable_of);
+  // Validate even when something failed to load, so that every problem of the file is reported at once; tensors that
+  // failed to load are not reported again (as missing). An unknown or missing stage is already reported above.
+  for (std::size_t i = 0; i < res.cases.size() && opt.validate; ++i) {
+    const Case& c = res.cases[i];
+    if (c.stage.empty() || unreadable_of[i].count("*")) continue;
+    Case with_defaults;
+    const Case* v = &c;
+    if (!opt.apply_defaults && opt.defaults) {
+      with_defaults = c;
+      opt.defaults(with_defaults);
+      v = &with_defaults;
+    }
+    for (auto& p : opt.validate(*v, opt.load_outputs))
+      if (!unreadable_of[i].count(p.tensor)) res.problems.push_back(std::move(p));
   }
   if (n_case_groups == 0 && res.problems.empty()) file_problem("at least one case group (with a stage attribute)", "an empty file");
   return res;
@@ -864,6 +1017,25 @@ void write_file(const std::string& path, const std::vector<Case>& cases, const s
     {
       H file(H5Fcreate(tmp.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
       if (!file.ok()) throw std::runtime_error(path + ": cannot create file (directory not writable?)");
+      // A linked input (Case::links) whose source is written too, with its shape and bytes, becomes a hard link to
+      // that dataset (created once every case exists); any other linked input is written whole, with attr from:.
+      auto linked_source = [&](const Case& c, const std::string& input, const Tensor& t) -> std::string {
+        auto li = c.links.find(input);
+        if (li == c.links.end()) return "";
+        const std::string& src = li->second;
+        const auto s1 = src.find('/'), s2 = src.rfind('/');
+        if (s1 == std::string::npos || s2 <= s1) return "";
+        for (const Case& o : cases) {
+          if (o.name != src.substr(0, s1) || &o == &c) continue;
+          const std::string grp = src.substr(s1 + 1, s2 - s1 - 1);
+          const TensorMap* m = grp == "outputs" ? &o.outputs : grp == "expected" ? &o.expected : nullptr;
+          if (!m) return "";
+          auto ti = m->find(src.substr(s2 + 1));
+          return ti != m->end() && !ti->second.is_deferred() && !t.is_deferred() && ti->second.same_bytes(t) ? "/" + src : "";
+        }
+        return "";
+      };
+      std::vector<std::pair<std::string, std::string>> hard;  // (link path, target path)
       for (const Case& c : cases) {
         H g(H5Gcreate2(file, c.name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
         if (!g.ok()) throw std::runtime_error(path + ": cannot create case group '" + c.name + "'");
@@ -875,9 +1047,21 @@ void write_file(const std::string& path, const std::vector<Case>& cases, const s
           if (m->empty() && std::string(gname) != "inputs") continue;
           H sub(H5Gcreate2(g, gname, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
           if (!sub.ok()) throw std::runtime_error(path + ": cannot create group " + gname);
-          for (const auto& [tn, t] : *m) write_dataset(sub, tn, t);
+          for (const auto& [tn, t] : *m) {
+            if (std::string(gname) == "inputs" && c.links.count(tn)) {
+              if (auto src = linked_source(c, tn, t); !src.empty()) {
+                hard.emplace_back("/" + c.name + "/inputs/" + tn, src);
+                continue;
+              }
+              write_attr(g, kLinkAttrPrefix + tn, AttrValue{c.links.at(tn)});
+            }
+            write_dataset(sub, tn, t);
+          }
         }
       }
+      for (const auto& [link, src] : hard)
+        if (H5Lcreate_hard(file, src.c_str(), file, link.c_str(), H5P_DEFAULT, H5P_DEFAULT) < 0)
+          throw std::runtime_error(path + ": cannot link " + link + " to " + src);
       if (H5Fflush(file, H5F_SCOPE_GLOBAL) < 0) throw std::runtime_error(path + ": flush failed (disk full?)");
     }
     if (g_before_rename_hook) g_before_rename_hook(tmp);

@@ -16,6 +16,9 @@ namespace dsa::io {
 
 inline constexpr std::int64_t kSchemaVersion = 1;
 
+// Attr prefix of a layer dump's named link: attr `from:q` = "CASE/outputs/TENSOR" (Case::links).
+inline constexpr const char* kLinkAttrPrefix = "from:";
+
 struct ReadResult {
   std::vector<Case> cases;        // cases that loaded (possibly with schema problems, see `problems`)
   std::vector<Problem> problems;  // every I/O and schema problem found, one per line

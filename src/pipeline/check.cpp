@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "io/paths.hpp"
+#include "pipeline/layer.hpp"
 #include "pipeline/load.hpp"
 #include "report/console.hpp"
 #include "report/json.hpp"
@@ -26,6 +27,73 @@
 
 
 namespace dsa::pipeline {
+
+namespace {
+
+// Worst verdict of a list of results (ERROR worst, then the failing ones, then WITHIN_BOUND, BITEXACT).
+cmp::Verdict worst_verdict(const std::vector<const cmp::CheckResult*>& v) {
+  auto rank = [](cmp::Verdict x) { return x == cmp::Verdict::ERROR ? 3 : !cmp::verdict_pass(x) ? 2 : x == cmp::Verdict::WITHIN_BOUND ? 1 : 0; };
+  cmp::Verdict w = cmp::Verdict::BITEXACT;
+  for (const auto* r : v)
+    if (rank(r->verdict) > rank(w)) w = r->verdict;
+  return w;
+}
+
+// Layers (results with `layer`): per (file, layer), the cases in layer_pos order; the first whose LOCAL verdict fails
+// is the first divergence; the end-to-end verdicts below it say how far the fault travels.
+std::vector<std::string> layer_divergence(const std::vector<cmp::CheckResult>& results) {
+  struct Pos {
+    std::string stage, case_name;
+    std::vector<const cmp::CheckResult*> local, e2e;
+  };
+  std::map<std::pair<std::string, std::string>, std::map<std::int64_t, Pos>> layers;
+  std::vector<std::pair<std::string, std::string>> order;
+  for (const auto& r : results) {
+    if (r.layer.empty() || r.group == "determinism" || r.group == "consistency") continue;
+    const auto key = std::make_pair(r.file, r.layer);
+    if (!layers.count(key)) order.push_back(key);
+    Pos& p = layers[key][r.layer_pos];
+    p.stage = r.stage;
+    p.case_name = r.case_name;
+    (r.informational ? p.e2e : p.local).push_back(&r);
+  }
+  std::vector<std::string> out;
+  for (const auto& key : order) {
+    const auto& L = layers[key];
+    const Pos* first = nullptr;
+    std::string chain, drift;
+    for (const auto& [pos, p] : L) {
+      chain += (chain.empty() ? "" : " -> ") + p.stage;
+      const cmp::Verdict lv = worst_verdict(p.local);
+      if (!first && !cmp::verdict_pass(lv)) {
+        first = &p;
+        continue;
+      }
+      if (p.e2e.empty()) continue;
+      const cmp::Verdict ev = worst_verdict(p.e2e);
+      if (ev != cmp::Verdict::BITEXACT) {
+        bool band = false, own = false;
+        for (const auto* r : p.e2e) {
+          band = band || (r->topk && r->topk->swaps > 0 && r->pass());
+          for (const auto& n : r->notes) own = own || n.find("own selection") != std::string::npos;
+        }
+        drift += std::string(drift.empty() ? "" : ", ") + p.stage + " " + std::string(cmp::verdict_name(ev)) +
+                 (band ? " (differs from the chain only inside the tie band)" : "") + (own ? " (on the kernel's own top-k)" : "");
+      }
+    }
+    const std::string where = "layer " + key.second + " of " + key.first + " [" + chain + "]";
+    if (first)
+      out.push_back(where + ": first divergence: " + first->stage + " (case '" + first->case_name + "', local " +
+                    std::string(cmp::verdict_name(worst_verdict(first->local))) + ")" +
+                    (drift.empty() ? "" : "; end to end below it: " + drift));
+    else
+      out.push_back(where + ": no divergence: all " + std::to_string(L.size()) + " cases pass locally" +
+                    (drift.empty() ? "; end to end bit-exact" : "; end to end: " + drift));
+  }
+  return out;
+}
+
+}  // namespace
 
 std::vector<std::string> first_divergence(const std::vector<cmp::CheckResult>& results) {
   // key (file, step) -> stage order -> (stage, case, any failing)
@@ -36,8 +104,9 @@ std::vector<std::string> first_divergence(const std::vector<cmp::CheckResult>& r
   std::map<std::pair<std::string, std::string>, std::map<int, std::vector<StageInfo>>> groups;
   std::vector<std::pair<std::string, std::string>> order;
   std::set<std::pair<std::string, std::string>> seen_case;
+  std::vector<std::string> out = layer_divergence(results);
   for (const auto& r : results) {
-    if (r.group == "determinism") continue;
+    if (r.group == "determinism" || !r.layer.empty()) continue;
     const Stage* st = find_stage(r.stage);
     const int po = st ? st->pipeline_order : 1 << 20;
     const auto key = std::make_pair(r.file, r.step);
@@ -50,7 +119,6 @@ std::vector<std::string> first_divergence(const std::vector<cmp::CheckResult>& r
     }
     it->fail = it->fail || !r.pass();
   }
-  std::vector<std::string> out;
   for (const auto& key : order) {
     const auto& g = groups[key];
     std::set<std::string> stages;
@@ -112,11 +180,22 @@ RunReport run_checks(const RunOptions& o, const ProgressFn& progress) {
       rep.problems.push_back(p.str());
       bad.insert(p.case_name);
     }
+    std::vector<Case> kept;
     for (auto& c : rr.cases) {
       if (bad.count(c.name)) continue;  // reported above; not checked
       if (!o.stage_glob.empty() && ::fnmatch(o.stage_glob.c_str(), c.stage.c_str(), 0) != 0) continue;
       if (!o.case_glob.empty() && ::fnmatch(o.case_glob.c_str(), c.name.c_str(), 0) != 0) continue;
-      if (o.shard_count > 1 && shard_of(f, c.name, o.shard_count) != o.shard_index) continue;
+      kept.push_back(std::move(c));
+    }
+    // Shards: a layer's cases stay together (the shard of its first case in pipeline order).
+    std::vector<std::string> shard_key(kept.size());
+    for (std::size_t i = 0; i < kept.size(); ++i) shard_key[i] = kept[i].name;
+    if (o.shard_count > 1)
+      for (const auto& l : find_layers(kept))
+        for (std::size_t i : l.order) shard_key[i] = kept[l.order.front()].name;
+    for (std::size_t i = 0; i < kept.size(); ++i) {
+      Case& c = kept[i];
+      if (o.shard_count > 1 && shard_of(f, shard_key[i], o.shard_count) != o.shard_index) continue;
       params.push_back(parsed.count(c.name) ? parsed[c.name] : nullptr);
       cases.push_back(std::move(c));
     }
@@ -133,8 +212,14 @@ RunReport run_checks(const RunOptions& o, const ProgressFn& progress) {
   // instead of starting N full teams (the results do not depend on the thread count).
   CheckOptions copt = o.check;
   if (jobs > 1 && copt.threads <= 0) copt.threads = std::max(1, omp_get_max_threads() / jobs);
+  // Layers (cases joined by links) are checked as chains after the single cases, each in pipeline order.
+  const std::vector<Layer> layers = find_layers(cases);
+  std::vector<int> layer_of(cases.size(), -1);
+  for (std::size_t li = 0; li < layers.size(); ++li)
+    for (std::size_t i : layers[li].order) layer_of[i] = static_cast<int>(li);
   auto worker = [&] {
     for (std::size_t i; (i = next++) < cases.size();) {
+      if (layer_of[i] >= 0) continue;
       per[i] = params[i] ? check_case(BoundCase{&cases[i], find_stage(cases[i].stage), params[i]}, copt) : check_case(cases[i], copt);
       const std::size_t d = ++done;
       if (progress) {
@@ -150,11 +235,27 @@ RunReport run_checks(const RunOptions& o, const ProgressFn& progress) {
     for (int t = 0; t < jobs; ++t) ts.emplace_back(worker);
     for (auto& t : ts) t.join();
   }
-  for (std::size_t i = 0; i < per.size(); ++i)
-    for (auto& r : per[i]) {
-      if (cases[i].has_attr("step")) r.step = attr_to_string(cases[i].attrs.at("step"));
-      rep.results.push_back(std::move(r));
+  {
+    CheckOptions lopt = o.check;  // a layer's cases run one after another: every core for each reference
+    for (const auto& l : layers) {
+      auto lr = check_layer(l, cases, params, lopt);
+      for (std::size_t k = 0; k < l.order.size(); ++k) {
+        per[l.order[k]] = std::move(lr[k]);
+        const std::size_t d = ++done;
+        if (progress) progress(d, cases.size(), cases[l.order[k]]);
+      }
     }
+  }
+  // Report order: file/case order, a layer's cases together (pipeline order) where its first case stands.
+  for (std::size_t i = 0; i < per.size(); ++i) {
+    const int li = layer_of[i];
+    if (li >= 0 && *std::min_element(layers[li].order.begin(), layers[li].order.end()) != i) continue;
+    for (std::size_t j : li >= 0 ? layers[li].order : std::vector<std::size_t>{i})
+      for (auto& r : per[j]) {
+        if (cases[j].has_attr("step")) r.step = attr_to_string(cases[j].attrs.at("step"));
+        rep.results.push_back(std::move(r));
+      }
+  }
   // --deterministic: identical index tensors across dumps of the same case name.
   if (o.check.deterministic) {
     std::map<std::pair<std::string, std::string>, std::vector<const Case*>> by;

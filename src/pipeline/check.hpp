@@ -23,7 +23,7 @@ struct RunOptions {
   int color = -1;                     // -1 auto (stdout is a TTY), 0 never, 1 always
   std::string json_path, junit_path;
   std::int64_t max_memory = 0;        // bytes of tensors one file may load (0 = io::default_memory_budget())
-  std::int64_t shard_index = 0, shard_count = 1;  // --shard i/N: only the cases with shard_of(...) == i
+  std::int64_t shard_index = 0, shard_count = 1;  // --shard i/N: only the cases with shard_of(...) == i (a layer: its first case's)
   // Outputs of a row-tiled stage (Stage::tiling) bigger than this many bytes are not loaded but streamed in row tiles
   // (--stream-over, MiB on the CLI; 0 = stream every such output).
   std::int64_t stream_over = std::int64_t{256} << 20;

@@ -15,13 +15,14 @@
 
 #include "io/h5io.hpp"
 #include "pipeline/catalogue.hpp"
+#include "pipeline/layers.hpp"
 #include "stage/mutant_kit.hpp"
 
 namespace dsa::golden {
 
 namespace fs = std::filesystem;
 
-Case make_case(const GoldenSpec& spec, std::optional<std::uint64_t> seed, int threads, Expected* reference, Backend backend) {
+Case generate_inputs(const GoldenSpec& spec, std::optional<std::uint64_t> seed, int threads) {
   const Generator* g = find_generator(spec.generator);
   if (!g) throw std::runtime_error("golden case '" + spec.name + "': unknown generator '" + spec.generator + "'");
   const Stage* st = find_stage(spec.stage);
@@ -53,6 +54,17 @@ Case make_case(const GoldenSpec& spec, std::optional<std::uint64_t> seed, int th
   }
   c.attrs["golden_generator"] = AttrValue{g->name};
   c.attrs["golden_seed"] = AttrValue{std::to_string(sd)};  // string: seeds span the full uint64 range
+  return c;
+}
+
+Case make_case(const GoldenSpec& spec, std::optional<std::uint64_t> seed, int threads, Expected* reference, Backend backend) {
+  Case c = generate_inputs(spec, seed, threads);
+  return with_reference(std::move(c), spec.name, threads, reference, backend);
+}
+
+Case with_reference(Case c, const std::string& what, int threads, Expected* reference, Backend backend) {
+  GoldenSpec spec;
+  spec.name = what;
   BoundCase b;
   if (auto p = validate_case(c, false, &b); !p.empty())
     throw std::runtime_error("golden case '" + spec.name + "': generated inputs do not fit the schema: " + p.front().str());
@@ -62,7 +74,7 @@ Case make_case(const GoldenSpec& spec, std::optional<std::uint64_t> seed, int th
   try {
     e = run_reference(b, ro, backend);
   } catch (const std::exception& ex) {
-    throw std::runtime_error("golden case '" + spec.name + "': reference of stage " + spec.stage + " failed: " + ex.what());
+    throw std::runtime_error("golden case '" + spec.name + "': reference of stage " + c.stage + " failed: " + ex.what());
   }
   for (const auto& t : e.tensors) c.expected[t.name] = t.value;
   if (auto p = validate_case(c, true); !p.empty())
@@ -99,6 +111,7 @@ std::vector<std::string> manifest_lines(const std::string& file, const Case& c) 
     }
   std::string attrs = "schema_version=1\nstage=" + c.stage + "\n";
   for (const auto& [k, v] : c.attrs) attrs += k + "=" + attr_to_string(v) + "\n";
+  for (const auto& [k, v] : c.links) attrs += std::string(io::kLinkAttrPrefix) + k + "=" + v + "\n";  // layer links
   out.push_back(file + " " + c.name + "/attrs - - " + sha256_hex(attrs.data(), attrs.size()));
   std::sort(out.begin(), out.end());
   return out;
@@ -184,13 +197,15 @@ std::vector<std::string> commit_staged(const std::string& out_dir, const Produce
 
 }  // namespace
 
-std::vector<std::string> write_goldens(const std::vector<const GoldenSpec*>& specs, const GoldenOptions& opt) {
+std::vector<std::string> write_goldens(const std::vector<const GoldenSpec*>& specs, const GoldenOptions& opt,
+                                       const std::vector<const LayerSpec*>& layers) {
   return commit_staged(opt.out_dir, [&](const fs::path& staging, std::vector<std::string>& files, std::vector<std::string>& lines) {
     std::set<std::string> seen;
+    const std::size_t total = specs.size() + layers.size();
     for (std::size_t i = 0; i < specs.size(); ++i) {
       const GoldenSpec& s = *specs[i];
       if (!seen.insert(s.name).second) continue;
-      if (opt.progress) opt.progress(i, specs.size(), s.name);
+      if (opt.progress) opt.progress(i, total, s.name);
       Case c = make_case(s, opt.seed, opt.threads, nullptr, opt.backend);
       const std::string f = s.name + ".h5";
       io::write_file((staging / f).string(), {c});
@@ -198,7 +213,20 @@ std::vector<std::string> write_goldens(const std::vector<const GoldenSpec*>& spe
       lines.insert(lines.end(), l.begin(), l.end());
       files.push_back(f);
     }
-    if (opt.progress) opt.progress(specs.size(), specs.size(), "");
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+      const LayerSpec& s = *layers[i];
+      if (!seen.insert(s.name).second) continue;
+      if (opt.progress) opt.progress(specs.size() + i, total, s.name);
+      const std::vector<Case> members = make_layer(s, opt.seed, opt.threads, opt.backend);
+      const std::string f = s.name + ".h5";
+      io::write_file((staging / f).string(), members);
+      for (const Case& c : members) {
+        auto l = manifest_lines(f, c);
+        lines.insert(lines.end(), l.begin(), l.end());
+      }
+      files.push_back(f);
+    }
+    if (opt.progress) opt.progress(total, total, "");
   });
 }
 

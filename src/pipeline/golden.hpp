@@ -11,6 +11,10 @@
 
 namespace dsa::golden {
 
+// The inputs and attrs of one catalogue case (its generator, poison, provenance attrs), no reference.
+Case generate_inputs(const GoldenSpec& spec, std::optional<std::uint64_t> seed, int threads);
+// Validates a generated case (`what` names it in errors), runs its stage reference and fills expected/.
+Case with_reference(Case c, const std::string& what, int threads, Expected* reference = nullptr, Backend backend = Backend::cpu);
 // Inputs + expected/ of one catalogue case (`reference`, if given, receives the stage reference with what the
 // comparators need). `seed` overrides the spec's seed. Throws std::runtime_error (with
 // the case name) when the generator or the stage reference fails.
@@ -36,7 +40,10 @@ struct GoldenOptions {
 // Writes <out_dir>/<name>.h5 for every spec and <out_dir>/MANIFEST (merged: lines of files not regenerated
 // are kept). All files are staged in a temp dir inside out_dir and moved in only when every case succeeded;
 // on any failure nothing new is left in out_dir and std::runtime_error says why. Returns the file names.
-std::vector<std::string> write_goldens(const std::vector<const GoldenSpec*>& specs, const GoldenOptions& opt);
+// Layer goldens (pipeline/layers.hpp) are written the same way, one file per layer holding its member cases.
+struct LayerSpec;
+std::vector<std::string> write_goldens(const std::vector<const GoldenSpec*>& specs, const GoldenOptions& opt,
+                                       const std::vector<const LayerSpec*>& layers = {});
 
 // Parses a seed: decimal or 0x-hex, 0 <= seed < 2^64. Throws std::invalid_argument with a clear message.
 std::uint64_t parse_seed(const std::string& s);

@@ -9,6 +9,7 @@
 #include "io/h5io.hpp"
 #include "pipeline/check_case.hpp"
 #include "pipeline/golden.hpp"
+#include "pipeline/layers.hpp"
 #include "stage/mutant_kit.hpp"
 
 namespace dsa::selftest {
@@ -111,6 +112,11 @@ SelftestSummary run_selftest(const SelftestOptions& o, std::ostream& out) {
         mutant_cases.push_back(std::move(mc));
       }
     }
+  // Layers: every stage's mutants placed in a whole layer must be attributed to their stage (first local divergence).
+  if (matches(o.only, "layer") || matches(o.only, "layer_attribution")) {
+    s.layers_run = static_cast<int>(golden::layer_catalogue().size());
+    s.layers_ok = golden::layer_selftest(out, 0, o.backend, o.verbose);
+  }
   char pct[32];
   std::snprintf(pct, sizeof pct, "%.1f", 100.0 * s.score());
   out << "base cases: " << s.base_pass << "/" << s.base_total << " pass";
@@ -130,7 +136,7 @@ SelftestSummary run_selftest(const SelftestOptions& o, std::ostream& out) {
 }
 
 int selftest_exit_code(const SelftestSummary& s, const SelftestOptions& o) {
-  if (s.base_pass != s.base_total || s.killed != s.mutants_total) return 1;
+  if (s.base_pass != s.base_total || s.killed != s.mutants_total || !s.layers_ok) return 1;
   if (s.skipped && !o.allow_skip) return 1;
   if (s.base_total == 0) return 1;
   return 0;

@@ -24,6 +24,8 @@ struct SelftestSummary {
   int base_total = 0, base_pass = 0, mutants_total = 0, killed = 0, skipped = 0;
   int other_backend = 0;  // base cases left out: their stage has no implementation on the chosen backend
   std::vector<std::string> survivors;  // mutant names not caught with the expected verdict
+  int layers_run = 0;                  // layer goldens whose attribution was tested (pipeline/layers.hpp)
+  bool layers_ok = true;               // every mutant placed in a layer attributed to its stage
   double score() const { return mutants_total ? static_cast<double>(killed) / mutants_total : 1.0; }
 };
 

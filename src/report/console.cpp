@@ -9,8 +9,10 @@ namespace dsa::report {
 
 std::string console_line(const cmp::CheckResult& r) {
   std::ostringstream o;
-  o << std::left << std::setw(14) << cmp::verdict_name(r.verdict) << ' ' << r.case_name << '/' << r.group << '/' << r.tensor
-    << "  [" << r.stage << "]  " << r.message;
+  // A layer's results are indented under its header; end-to-end ones (informational) carry "e2e" before the verdict.
+  if (!r.layer.empty()) o << "  ";
+  o << std::left << std::setw(14) << (std::string(r.informational ? "e2e " : "") + std::string(cmp::verdict_name(r.verdict))) << ' '
+    << r.case_name << '/' << r.group << '/' << r.tensor << "  [" << r.stage << "]  " << r.message;
   return printable(o.str());
 }
 
@@ -19,12 +21,26 @@ void print_console(const RunReport& r, std::ostream& out, bool quiet, int verbos
   const char* red = color ? "\033[31m" : "";
   const char* yellow = color ? "\033[33m" : "";
   const char* reset = color ? "\033[0m" : "";
+  std::string cur_layer;  // "file\nlayer" of the block being printed
   for (const auto& res : r.results) {
+    const std::string lk = res.layer.empty() ? "" : res.file + "\n" + res.layer;
+    if (lk != cur_layer && !lk.empty()) {
+      std::string stages;  // the layer's stages in pipeline order
+      std::int64_t last = -1;
+      for (const auto& x : r.results)
+        if (x.file == res.file && x.layer == res.layer && x.layer_pos != last) {
+          stages += (stages.empty() ? "" : " -> ") + x.stage;
+          last = x.layer_pos;
+        }
+      out << "layer " << printable(res.layer) << " (" << printable(res.file) << "): " << stages << "\n";
+    }
+    cur_layer = lk;
     if (quiet && res.pass()) continue;
-    const char* c = res.pass() ? green : (res.verdict == cmp::Verdict::ERROR ? yellow : red);
+    const bool drift = res.informational && !cmp::verdict_pass(res.verdict);
+    const char* c = drift ? yellow : res.pass() ? green : (res.verdict == cmp::Verdict::ERROR ? yellow : red);
     const std::string line = console_line(res);
-    const auto vlen = cmp::verdict_name(res.verdict).size();
-    out << c << line.substr(0, vlen) << reset << line.substr(vlen) << "\n";
+    const auto vlen = (res.layer.empty() ? 0 : 2) + (res.informational ? 4 : 0) + cmp::verdict_name(res.verdict).size();
+    out << c << line.substr(0, vlen) << reset << line.substr(vlen) << (drift ? "  (informational: drift along the chain)" : "") << "\n";
     if (verbose > 0) {
       if (!res.file.empty()) out << "    file " << printable(res.file) << "\n";
       if (res.first) out << "    first: " << printable(cmp::detail::loc_str(*res.first)) << "\n";

@@ -12,6 +12,7 @@
 
 #include <array>
 #include <functional>
+#include <map>
 #include <optional>
 #include <memory>
 #include <string>
@@ -41,6 +42,10 @@ struct RefOptions {
   // The RefTensor then holds those rows, with flat_offset = row_begin * (elements per row).
   std::int64_t row_begin = 0, row_end = -1;
   std::int64_t rows_end(std::int64_t rows) const { return row_end < 0 ? rows : row_end; }
+  // Layer chains (pipeline/layer.hpp): input name -> f64 per-element bound u (same element count as the input) of
+  // how far the kernel's upstream output may lie from the value the reference is given (the upstream's own error
+  // bound). A stage whose verdict depends on input ties (indexer.topk) widens its band by it; others ignore it.
+  std::map<std::string, Tensor> input_bounds;
 };
 
 // Parsed, validated options of one case for one stage. Each stage derives its own (in its core.hpp); references

@@ -30,6 +30,10 @@ struct Case {
   TensorMap inputs;   // inputs/   — what the kernel was given
   TensorMap outputs;  // outputs/  — what the kernel under test produced
   TensorMap expected; // expected/ — golden reference (optional)
+  // Layer dumps: input name -> "CASE/outputs/TENSOR" (or CASE/expected/TENSOR) of another case of the same file it was
+  // taken from: an HDF5 hard or soft link to that dataset, or the attr `from:<input>` naming it (the reader resolves
+  // both; the attr is not kept in `attrs`). The writer stores such an input as a hard link when the shapes agree.
+  std::map<std::string, std::string> links;
 
   bool has_attr(const std::string& k) const { return attrs.count(k) != 0; }
   // Typed accessors with defaults; throw SchemaError naming the case and attr when the type is wrong.

@@ -457,6 +457,40 @@ def main():
         ragged(f, "w", max_seqlen_k=np.int64(1 << 40), clean_logits=np.int64(0))
     expect("ragged_inputs_only_huge_width.h5", 2, "attr max_seqlen_k: expected a reference within the memory budget", cmd="validate")
 
+    # ---- layer links (one case's input taken from another's output) ------------------------------------------
+    with new("link_cycle.h5") as f:  # a's input is b's output and b's is a's: no pipeline
+        a = topk(f, "a", indices=[[0, 1]])
+        b = topk(f, "b", indices=[[0, 1]])
+        del a["inputs/lengths"], b["inputs/lengths"]
+        f["a/inputs/lengths"] = f["b/outputs/indices"]
+        f["b/inputs/lengths"] = f["a/outputs/indices"]
+    expect("link_cycle.h5", 2, "a cycle of links: ")
+    with new("link_attr_not_string.h5") as f:
+        topk(f, "t", indices=[[0, 1]]).attrs["from:logits"] = np.int64(3)
+    expect("link_attr_not_string.h5", 2, "attr from:logits: expected a string 'CASE/outputs/TENSOR'")
+    with new("link_attr_ghost_case.h5") as f:  # the input exists only through the link, to a case that does not
+        g = topk(f, "t", indices=[[0, 1]])
+        del g["inputs/logits"]
+        g.attrs["from:logits"] = "ghost/outputs/logits"
+    expect("link_attr_ghost_case.h5", 2, "expected a case of this file (t), found 'ghost'")
+    with new("link_attr_own_output.h5") as f:
+        topk(f, "t", indices=[[0, 1]]).attrs["from:lengths"] = "t/outputs/indices"
+    expect("link_attr_own_output.h5", 2, "a case's input cannot be its own output")
+    with new("link_attr_path_escape.h5") as f:
+        topk(f, "t", indices=[[0, 1]]).attrs["from:logits"] = "../../other.h5/outputs/logits"
+    expect("link_attr_path_escape.h5", 2, "expected 'CASE/outputs/TENSOR' or 'CASE/expected/TENSOR'")
+    with new("link_attr_inputs_group.h5") as f:  # a source must be an output, not another case's input
+        topk(f, "s", indices=[[0, 1]])
+        g = topk(f, "t", indices=[[0, 1]])
+        del g["inputs/logits"]
+        g.attrs["from:logits"] = "s/inputs/logits"
+    expect("link_attr_inputs_group.h5", 2, "expected a source in outputs/ or expected/ of another case")
+    with new("link_attr_wrong_bytes.h5") as f:  # the glue between kernels changed the data
+        topk(f, "s", indices=[[0, 1]])
+        topk(f, "t", logits=[[1.0, 2.0, 3.0, 4.0]], indices=[[3, 2]]).attrs["from:logits"] = "s/inputs/logits"
+        f["t"].attrs["from:lengths"] = "s/outputs/indices"
+    expect("link_attr_wrong_bytes.h5", 2, "expected inputs/lengths holding the bytes of s/outputs/indices (int32, 2 elements), found int32, 1 elements")
+
     # ---- names -------------------------------------------------------------------------------------------------
     with new("control_chars_name.h5") as f:
         topk(f, "x\nerror: forged", indices=[[0, 1]])

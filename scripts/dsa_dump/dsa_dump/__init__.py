@@ -10,7 +10,7 @@ from .capture import (MLA_RECORD, Capture, STAGE_HELPERS, aiter_kcache_read_back
                       capture_flash_mla_sparse_fwd,
                       capture_flash_mla_with_kvcache, capture_fp8_mqa_logits, capture_fused_indexer, capture_fp8_paged_mqa_logits,
                       capture_kcache_store, capture_mla_kcache_store, capture_prolog, capture_topk,
-                      capture_torch_topk, current_layer, layer_scope, track_layer)
+                      capture_torch_topk, current_layer, layer_scope, track_layer, LayerCapture, capture_layers)
 from .dtypes import Bits, parse_dtype
 from .golden import case_inputs, run_golden
 from .h5 import Case, DumpWriter, read_dump, write_dump
@@ -19,7 +19,7 @@ from .schema import Problem, SchemaError, find_dsa_check, load_schema
 __version__ = "0.1.0"
 
 __all__ = [
-    "Bits", "Capture", "Case", "aiter_kcache_read_back", "DumpWriter", "MLA_RECORD", "Problem", "STAGE_HELPERS", "SchemaError", "capture",
+    "Bits", "Capture", "Case", "LayerCapture", "capture_layers", "aiter_kcache_read_back", "DumpWriter", "MLA_RECORD", "Problem", "STAGE_HELPERS", "SchemaError", "capture",
     "capture_act_quant", "capture_aiter_kcache_store", "capture_aiter_paged_mqa_logits", "capture_cutedsl_paged_mqa_logits", "capture_ascend_compressor", "capture_ascend_indexer_prolog", "capture_ascend_li", "capture_ascend_attn_out", "capture_ascend_qli", "capture_ascend_sparse_attn", "capture_vllm_v4_indexer", "capture_flash_mla_sparse_fwd", "capture_flash_mla_with_kvcache", "capture_fp8_mqa_logits",
     "capture_fp8_paged_mqa_logits", "capture_fused_indexer", "capture_kcache_store", "capture_mla_kcache_store", "capture_prolog",
     "capture_topk", "capture_torch_topk", "case_inputs", "current_layer", "find_dsa_check", "layer_scope",

@@ -990,7 +990,7 @@ class Capture:
     def __init__(self, fn: Callable[..., Any], stage: str, map_args: Callable[..., Dict[str, Any]], out_dir: str,
                  every: int = 1, skip: int = 0, layers: Optional[Iterable[int]] = None, max_cases: Optional[int] = 16,
                  max_bytes: Optional[int] = 256 << 20, prefix: Optional[str] = None, snapshot: bool = True,
-                 strict: bool = False, enabled: bool = True):
+                 strict: bool = False, enabled: bool = True, layer_only: bool = False):
         if stage not in STAGE_HELPERS:
             raise ValueError(f"unknown stage '{stage}' (one of {', '.join(STAGE_HELPERS)})")
         if every < 1:
@@ -1000,7 +1000,7 @@ class Capture:
         self.layers = None if layers is None else set(int(x) for x in layers)
         self.max_cases, self.max_bytes = max_cases, max_bytes
         self.prefix = prefix or stage.replace(".", "_")
-        self.snapshot, self.strict, self.enabled = snapshot, strict, enabled
+        self.snapshot, self.strict, self.enabled, self.layer_only = snapshot, strict, enabled, layer_only
         self.calls = 0
         self.captured = 0
         self.skipped_size = 0
@@ -1027,6 +1027,9 @@ class Capture:
             if size > self.max_bytes:
                 take = False
                 self.skipped_size += 1
+        layer = _active_layer.get()
+        if layer is None and self.layer_only:
+            take = False
         if not take:
             return self.fn(*args, **kwargs)
         a = tuple(_snapshot(x) for x in args) if self.snapshot else args
@@ -1037,15 +1040,18 @@ class Capture:
                 n = self.captured
                 self.captured += 1
             lid = _layer.get()
-            path = os.path.join(self.out_dir, f"{self.prefix}_L{'x' if lid is None else lid}_{n:05d}.h5")
             helper_kwargs = self.map_args(*a, result=result, **kw)
             helper_kwargs.setdefault("name", f"{self.prefix}_{n}")
             attrs = dict(helper_kwargs.pop("attrs", None) or {})
             if lid is not None:
                 attrs.setdefault("layer_id", lid)
-            os.makedirs(self.out_dir, exist_ok=True)
-            STAGE_HELPERS[self.stage](out=path, attrs=attrs, **helper_kwargs)
-            self.files.append(path)
+            if layer is not None:  # inside a LayerCapture: the case joins the layer's file
+                layer.add(STAGE_HELPERS[self.stage](out=None, attrs=attrs, **helper_kwargs))
+            else:
+                path = os.path.join(self.out_dir, f"{self.prefix}_L{'x' if lid is None else lid}_{n:05d}.h5")
+                os.makedirs(self.out_dir, exist_ok=True)
+                STAGE_HELPERS[self.stage](out=path, attrs=attrs, **helper_kwargs)
+                self.files.append(path)
         except Exception as e:  # noqa: BLE001 - a dump failure must not take the engine down
             self.errors.append(e)
             if self.strict:
@@ -1070,3 +1076,134 @@ def capture(fn: Optional[Callable[..., Any]] = None, *, stage: str, map_args: Ca
     if fn is None:
         return lambda f: Capture(f, stage, map_args, out_dir, **kw)
     return Capture(fn, stage, map_args, out_dir, **kw)
+
+
+# ---- whole layers ----
+_active_layer: contextvars.ContextVar[Optional["LayerCapture"]] = contextvars.ContextVar("dsa_dump_layer_capture",
+                                                                                         default=None)
+
+
+def _stored(x: Any, logical: Optional[str]) -> Tuple[np.ndarray, str]:
+    return _dt.to_storage(x, logical)
+
+
+class LayerCapture:
+    """The kernel calls of one layer (one forward, one step) in ONE file, the stages joined by links, for
+    ``dsa-check check`` to judge as a chain (local and end-to-end verdicts, first divergence)::
+
+        with dsa_dump.LayerCapture("dumps/layer3_step7.h5", layer=3, step=7):
+            indexer.forward_cuda(...)   # every capture()-wrapped kernel called inside adds its case here
+
+    Cases can also be added by hand (``lc.add(capture_topk(...))``). An input whose bits equal an earlier case's
+    output (same logical dtype and element count) is linked to it: an HDF5 hard link when the shapes agree, else
+    the bytes plus attr ``from:<input>`` (e.g. top-k indices [B*next_n, k] read by the attention as [B, next_n, k]).
+    Explicit ``case.links`` win. The file is written atomically when the block ends (nothing when no case was
+    added or the block raised)."""
+
+    def __init__(self, path: str, *, layer: Any = None, step: Any = None, link_by_value: bool = True,
+                 validate: bool = True):
+        self.path = os.fspath(path)
+        self.layer, self.step = layer, step
+        self.link_by_value, self.validate = link_by_value, validate
+        self.cases: list = []
+        self._outputs: Dict[Tuple[str, int, bytes], str] = {}
+        self._tok = None
+        self._lock = threading.Lock()
+
+    def add(self, case: Case) -> Case:
+        with self._lock:
+            names = {c.name for c in self.cases}
+            base, n = case.name, 0
+            while case.name in names:
+                n += 1
+                case.name = f"{base}_{n}"
+            if self.layer is not None:
+                case.attrs.setdefault("layer", str(self.layer))
+            if self.step is not None:
+                case.attrs.setdefault("step", str(self.step))
+            if self.link_by_value:
+                for tn, t in case.inputs.items():
+                    if tn in case.links or t is None:
+                        continue
+                    arr, logical = _stored(t, case.dtypes.get(f"inputs/{tn}"))
+                    src = self._outputs.get((logical, int(arr.size), np.ascontiguousarray(arr).tobytes()))
+                    if src is not None:
+                        case.links[tn] = src
+                for tn, t in case.outputs.items():
+                    if t is None:
+                        continue
+                    arr, logical = _stored(t, case.dtypes.get(f"outputs/{tn}"))
+                    if arr.size:
+                        self._outputs.setdefault((logical, int(arr.size), np.ascontiguousarray(arr).tobytes()),
+                                                 f"{case.name}/outputs/{tn}")
+            self.cases.append(case)
+        return case
+
+    def __enter__(self) -> "LayerCapture":
+        self._tok = _active_layer.set(self)
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        _active_layer.reset(self._tok)
+        if exc_type is None and self.cases:
+            from .h5 import write_dump
+
+            d = os.path.dirname(self.path)
+            if d:
+                os.makedirs(d, exist_ok=True)
+            write_dump(self.path, self.cases, validate=self.validate)
+
+
+@contextlib.contextmanager
+def capture_layers(owner: Any, method: str, out_dir: str = "dsa_dumps", *, kernels: Iterable[Tuple[Any, str, str,
+                   Callable[..., Dict[str, Any]]]] = (), layer_arg: str = "layer_id", position: Optional[int] = None,
+                   layers: Optional[Iterable[int]] = None, every: int = 1, skip: int = 0, max_files: Optional[int] = 8,
+                   validate: bool = True):
+    """One context manager over an engine module: every call of ``owner.method`` (a layer's forward: sglang
+    ``Indexer.forward_cuda``, vLLM-Ascend ``AscendDSAImpl.forward``) whose layer (argument `layer_arg`, or the
+    positional argument `position`) is in `layers` becomes one layer file ``out_dir/layer<L>_call<N>.h5``
+    (a LayerCapture), holding the cases of the kernels listed in `kernels` -- (owner, attribute, stage, map_args),
+    wrapped like ``capture()`` for the duration and dumped only inside a layer. Samples every `every`-th call
+    after `skip`, stops after `max_files`. Yields the list of files written; everything is restored at exit::
+
+        with capture_layers(Indexer, "forward_cuda", "dumps", layers={3}, kernels=[
+                (deep_gemm, "fp8_paged_mqa_logits", "indexer.logits_paged", map_logits),
+                (sgl_kernel, "fast_topk_v2", "indexer.topk", map_topk)]) as files:
+            engine.generate(prompts)
+    """
+    want = None if layers is None else {int(x) for x in layers}
+    files: list = []
+    undo = []
+    state = {"calls": 0}
+    for kowner, attr, stage, map_args in kernels:
+        orig = getattr(kowner, attr)
+        setattr(kowner, attr, Capture(orig, stage, map_args, out_dir, max_cases=None, layer_only=True))
+        undo.append((kowner, attr, orig))
+    orig_method = getattr(owner, method)
+
+    @functools.wraps(orig_method)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        lid = kwargs.get(layer_arg)
+        if lid is None and position is not None and len(args) > position:
+            lid = args[position]
+        take = want is None or (lid is not None and int(lid) in want)
+        if take:
+            n = state["calls"]
+            state["calls"] += 1
+            take = n >= skip and (n - skip) % every == 0 and (max_files is None or len(files) < max_files)
+        if not take:
+            return orig_method(*args, **kwargs)
+        path = os.path.join(out_dir, f"layer{'x' if lid is None else lid}_call{state['calls'] - 1:05d}.h5")
+        with layer_scope(lid), LayerCapture(path, layer=lid, step=state["calls"] - 1, validate=validate) as lc:
+            result = orig_method(*args, **kwargs)
+        if lc.cases:
+            files.append(path)
+        return result
+
+    setattr(owner, method, wrapper)
+    try:
+        yield files
+    finally:
+        setattr(owner, method, orig_method)
+        for kowner, attr, orig in reversed(undo):
+            setattr(kowner, attr, orig)

@@ -20,6 +20,7 @@ from .schema import Problem, SchemaError, apply_attr_defaults, find_stage, load_
 
 SCHEMA_VERSION = 1
 GROUPS = ("inputs", "outputs", "expected")
+LINK_ATTR = "from:"  # attr from:<input> = "CASE/outputs/TENSOR" (src/io/h5io.hpp kLinkAttrPrefix)
 _counter = itertools.count()
 _counter_lock = threading.Lock()
 
@@ -39,6 +40,9 @@ class Case:
     dtypes: Dict[str, str] = field(default_factory=dict)
     raw: Dict[str, np.ndarray] = field(default_factory=dict)  # "inputs/q" -> stored bits
     auto_name: bool = False  # the name is a helper's default: a DumpWriter suffixes it (_1, _2, ...) when taken
+    # Layer dumps: input name -> "CASE/outputs/TENSOR" of another case of the file it was taken from (written as an
+    # HDF5 hard link when the shapes and bytes agree, else as the bytes plus attr ``from:<input>``).
+    links: Dict[str, str] = field(default_factory=dict)
 
     def group(self, g: str) -> Dict[str, Any]:
         return {"inputs": self.inputs, "outputs": self.outputs, "expected": self.expected}[g]
@@ -181,13 +185,17 @@ class DumpWriter:
         is suffixed _1, _2, ... when it is taken, so repeated captures into one writer all land; an explicit name
         must be unique (ValueError, raised before anything of the case is written: the cases already added stay)."""
         name = self.unique_name(case.name) if case.auto_name else case.name
-        self.add_case(name, case.stage, case.inputs, case.outputs, case.expected, case.attrs, dtypes=case.dtypes)
+        self.add_case(name, case.stage, case.inputs, case.outputs, case.expected, case.attrs, dtypes=case.dtypes,
+                      links=case.links)
 
     def add_case(self, name: str, stage: str, inputs: Mapping[str, Any], outputs: Optional[Mapping[str, Any]] = None,
                  expected: Optional[Mapping[str, Any]] = None, attrs: Optional[Mapping[str, Any]] = None,
-                 dtypes: Optional[Mapping[str, str]] = None) -> None:
+                 dtypes: Optional[Mapping[str, str]] = None, links: Optional[Mapping[str, str]] = None) -> None:
         """Validates and writes one case. Tensors: torch tensors (any device), numpy / ml_dtypes arrays,
-        ``Bits(raw, "bf16")``. ``dtypes`` ({"inputs/x": "bf16"}) marks raw-bit arrays as in read_dump's Case."""
+        ``Bits(raw, "bf16")``. ``dtypes`` ({"inputs/x": "bf16"}) marks raw-bit arrays as in read_dump's Case.
+        ``links`` ({"logits": "topk_case/outputs/logits"}) names inputs taken from another case's output (layer
+        dumps): an input equal to its already-written source (shape and bits) becomes an HDF5 hard link to it, any
+        other is written with attr ``from:<input>``; the CLI checks that the bytes agree."""
         if self._f is None:
             raise RuntimeError(f"{self.path}: writer is closed")
         if not name or "/" in name or name in (".", "..") or name in self.case_names:
@@ -217,6 +225,11 @@ class DumpWriter:
                                 info["expected"])
             if problems:
                 raise SchemaError(problems)
+        links = dict(links or {})
+        for tn, src in links.items():
+            if tn not in groups["inputs"] or src.count("/") != 2 or src.split("/")[1] not in ("outputs", "expected"):
+                raise ValueError(f"{self.path}: case '{name}': link {tn!r} -> {src!r}: expected an input of the case "
+                                 f"and 'CASE/outputs/TENSOR'")
         g = self._f.create_group(name)
         _write_attr(g, "schema_version", SCHEMA_VERSION)
         _write_attr(g, "stage", stage)
@@ -229,6 +242,13 @@ class DumpWriter:
             sub = g.create_group(gname)
             for tn in sorted(m):
                 arr, logical = m[tn]
+                if gname == "inputs" and tn in links:
+                    src = self._f.get("/" + links[tn])
+                    if (isinstance(src, h5py.Dataset) and src.shape == arr.shape and src.dtype == arr.dtype
+                            and _read_attr(src.attrs.get("dtype", "")) == logical and np.array_equal(src[()], arr)):
+                        sub[tn] = src  # a hard link: one dataset, two names
+                        continue
+                    _write_attr(g, LINK_ATTR + tn, links[tn])
                 kw: Dict[str, Any] = {}
                 if arr.ndim > 0 and arr.size > 0 and self._compression:
                     kw = dict(chunks=_chunks(arr.shape, arr.dtype.itemsize), shuffle=True, compression="gzip",
@@ -284,14 +304,28 @@ def read_dump(path: str, as_ml_dtypes: bool = True, load_outputs: bool = True) -
     their logical dtype (see Case); ``case.raw`` holds the stored bits."""
     cases: List[Case] = []
     with h5py.File(path, "r") as f:
+        # Layer links: an input that is the same HDF5 object as another case's output (hard or soft link).
+        sources: Dict[int, str] = {}
+        for name, g in f.items():
+            if isinstance(g, h5py.Group):
+                for gname in ("outputs", "expected"):
+                    if isinstance(g.get(gname), h5py.Group):
+                        for tn, ds in g[gname].items():
+                            sources.setdefault(h5py.h5o.get_info(ds.id).addr, f"{name}/{gname}/{tn}")
         for name, g in f.items():
             if not isinstance(g, h5py.Group) or "stage" not in g.attrs:
                 continue
             attrs = {k: _read_attr(v) for k, v in g.attrs.items() if k not in ("stage", "schema_version")}
+            links = {k[len(LINK_ATTR):]: attrs.pop(k) for k in list(attrs) if k.startswith(LINK_ATTR)}
             sv = _read_attr(g.attrs.get("schema_version", -1))
             if sv != SCHEMA_VERSION:
                 raise ValueError(f"{path}: case '{name}': attr schema_version: expected {SCHEMA_VERSION}, found {sv}")
-            c = Case(name=name, stage=_read_attr(g.attrs["stage"]), attrs=attrs)
+            c = Case(name=name, stage=_read_attr(g.attrs["stage"]), attrs=attrs, links=links)
+            if isinstance(g.get("inputs"), h5py.Group):
+                for tn, ds in g["inputs"].items():
+                    src = sources.get(h5py.h5o.get_info(ds.id).addr)
+                    if src is not None and not src.startswith(name + "/"):
+                        c.links.setdefault(tn, src)
             for gname in GROUPS:
                 if gname not in g or (gname != "inputs" and not load_outputs):
                     continue

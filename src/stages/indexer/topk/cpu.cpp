@@ -109,6 +109,19 @@ Expected assemble(const Case& c, const Params& p, const RefOptions& opt, const R
   t.topk.k = k;
   t.topk.len = map->len;
   t.topk.scores = scores;
+  // In a layer chain the logits are the upstream reference's and the kernel's own may lie within the upstream bound:
+  // each candidate's band is that bound (forced tokens, at +inf, are exact).
+  if (auto ib = opt.input_bounds.find("logits"); ib != opt.input_bounds.end() && ib->second.numel() == R * C) {
+    Tensor bd(DType::f64, {R, C});
+    for (std::int64_t r = 0; r < R; ++r) {
+      const auto ru = static_cast<std::size_t>(r);
+      for (std::int64_t q = 0; q < C; ++q) {
+        const double s = sc[r * C + q];
+        bd.data<double>()[r * C + q] = q < mp.len[ru] && s != inf ? ib->second.value(r * C + mp.start[ru] + q) : 0.0;
+      }
+    }
+    t.topk.bounds = bd;
+  }
   t.topk.kth = std::move(kth);
   t.topk.to_index = [map](std::int64_t r, std::int64_t q) { return map->to_index(r, q); };
   t.topk.from_index = [map](std::int64_t r, std::int64_t idx) { return map->from_index(r, idx); };
