@@ -26,6 +26,9 @@ void add_check(CLI::App& app, int& rc) {
       ->check(CLI::IsMember({"any", "exact"}));
   cmd->add_flag("--deterministic", o->check.deterministic,
                 "require identical top-k index tensors (order included) across all dumps of the same case name");
+  cmd->add_flag("--invariance", o->check.invariance,
+                "the same request (attr request_ids) across dumps -- prefill vs decode capture, alone vs in a batch -- must "
+                "get identical bytes where the stages compare rows, and the same verdict everywhere (B19/B20)");
   cmd->add_option("--stage", o->stage_glob, "only cases whose stage matches this glob (e.g. 'indexer.logits*')");
   cmd->add_option("--case", o->case_glob, "only cases whose name matches this glob");
   cmd->add_option("-j,--jobs", o->jobs, "cases checked in parallel (report order stays deterministic)")->check(CLI::PositiveNumber);

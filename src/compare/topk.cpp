@@ -237,8 +237,13 @@ class TopkJudge {
       st_.min_recall = std::min(st_.min_recall, rec);
       ++rows_scored_;
     }
-    // Index-base hint: picks that are a reference pick shifted by one index value.
+    // Index-base hint: picks that are a reference pick shifted by one index value (every pick of the row, not only
+    // the ones outside the reference set: one different pick next to a reference pick is no pattern).
     for (auto p : sel) {
+      const std::int64_t i0 = t_.to_index(row, p), b0 = t_.from_index(row, i0 - 1), a0 = t_.from_index(row, i0 + 1);
+      ++all_picks_;
+      all_plus1_ += b0 >= 0 && rset.count(b0) ? 1 : 0;
+      all_minus1_ += a0 >= 0 && rset.count(a0) ? 1 : 0;
       if (rset.count(p)) continue;
       ++off_picks_;
       const std::int64_t idx = t_.to_index(row, p);
@@ -267,9 +272,9 @@ class TopkJudge {
       r_.verdict = Verdict::FAIL;
       m << st_.hard_misses << " hard miss(es), " << st_.hard_extras << " out-of-band selection(s); first: " << st_.examples.front()
         << "; recall@k " << detail::fmt(st_.recall) << ", jaccard " << detail::fmt(st_.jaccard);
-      if (off_picks_ && plus1_picks_ == off_picks_)
+      if (off_picks_ && plus1_picks_ == off_picks_ && all_plus1_ == all_picks_)
         m << "; hint: every pick the reference does not make is one past a reference pick (index base +1?)";
-      else if (off_picks_ && minus1_picks_ == off_picks_)
+      else if (off_picks_ && minus1_picks_ == off_picks_ && all_minus1_ == all_picks_)
         m << "; hint: every pick the reference does not make is one before a reference pick (index base -1?)";
     } else {
       bool same = true;
@@ -312,6 +317,7 @@ class TopkJudge {
   std::int64_t rows_scored_ = 0;
   std::int64_t nan_rows_ = 0, first_nan_row_ = -1;
   std::int64_t off_picks_ = 0, plus1_picks_ = 0, minus1_picks_ = 0;  // picks outside the reference set, and shifted ones
+  std::int64_t all_picks_ = 0, all_plus1_ = 0, all_minus1_ = 0;      // every pick, and those next to a reference pick
 };
 
 }  // namespace

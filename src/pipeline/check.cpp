@@ -143,6 +143,82 @@ std::vector<std::string> first_divergence(const std::vector<cmp::CheckResult>& r
   return out;
 }
 
+namespace {
+
+// --invariance (CheckOptions::invariance): the verdicts of every request (attr request_ids, one id per request or row)
+// that several cases of one stage and layer hold must agree (pass in every case or fail in every case); the
+// row-identity cross-checks of the stages must have compared something. Appends results of group "invariance".
+void invariance_results(const std::vector<Case>& cases, std::vector<cmp::CheckResult>& results) {
+  auto result = [](const std::string& stage, const std::string& file, cmp::Verdict v, std::string msg) {
+    cmp::CheckResult r;
+    r.stage = stage;
+    r.file = file;
+    r.case_name = "-";
+    r.group = "invariance";
+    r.tensor = "-";
+    r.verdict = v;
+    r.message = std::move(msg);
+    return r;
+  };
+  // Pass/fail of each case (its local results).
+  std::map<std::pair<std::string, std::string>, bool> pass;
+  for (const auto& r : results)
+    if (!r.informational && (r.group == "outputs" || r.group == "expected")) {
+      auto [it, fresh] = pass.try_emplace({r.file, r.case_name}, true);
+      it->second = it->second && r.pass();
+    }
+  struct Seen {
+    const Case* c;
+    bool pass;
+  };
+  std::map<std::tuple<std::string, std::string, std::int64_t>, std::vector<Seen>> by;  // (stage, layer, request)
+  for (const auto& c : cases) {
+    auto rid = c.attrs.find("request_ids");
+    auto p = pass.find({c.file, c.name});
+    if (rid == c.attrs.end() || p == pass.end()) continue;
+    const std::string layer = c.has_attr("layer") ? attr_to_string(c.attrs.at("layer")) : "";
+    std::set<std::int64_t> ids;
+    if (auto v = std::get_if<std::vector<std::int64_t>>(&rid->second)) ids.insert(v->begin(), v->end());
+    else if (auto i = std::get_if<std::int64_t>(&rid->second)) ids.insert(*i);
+    for (auto id : ids) by[{c.stage, layer, id}].push_back({&c, p->second});
+  }
+  std::map<std::string, std::pair<std::int64_t, std::int64_t>> per_stage;  // stage -> (requests compared, differing)
+  std::map<std::string, std::string> first_bad, stage_file;
+  for (const auto& [key, v] : by) {
+    if (v.size() < 2) continue;
+    const auto& [stage, layer, id] = key;
+    auto& [n, bad] = per_stage[stage];
+    stage_file[stage] = v.front().c->file;
+    ++n;
+    const auto diff = std::find_if(v.begin(), v.end(), [&](const Seen& s) { return s.pass != v.front().pass; });
+    if (diff == v.end()) continue;
+    if (bad++ == 0) {
+      const Seen& p = v.front().pass ? v.front() : *diff;
+      const Seen& f = v.front().pass ? *diff : v.front();
+      first_bad[stage] = "request " + std::to_string(id) + (layer.empty() ? "" : " of layer " + layer) + " passes in case '" + p.c->name +
+                         "' (" + p.c->file + ") but fails in case '" + f.c->name + "' (" + f.c->file + ")";
+    }
+  }
+  bool any_consistency = false;
+  for (const auto& r : results) any_consistency = any_consistency || r.group == "consistency";
+  if (per_stage.empty() && !any_consistency) {
+    results.push_back(result("-", cases.empty() ? "" : cases.front().file, cmp::Verdict::ERROR,
+                             "--invariance: no request appears in two cases (give every case attr request_ids, one id per request, "
+                             "and dump the same request twice: alone and in a batch, or in a prefill and a decode capture)"));
+    return;
+  }
+  for (const auto& [stage, nb] : per_stage) {
+    const auto [n, bad] = nb;
+    results.push_back(result(stage, stage_file[stage], bad ? cmp::Verdict::FAIL : cmp::Verdict::BITEXACT,
+                             bad ? std::to_string(bad) + " of " + std::to_string(n) +
+                                       " repeated request(s) get different verdicts across cases (the result depends on the batch or "
+                                       "the step split, B19/B20); first: " + first_bad[stage]
+                                 : "same verdict for each of " + std::to_string(n) + " request(s) repeated across cases"));
+  }
+}
+
+}  // namespace
+
 std::int64_t shard_of(const std::string& file, const std::string& case_name, std::int64_t count) {
   std::uint64_t h = 1469598103934665603ull;  // FNV-1a 64 over "file\0case": stable across runs and machines
   for (const std::string* s : {&file, &case_name}) {
@@ -310,6 +386,7 @@ RunReport run_checks(const RunOptions& o, const ProgressFn& progress) {
     if (mine.size() < 2) continue;
     for (auto& r : st.cross_check(mine)) rep.results.push_back(std::move(r));
   }
+  if (o.check.invariance) invariance_results(cases, rep.results);
   rep.divergences = first_divergence(rep.results);
   return rep;
 }

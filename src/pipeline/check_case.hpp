@@ -22,6 +22,9 @@ struct CheckOptions {
   bool no_emulation = false;   // judge by the bound only
   cmp::NanPolicy nan = cmp::NanPolicy::any_code;  // --nan-bits any|exact
   bool deterministic = false;  // identical index tensors across dumps of one case
+  // --invariance: the same request (attr request_ids) in several cases -- a prefill and a decode capture, alone and
+  // in a batch -- must get the same verdict, and the stages' row-identity cross-checks must find rows to compare.
+  bool invariance = false;
   int threads = 0;             // reference threads
   Backend backend = Backend::cpu;
   // Row-tiled checks (Stage::tiling) of outputs the reader deferred (RunOptions::stream_over): rows per tile

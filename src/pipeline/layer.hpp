@@ -18,6 +18,9 @@
 
 namespace dsa::pipeline {
 
+// The first note of an end-to-end result whose chained inputs equal the stored ones (the same check as the local one).
+inline constexpr const char* kEndToEndIsLocal = "end-to-end = local";
+
 struct Layer {
   std::string name;                // attr `layer` shared by every case of it, else its first case's name
   std::vector<std::size_t> order;  // indices into the cases, upstream first (ties: stage pipeline_order, file order)

@@ -28,13 +28,14 @@ Case bare_case(const std::string& name, const std::string& stage) {
 // padded indices), as sglang runs it per layer:
 //   idx_kcache_store   the step's new index keys into the paged fp8 index cache (planar 132-byte records)
 //   idx_logits         paged MQA logits over that cache (q, gates, context_lens, block_table)
-//   idx_topk           top-32 per row over the causal lengths, emitted as page_slot (block_table[p/64]*64 + p%64)
+//   idx_topk           top-64 per row (FlashMLA needs a multiple of 64) over the causal lengths, emitted as
+//                      page_slot (block_table[p/64]*64 + p%64)
 //   mla_kcache_store   the step's new latent KV into the 656-byte fp8 MLA cache (same block table, same slots)
 //   sparse_mla_decode  FlashMLA sparse decode over the MLA cache on the top-k's slots ([B*next_n, k] read as
 //                      [B, next_n, k])
 std::vector<Case> build_v32_decode(std::uint64_t seed, int threads) {
   const std::vector<std::int64_t> L{20, 100, 190};
-  const std::int64_t next_n = 2, k = 32, ps = 64, B = static_cast<std::int64_t>(L.size());
+  const std::int64_t next_n = 2, k = 64, ps = 64, B = static_cast<std::int64_t>(L.size());
   GoldenSpec ls;
   ls.name = "idx_logits";
   ls.stage = "indexer.logits_paged";
@@ -95,6 +96,78 @@ std::vector<Case> build_v32_decode(std::uint64_t seed, int threads) {
   return {kstore, logits, topk, mstore, attn};
 }
 
+GoldenSpec member_spec(const char* name, const char* stage, const char* generator) {
+  GoldenSpec g;
+  g.name = name;
+  g.stage = stage;
+  g.generator = generator;
+  return g;
+}
+
+// DeepSeek-V4 C4 decode with MTP (2 tokens per request, two requests of 136 and 72 tokens: each step completes one
+// compressed entry per request), the Ascend A3 path of vLLM-Ascend's AscendDSAImpl:
+//   compressor      the indexer's KV compressor (ratio 4 with overlap, D 128, Hadamard-rotated): the step's entries
+//   indexer_prolog  those rows int8-quantised into the paged key cache; the queries quantised, head weights to fp16
+//   indexer         the quant lightning indexer (QLI): top-16 compressed entries per query row (34 / 18 visible)
+//   sparse_attn     sparse attention over the SWA window plus the QLI's entries (16 heads, 512 dims, sinks)
+//   attn_out        inverse RoPE and the grouped o-projection (wo_a, wo_b)
+std::vector<Case> build_v4_decode(std::uint64_t seed, int threads) {
+  const std::vector<std::int64_t> ql{2, 2}, kvl{136, 72};
+  const std::int64_t B = 2, T = 4, K = 16, bs = 16;
+  GoldenSpec is = member_spec("indexer", "v4.indexer", "v4i.requests");
+  is.dims = {{"H", 64}, {"D", 128}, {"bs", bs}};
+  is.lists = {{"q_len", ql}, {"kv_len", kvl}};
+  is.attrs = {{"sparse_count", AttrValue{K}}, {"cmp_ratio", AttrValue{std::int64_t{4}}}};
+  Case idx = generate_inputs(is, member_seed(seed, 3), threads);
+  const Tensor& bt = idx.input("block_table");
+  const std::int64_t nblk = idx.input("key").dim(0), maxblk = bt.dim(1);
+
+  GoldenSpec cs = member_spec("compressor", "v4.compressor", "v4c.step");
+  cs.dims = {{"D", 128}, {"H", 256}, {"bs", 16}};
+  cs.lists = {{"start_pos", {kvl[0] - ql[0], kvl[1] - ql[1]}}, {"q_len", ql}};
+  cs.attrs = {{"cmp_ratio", AttrValue{std::int64_t{4}}}, {"coff", AttrValue{std::int64_t{2}}}, {"rotate", AttrValue{std::int64_t{1}}}};
+  Case cmp = generate_inputs(cs, member_seed(seed, 1), threads);
+
+  // The prolog scatters the step's entries (entry kv_len/4 - 1 of each request; the compressor's pad row skipped)
+  // into the indexer's key cache.
+  GoldenSpec ps = member_spec("indexer_prolog", "v4.indexer_prolog", "v4ip.rows");
+  const std::int64_t R = cmp.input("rope_cos").dim(0);
+  ps.dims = {{"T", T}, {"H", 64}, {"D", 128}, {"R", R}, {"bs", bs}, {"nblk", nblk}};
+  ps.params = {{"flat", 1.0}};
+  Case pro = generate_inputs(ps, member_seed(seed, 2), threads);
+  {
+    Tensor sm(DType::i32, {R});
+    for (std::int64_t r = 0; r < R; ++r) {
+      const std::int64_t j = r < B ? kvl[static_cast<std::size_t>(r)] / 4 - 1 : -1;
+      sm.data<std::int32_t>()[r] = j < 0 ? -1 : static_cast<std::int32_t>(std::int64_t{bt.data<std::int32_t>()[r * maxblk + j / bs]} * bs + j % bs);
+    }
+    pro.inputs["slot_mapping"] = sm;
+    pro.inputs["k_cache_in"] = idx.input("key");
+    pro.inputs["k_scale_cache_in"] = idx.input("key_dequant_scale");
+    pro.links["k"] = "compressor/expected/cmp_kv";
+  }
+  idx.links = {{"query", "indexer_prolog/expected/q_int8"},
+               {"query_dequant_scale", "indexer_prolog/expected/q_scale"},
+               {"weights", "indexer_prolog/expected/weights_fp16"},
+               {"key", "indexer_prolog/expected/k_cache"},
+               {"key_dequant_scale", "indexer_prolog/expected/k_scale_cache"}};
+
+  GoldenSpec as = member_spec("sparse_attn", "attn.v4_sparse", "v4_sparse.requests");
+  as.dims = {{"N", 16}, {"D", 512}, {"bs_o", 32}, {"bs_c", 16}, {"K", K}};
+  as.lists = {{"q_len", ql}, {"kv_len", kvl}};
+  as.params = {{"sink", 1.0}};
+  as.attrs = {{"cmp_ratio", AttrValue{std::int64_t{4}}}};
+  Case att = generate_inputs(as, member_seed(seed, 4), threads);
+  att.links["cmp_sparse_indices"] = "indexer/expected/sparse_indices";
+
+  GoldenSpec os = member_spec("attn_out", "attn.v4_out", "v4_out.tokens");
+  os.dims = {{"T", T}, {"N", 16}, {"D", 512}, {"R", 16}, {"dim", 256}};
+  os.attrs = {{"o_groups", AttrValue{std::int64_t{8}}}};
+  Case out = generate_inputs(os, member_seed(seed, 5), threads);
+  out.links["o"] = "sparse_attn/expected/out";
+  return {cmp, pro, idx, att, out};
+}
+
 // The members in pipeline order: a member once every source of its links is placed (ties: stage pipeline_order).
 std::vector<std::size_t> member_order(const std::vector<Case>& cs, const std::string& what) {
   std::vector<std::size_t> order;
@@ -147,11 +220,18 @@ void fill_links(Case& c, const std::vector<Case>& done, const std::string& group
 const std::vector<LayerSpec>& layer_catalogue() {
   static const std::vector<LayerSpec> cat{
       {.name = "layer_v32_decode",
-       .doc = "V3.2 MTP decode layer (next_n 2, requests of 20/100/190 tokens): indexer K store -> paged logits -> top-32 "
+       .doc = "V3.2 MTP decode layer (next_n 2, requests of 20/100/190 tokens): indexer K store -> paged logits -> top-64 "
               "page_slot -> MLA cache store -> sparse MLA decode on the top-k slots, joined by HDF5 links",
        .seed = 3201,
        .committed = true,
        .build = build_v32_decode},
+      {.name = "layer_v4_decode",
+       .doc = "V4 C4 MTP decode layer, Ascend A3 path (2 requests of 136/72 tokens): indexer KV compressor -> indexer "
+              "prolog (int8 key cache) -> quant lightning indexer top-16 -> sparse attention (SWA + compressed, sinks) -> "
+              "o-projection, joined by HDF5 links",
+       .seed = 4101,
+       .committed = true,
+       .build = build_v4_decode},
   };
   return cat;
 }

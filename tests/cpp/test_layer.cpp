@@ -11,6 +11,7 @@
 
 #include "compare/compare.hpp"
 #include "io/h5io.hpp"
+#include "pipeline/catalogue.hpp"
 #include "pipeline/check.hpp"
 #include "pipeline/layer.hpp"
 #include "pipeline/layers.hpp"
@@ -76,8 +77,8 @@ TEST_CASE("layer: the writer stores same-shape links as HDF5 hard links and the 
   // Read once: the input shares the source's storage.
   CHECK(logits.input("kv_cache").raw() == member(rr.cases, "idx_kcache_store").expected.at("kv_cache").raw());
   const Case& attn = member(rr.cases, "sparse_mla_decode");
-  CHECK(attn.links.at("indices") == "idx_topk/expected/indices");  // [6, 32] read as [3, 2, 32]: attr from:, bytes stored
-  CHECK(attn.input("indices").shape() == Shape{3, 2, 32});
+  CHECK(attn.links.at("indices") == "idx_topk/expected/indices");  // [6, 64] read as [3, 2, 64]: attr from:, bytes stored
+  CHECK(attn.input("indices").shape() == Shape{3, 2, 64});
   CHECK(!attn.has_attr("from:indices"));
   // Same-shape links are hard links (one object), a reshaped one is its own dataset.
   hid_t f = H5Fopen((d / "l.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
@@ -267,4 +268,49 @@ TEST_CASE("layer: selftest attributes every applicable mutant to its stage") {
   std::ostringstream out;
   CHECK(golden::layer_selftest(out, 2, Backend::cpu, false));
   CHECK(out.str().find("attribution 21/21 mutants (100.0 %)") != std::string::npos);
+}
+
+TEST_CASE("check --invariance: a request that passes alone and fails in a batch is a FAIL - nothing repeated is an ERROR") {
+  LayerTmp d;
+  Expected E;
+  Case base = golden::make_case(*golden::find_spec("topk_ties_at_kth"), std::nullopt, 2, &E);
+  base.outputs["indices"] = base.expected.at("indices");
+  base.expected.clear();
+  Case alone = base, batch = base;
+  alone.name = "alone";
+  batch.name = "batch";
+  alone.attrs["request_ids"] = std::vector<std::int64_t>{7};
+  batch.attrs["request_ids"] = std::vector<std::int64_t>{7, 8};
+  io::write_file(d / "a.h5", {alone});
+  io::write_file(d / "b.h5", {batch});
+  pipeline::RunOptions o;
+  o.files = {d / "a.h5", d / "b.h5"};
+  o.check.invariance = true;
+  auto inv = [](const pipeline::RunOptions& ro) {
+    std::vector<cmp::CheckResult> v;
+    for (const auto& r : pipeline::run_checks(ro).results)
+      if (r.group == "invariance") v.push_back(r);
+    return v;
+  };
+  auto v = inv(o);
+  REQUIRE(v.size() == 1);
+  CHECK(v[0].verdict == cmp::Verdict::BITEXACT);
+  CHECK(v[0].message == "same verdict for each of 1 request(s) repeated across cases");
+  // The batched call's kernel drops a selection (B12-like padding): the same request now fails there only.
+  Tensor bad = batch.outputs.at("indices").clone();
+  bad.set_value(0, -1);
+  batch.outputs["indices"] = bad;
+  io::write_file(d / "b.h5", {batch});
+  v = inv(o);
+  REQUIRE(v.size() == 1);
+  CHECK(v[0].verdict == cmp::Verdict::FAIL);
+  CHECK(v[0].message.find("request 7 passes in case 'alone' (" + d / "a.h5" + ") but fails in case 'batch'") != std::string::npos);
+  // No provenance: nothing to compare is an error, not a pass.
+  alone.attrs.erase("request_ids");
+  io::write_file(d / "a.h5", {alone});
+  o.files = {d / "a.h5"};
+  v = inv(o);
+  REQUIRE(v.size() == 1);
+  CHECK(v[0].verdict == cmp::Verdict::ERROR);
+  CHECK(v[0].message.find("--invariance: no request appears in two cases") == 0);
 }

@@ -52,7 +52,7 @@ def test_layer_capture_links_by_value_and_checks_clean(tmp_path):
     links = {c.name: c.links for c in read_dump(str(out))}
     assert links["idx_logits"] == {"kv_cache": "idx_kcache_store/outputs/kv_cache"}
     assert links["idx_topk"] == {"logits": "idx_logits/outputs/logits"}
-    # [6, 32] indices read by the attention as [3, 2, 32]: bytes + attr from:, still a link
+    # [6, 64] indices read by the attention as [3, 2, 64]: bytes + attr from:, still a link
     assert links["sparse_mla_decode"]["indices"] == "idx_topk/outputs/indices"
     p = run_check(out)
     assert p.returncode == 0, p.stdout + p.stderr
