@@ -27,3 +27,11 @@ if ((${#pymissing[@]})); then
   echo "setup: pip installing ${pymissing[*]}"
   python3 -m pip install -q "${pymissing[@]}" 2>/dev/null || python3 -m pip install -q --break-system-packages "${pymissing[@]}"
 fi
+# Headless Chromium for the HTML report's browser test (tests/python/test_html_report.py), only when asked
+# (scripts/test.sh sets DSA_SETUP_BROWSER=1); where it cannot be installed the test is skipped and says so.
+if [ "${DSA_SETUP_BROWSER:-0}" = 1 ] && ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null; then
+  echo "setup: installing chromium (HTML report browser test)"
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+  { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends chromium >/dev/null; } ||
+    echo "setup: chromium could not be installed: the HTML report browser test will be skipped"
+fi

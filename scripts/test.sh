@@ -5,7 +5,7 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
-bash scripts/setup.sh
+DSA_SETUP_BROWSER=1 bash scripts/setup.sh
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-2}"
 # CI lays ../shared (specs + real DeepGEMM data) beside the clone: there, the acceptance tests on real kernel output
 # must run, not skip.
@@ -30,6 +30,8 @@ done
 echo "golden: MANIFEST reproduced with 1 and 2 threads; every committed golden BITEXACT"
 
 echo "== python tests"
+command -v chromium >/dev/null || command -v chromium-browser >/dev/null ||
+  echo "skipped: headless Chromium not installed: the HTML report browser test (test_html_report.py) is skipped"
 python3 -m pytest -q tests/python
 
 echo "== build (ASan + UBSan)"

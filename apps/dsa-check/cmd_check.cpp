@@ -57,6 +57,9 @@ void add_check(CLI::App& app, int& rc) {
   add_backend_option(cmd, *backend);
   cmd->add_option("--json", o->json_path, "write the full report as JSON to this file (atomically)");
   cmd->add_option("--junit", o->junit_path, "write a JUnit XML report to this file (one testcase per case x tensor)");
+  cmd->add_option("--html", o->html_path,
+                  "write a self-contained HTML report (error heatmaps, histograms, top-k band plots, the layer view) to this "
+                  "file (atomically)");
   cmd->callback([o, rtol, atol, color, nan_bits, shard, backend, &rc] {
     if (!resolve_backend(*backend, o->check.backend)) {
       rc = 2;
@@ -111,8 +114,23 @@ void add_merge(CLI::App& app, int& rc) {
   cmd->add_option("reports", *files, "JSON reports written by dsa-check check --json")->required();
   cmd->add_option("--json", *json, "write the merged report as JSON");
   cmd->add_option("--junit", *junit, "write the merged report as JUnit XML");
+  auto html = std::make_shared<std::string>();
+  cmd->add_option("--html", *html, "write the merged report as self-contained HTML");
   cmd->add_flag("-q,--quiet", *quiet, "print only failing checks and the summary");
-  cmd->callback([files, json, junit, quiet, &rc] { rc = pipeline::run_merge_command(*files, *json, *junit, *quiet, std::cout, std::cerr); });
+  cmd->callback([files, json, junit, html, quiet, &rc] {
+    rc = pipeline::run_merge_command(*files, *json, *junit, *quiet, std::cout, std::cerr, *html);
+  });
+}
+
+void add_report(CLI::App& app, int& rc) {
+  auto* cmd = app.add_subcommand("report",
+                                 "Render saved check --json reports (one run, or the shards of one: merged) as a self-contained "
+                                 "HTML report; exit code as merge");
+  auto files = std::make_shared<std::vector<std::string>>();
+  auto html = std::make_shared<std::string>();
+  cmd->add_option("reports", *files, "JSON reports written by dsa-check check --json")->required();
+  cmd->add_option("--html", *html, "the HTML file to write (atomically)")->required();
+  cmd->callback([files, html, &rc] { rc = pipeline::run_merge_command(*files, "", "", true, std::cout, std::cerr, *html); });
 }
 
 }  // namespace dsa::cli

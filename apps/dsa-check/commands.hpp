@@ -22,6 +22,7 @@ void add_validate(CLI::App& app, int& rc);
 void add_golden(CLI::App& app, int& rc);
 void add_check(CLI::App& app, int& rc);     // cmd_check.cpp
 void add_merge(CLI::App& app, int& rc);     // cmd_check.cpp
+void add_report(CLI::App& app, int& rc);    // cmd_check.cpp
 void add_selftest(CLI::App& app, int& rc);  // cmd_selftest.cpp
 void add_cut(CLI::App& app, int& rc);       // cmd_cut.cpp
 void add_backend_diff(CLI::App& app, int& rc);  // cmd_backend_diff.cpp
@@ -32,7 +33,7 @@ void add_expect(CLI::App& app, int& rc);    // cmd_expect.cpp
 std::vector<Problem> output_file_problems(const std::string& out, const std::vector<std::string>& inputs);
 
 inline const std::vector<AddCommand>& commands() {
-  static const std::vector<AddCommand> all{add_stages, add_inspect, add_validate, add_golden, add_check, add_merge, add_selftest, add_cut, add_backend_diff, add_expect};
+  static const std::vector<AddCommand> all{add_stages, add_inspect, add_validate, add_golden, add_check, add_merge, add_report, add_selftest, add_cut, add_backend_diff, add_expect};
   return all;
 }
 

@@ -2,6 +2,7 @@
 // Non-finite values must match the reference's pattern; for clean logits the -inf mask must match exactly.
 // Metrics (all in double, fixed element order): max abs, max rel, max err/M, max ULP distance at the reference,
 // cosine, DeepGEMM calc_diff, msprobe thousandth ratios, and the minimum rtol that passes.
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -12,8 +13,39 @@ namespace dsa::cmp {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr std::size_t kWorst = 16;
+constexpr std::int64_t kGrid = 512;
 
 }  // namespace
+
+std::uint8_t err_code(double em) {
+  if (!(em > 0)) return 1;
+  const double l = std::log10(em);
+  if (!(l < kPlotLogHi)) return 255;
+  if (l <= kPlotLogLo) return 2;
+  return static_cast<std::uint8_t>(2 + std::floor((l - kPlotLogLo) / (kPlotLogHi - kPlotLogLo) * 253.0));
+}
+
+double err_of_code(std::uint8_t code) {
+  if (code <= 1) return 0.0;
+  return std::pow(10.0, kPlotLogLo + (code - 2) * (kPlotLogHi - kPlotLogLo) / 253.0);
+}
+
+void BoundedAccumulator::collect_plot(std::int64_t rows, std::int64_t cols) {
+  plot_ = std::make_shared<PlotData>();
+  HeatmapData h;
+  h.rows = std::max<std::int64_t>(rows, 1);
+  h.cols = std::max<std::int64_t>(cols, 1);
+  h.gh = std::min(h.rows, kGrid);
+  h.gw = std::min(h.cols, kGrid);
+  h.code.assign(static_cast<std::size_t>(h.gh * h.gw), 0);
+  h.flag.assign(static_cast<std::size_t>(h.gh * h.gw), 0);
+  plot_->heat = std::move(h);
+  HistData hist;
+  hist.bins.assign(static_cast<std::size_t>((kPlotLogHi - hist.lo) / hist.step), 0);
+  plot_->hist = std::move(hist);
+  cell_max_.assign(static_cast<std::size_t>(plot_->heat->gh * plot_->heat->gw), -1.0);
+}
 
 BoundedAccumulator::BoundedAccumulator(const Tolerance& tol, const RefTensor& ref, DType out_dtype) : tol_(tol), name_(ref.name) {
   int emin = -126;
@@ -41,6 +73,13 @@ void BoundedAccumulator::add(const Tensor& out, const RefTensor& ref, const Tens
   std::optional<Location> worst_here;
   double worst_here_key = -1;
   std::optional<Location> fail_here;
+  HeatmapData* heat = plot_ ? &*plot_->heat : nullptr;
+  HistData* hist = plot_ ? &*plot_->hist : nullptr;
+  // The grid cell of element i (whole-output flat index off + i viewed as [rows, cols]).
+  auto cell = [&](std::int64_t i) {
+    const std::int64_t f = off + i, r = f / heat->cols, c = f % heat->cols;
+    return static_cast<std::size_t>(std::min(r * heat->gh / heat->rows, heat->gh - 1) * heat->gw + c * heat->gw / heat->cols);
+  };
   for (std::int64_t i = 0; i < v.numel(); ++i) {
     if (def && !def[i]) continue;
     const double o = out.value(i), e = v.value(i);
@@ -51,6 +90,7 @@ void BoundedAccumulator::add(const Tensor& out, const RefTensor& ref, const Tens
       // Locations (with their decoded meaning) are built only when kept: a failing 16M-logit tensor must not
       // format 16M strings.
       const bool mask_issue = ref.mask_must_match && ((e == -kInf && !std::isnan(o)) || (o == -kInf && std::isfinite(e)));
+      if (heat) heat->flag[cell(i)] |= mask_issue ? 2 : 1;
       std::optional<Location>& keep = mask_issue ? first_mask_ : first_nf_;
       ++(mask_issue ? mask_ : nonfinite_);
       if (!keep) keep = loc(i, kInf, 0.0, true);
@@ -70,6 +110,26 @@ void BoundedAccumulator::add(const Tensor& out, const RefTensor& ref, const Tens
     if (rel < 5e-3) ++n_5e3_;
     const double em = M > 0 ? err / M : (err == 0 ? 0.0 : kInf);
     s.max_err_over_m = std::max(s.max_err_over_m, em);
+    if (heat) {
+      double& cm = cell_max_[cell(i)];
+      cm = std::max(cm, em);
+      if (err == 0) ++hist->zero;
+      else if (!(em < 1e3)) ++hist->over;  // 10^kPlotLogHi
+      else {
+        const double b = std::floor((std::log10(em) - hist->lo) / hist->step);
+        if (b < 0) ++hist->below;
+        else hist->bins[static_cast<std::size_t>(std::min<double>(b, static_cast<double>(hist->bins.size() - 1)))] += 1;
+      }
+      if (err > 0 && (top_.size() < kWorst || em > top_.front().first)) {
+        auto gt = [](const std::pair<double, Location>& a, const std::pair<double, Location>& b) { return a.first > b.first; };
+        if (top_.size() == kWorst) {
+          std::pop_heap(top_.begin(), top_.end(), gt);
+          top_.pop_back();
+        }
+        top_.emplace_back(em, loc(i, err, bound, true));
+        std::push_heap(top_.begin(), top_.end(), gt);
+      }
+    }
     // ulps only where |ref| stands above the bound: below it (cancellation, near-zero logits) an ulp of the
     // reference says nothing about the kernel (err/M is the meaningful figure there).
     if (std::fabs(e) > bound) {
@@ -123,6 +183,14 @@ CheckResult BoundedAccumulator::finish() const {
   s.cosine = (sxx_ == 0 && syy_ == 0) ? 1.0 : (sxx_ == 0 || syy_ == 0) ? 0.0 : sxy_ / std::sqrt(sxx_ * syy_);
   r.bounded = s;
   r.mismatches = nonfinite_ + mask_ + bound_fail_;
+  if (plot_) {
+    auto pd = std::make_shared<PlotData>(*plot_);
+    for (std::size_t c = 0; c < cell_max_.size(); ++c) pd->heat->code[c] = cell_max_[c] < 0 ? 0 : err_code(cell_max_[c]);
+    auto t = top_;
+    std::sort(t.begin(), t.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    for (auto& [em, l] : t) pd->worst.push_back(l);
+    r.plot = std::move(pd);
+  }
 
   std::ostringstream m;
   auto metrics = [&] {

@@ -7,6 +7,7 @@
 #pragma once
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -59,6 +60,42 @@ struct TopkStats {
   std::vector<std::string> examples;         // first few violations, decoded with scores
 };
 
+// Pictures of one check for the HTML report (`check --html`), computed by the comparators only when asked
+// (CheckOptions::plots). err/M values are stored as byte codes on a log scale (err_code / err_of_code).
+inline constexpr double kPlotLogLo = -9.0, kPlotLogHi = 3.0;  // log10(err/M) of codes 1 and 255
+std::uint8_t err_code(double err_over_m);  // 1..255 (err/M = 0 -> 1, >= 1e3 or inf -> 255)
+double err_of_code(std::uint8_t code);     // the lower edge of a code's err/M range (code 1 -> 0)
+struct HeatmapData {
+  std::int64_t rows = 0, cols = 0;  // the tensor viewed as [rows, cols] (cols = its last dim)
+  std::int64_t gh = 0, gw = 0;      // the grid: each cell the max over a block of rows x cols (<= 512 x 512)
+  std::vector<std::uint8_t> code;   // per cell: max err/M as err_code, 0 = nothing compared in the cell
+  std::vector<std::uint8_t> flag;   // per cell: bit 0 a non-finite mismatch, bit 1 a -inf mask mismatch
+};
+struct HistData {
+  double lo = -9.0, step = 0.25;      // bins of log10(err/M): [lo + i*step, lo + (i+1)*step)
+  std::vector<std::int64_t> bins;
+  std::int64_t zero = 0, below = 0, over = 0;  // err = 0, err/M under the first bin, over the last (or inf)
+};
+struct TopkRowPlot {
+  std::int64_t row = 0, len = 0, k = 0;
+  double tau = 0, u_tau = 0;
+  std::vector<std::int64_t> rank;    // the row's reference scores sorted descending, sampled at these ranks
+  std::vector<double> score;
+  std::vector<std::pair<std::int64_t, int>> marks;  // (rank, kind): 1 missed must-pick, 2 out-of-band pick, 3 accepted swap
+  std::int64_t zoom0 = 0;            // ranks [zoom0, zoom0 + zoom.size()) around k, exact
+  std::vector<double> zoom;
+  std::vector<int> zoom_flag;        // bit 0 picked by the kernel, bits 1-2 class (0 must, 1 band, 2 must-not)
+};
+struct PlotData {
+  std::optional<HeatmapData> heat;
+  std::optional<HistData> hist;
+  std::vector<Location> worst;               // up to 16 elements of largest err/M, decoded
+  std::vector<float> row_recall;             // top-k: recall@k per row (rows grouped by row_step: the minimum)
+  std::vector<std::int64_t> row_band;        // top-k: band size per row (group maximum)
+  std::int64_t row_step = 1;
+  std::vector<TopkRowPlot> rows;             // top-k: the worst rows
+};
+
 struct CheckResult {
   std::string file, case_name, stage, group = "outputs", tensor;  // group: outputs | expected | determinism
   std::string step;                         // the case's attr `step` ("" when absent): first-divergence groups
@@ -80,6 +117,7 @@ struct CheckResult {
   std::string layer;
   std::int64_t layer_pos = -1;
   bool informational = false;
+  std::shared_ptr<const PlotData> plot;     // only with CheckOptions::plots
   bool pass() const { return informational || verdict_pass(verdict); }
   std::string name() const { return case_name + "/" + group + "/" + tensor; }
 };
@@ -104,6 +142,8 @@ class BoundedAccumulator {
  public:
   BoundedAccumulator(const Tolerance& tol, const RefTensor& ref, DType out_dtype);
   void add(const Tensor& out, const RefTensor& ref, const Tensor* against = nullptr);
+  // Also collect the heatmap (the whole output viewed as [rows, cols]), histogram and worst elements (PlotData).
+  void collect_plot(std::int64_t rows, std::int64_t cols);
   CheckResult finish() const;
   std::int64_t bound_failures() const { return bound_fail_; }  // finite elements outside the bound so far
 
@@ -121,8 +161,11 @@ class BoundedAccumulator {
   double sxy_ = 0, sxx_ = 0, syy_ = 0, worst_key_ = -1;
   std::optional<Location> first_nf_, first_mask_, first_fail_, worst_;
   std::vector<PeerAcc> peers_;
+  std::shared_ptr<PlotData> plot_;
+  std::vector<double> cell_max_;                 // per grid cell, -1 = none
+  std::vector<std::pair<double, Location>> top_;  // largest err/M, a min-heap of kWorst
 };
-CheckResult compare_topk(const Tensor& out, const RefTensor& ref, const Tolerance& tol);
+CheckResult compare_topk(const Tensor& out, const RefTensor& ref, const Tolerance& tol, bool plots = false);
 
 // Classification of one top-k candidate against the reference band (tie-aware rule of spec v32 §5.5).
 enum class Band { must, band, must_not };

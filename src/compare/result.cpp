@@ -1,5 +1,6 @@
 // Verdict names and the JSON form of a CheckResult (shared by the JSON report and `merge`-style readers).
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <stdexcept>
 
@@ -30,8 +31,79 @@ nlohmann::json num_json(double x) {
 
 namespace {
 nlohmann::json loc_json(const Location& l) {
-  return {{"flat", l.flat}, {"where", l.where}, {"out", num_json(l.out)}, {"ref", num_json(l.ref)},
-          {"err", num_json(l.err)}, {"bound", num_json(l.bound)}};
+  nlohmann::json j{{"flat", l.flat}, {"where", l.where}, {"out", num_json(l.out)}, {"ref", num_json(l.ref)},
+                   {"err", num_json(l.err)}, {"bound", num_json(l.bound)}, {"has_values", l.has_values}};
+  if (l.ulps >= 0) j["ulps"] = num_json(l.ulps);
+  if (!l.out_bits.empty()) j["out_bits"] = l.out_bits, j["ref_bits"] = l.ref_bits;
+  return j;
+}
+
+const char* kB64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+std::string b64(const std::vector<std::uint8_t>& v) {
+  std::string o;
+  o.reserve((v.size() + 2) / 3 * 4);
+  for (std::size_t i = 0; i < v.size(); i += 3) {
+    const std::uint32_t n = (std::uint32_t{v[i]} << 16) | (i + 1 < v.size() ? std::uint32_t{v[i + 1]} << 8 : 0u) |
+                            (i + 2 < v.size() ? std::uint32_t{v[i + 2]} : 0u);
+    o += kB64[(n >> 18) & 63];
+    o += kB64[(n >> 12) & 63];
+    o += i + 1 < v.size() ? kB64[(n >> 6) & 63] : '=';
+    o += i + 2 < v.size() ? kB64[n & 63] : '=';
+  }
+  return o;
+}
+
+std::vector<std::uint8_t> unb64(const std::string& s) {
+  std::vector<std::uint8_t> o;
+  std::uint32_t acc = 0;
+  int bits = 0;
+  for (char ch : s) {
+    const char* p = std::strchr(kB64, ch);
+    if (ch == '=' || !p || ch == '\0') continue;
+    acc = (acc << 6) | static_cast<std::uint32_t>(p - kB64);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      o.push_back(static_cast<std::uint8_t>((acc >> bits) & 0xFF));
+    }
+  }
+  return o;
+}
+
+nlohmann::json plot_json(const PlotData& p) {
+  nlohmann::json j = nlohmann::json::object();
+  if (p.heat) {
+    const auto& h = *p.heat;
+    j["heatmap"] = {{"rows", h.rows}, {"cols", h.cols}, {"gh", h.gh}, {"gw", h.gw}, {"code", b64(h.code)}, {"flag", b64(h.flag)}};
+  }
+  if (p.hist) {
+    const auto& h = *p.hist;
+    j["hist"] = {{"lo", h.lo}, {"step", h.step}, {"bins", h.bins}, {"zero", h.zero}, {"below", h.below}, {"over", h.over}};
+  }
+  if (!p.worst.empty()) {
+    nlohmann::json w = nlohmann::json::array();
+    for (const auto& l : p.worst) w.push_back(loc_json(l));
+    j["worst"] = w;
+  }
+  if (!p.row_recall.empty()) {
+    j["row_recall"] = p.row_recall;
+    j["row_band"] = p.row_band;
+    j["row_step"] = p.row_step;
+  }
+  if (!p.rows.empty()) {
+    nlohmann::json rs = nlohmann::json::array();
+    for (const auto& r : p.rows) {
+      nlohmann::json sc = nlohmann::json::array(), zm = nlohmann::json::array(), mk = nlohmann::json::array();
+      for (double x : r.score) sc.push_back(num_json(x));
+      for (double x : r.zoom) zm.push_back(num_json(x));
+      for (const auto& [rk, kind] : r.marks) mk.push_back({rk, kind});
+      rs.push_back({{"row", r.row}, {"len", r.len}, {"k", r.k}, {"tau", num_json(r.tau)}, {"u_tau", num_json(r.u_tau)},
+                    {"rank", r.rank}, {"score", sc}, {"marks", mk}, {"zoom0", r.zoom0}, {"zoom", zm}, {"zoom_flag", r.zoom_flag}});
+    }
+    j["rows"] = rs;
+  }
+  return j;
 }
 }  // namespace
 
@@ -48,6 +120,7 @@ nlohmann::json to_json(const CheckResult& r) {
     j["layer_pos"] = r.layer_pos;
   }
   if (r.informational) j["informational"] = true;
+  if (r.plot) j["plot"] = plot_json(*r.plot);
   if (r.first) j["first"] = loc_json(*r.first);
   if (r.worst) j["worst"] = loc_json(*r.worst);
   if (!r.emulation.empty()) j["emulation"] = {{"profile", r.emulation}, {"mismatches", r.emulation_mismatches}};
@@ -88,7 +161,11 @@ Location loc_from(const nlohmann::json& j) {
   l.ref = num_from(j.at("ref"));
   l.err = num_from(j.at("err"));
   l.bound = num_from(j.at("bound"));
-  l.has_values = false;  // the saved message already carries the values
+  // As it was when saved (reports of older versions: no values shown; the saved message carries them).
+  l.has_values = j.value("has_values", false);
+  if (j.contains("ulps")) l.ulps = num_from(j.at("ulps"));
+  l.out_bits = j.value("out_bits", std::string());
+  l.ref_bits = j.value("ref_bits", std::string());
   return l;
 }
 }  // namespace
@@ -144,6 +221,61 @@ CheckResult from_json(const nlohmann::json& j) {
       s.ratio_rel_5e3 = num_from(b.at("ratio_rel_lt_5e-3"));
       s.min_rtol = num_from(b.at("min_rtol"));
       r.bounded = s;
+    }
+    if (j.contains("plot")) {
+      const auto& p = j["plot"];
+      auto pd = std::make_shared<PlotData>();
+      if (p.contains("heatmap")) {
+        const auto& h = p["heatmap"];
+        HeatmapData hm;
+        hm.rows = h.at("rows").get<std::int64_t>();
+        hm.cols = h.at("cols").get<std::int64_t>();
+        hm.gh = h.at("gh").get<std::int64_t>();
+        hm.gw = h.at("gw").get<std::int64_t>();
+        hm.code = unb64(h.at("code").get<std::string>());
+        hm.flag = unb64(h.at("flag").get<std::string>());
+        if (hm.gh < 0 || hm.gw < 0 || hm.gh > 4096 || hm.gw > 4096 || hm.code.size() != static_cast<std::size_t>(hm.gh * hm.gw) ||
+            hm.flag.size() != hm.code.size())
+          throw std::runtime_error("plot.heatmap: grid and data sizes disagree");
+        pd->heat = std::move(hm);
+      }
+      if (p.contains("hist")) {
+        const auto& h = p["hist"];
+        HistData hd;
+        hd.lo = h.at("lo").get<double>();
+        hd.step = h.at("step").get<double>();
+        hd.bins = h.at("bins").get<std::vector<std::int64_t>>();
+        hd.zero = h.at("zero").get<std::int64_t>();
+        hd.below = h.at("below").get<std::int64_t>();
+        hd.over = h.at("over").get<std::int64_t>();
+        if (!(hd.step > 0) || hd.bins.size() > 4096) throw std::runtime_error("plot.hist: bad bins");
+        pd->hist = std::move(hd);
+      }
+      if (p.contains("worst"))
+        for (const auto& l : p["worst"]) pd->worst.push_back(loc_from(l));
+      if (p.contains("row_recall")) {
+        pd->row_recall = p.at("row_recall").get<std::vector<float>>();
+        pd->row_band = p.at("row_band").get<std::vector<std::int64_t>>();
+        pd->row_step = p.at("row_step").get<std::int64_t>();
+      }
+      if (p.contains("rows"))
+        for (const auto& x : p["rows"]) {
+          TopkRowPlot rp;
+          rp.row = x.at("row").get<std::int64_t>();
+          rp.len = x.at("len").get<std::int64_t>();
+          rp.k = x.at("k").get<std::int64_t>();
+          rp.tau = num_from(x.at("tau"));
+          rp.u_tau = num_from(x.at("u_tau"));
+          rp.rank = x.at("rank").get<std::vector<std::int64_t>>();
+          for (const auto& sv : x.at("score")) rp.score.push_back(num_from(sv));
+          for (const auto& m : x.at("marks")) rp.marks.emplace_back(m.at(0).get<std::int64_t>(), m.at(1).get<int>());
+          rp.zoom0 = x.at("zoom0").get<std::int64_t>();
+          for (const auto& zv : x.at("zoom")) rp.zoom.push_back(num_from(zv));
+          rp.zoom_flag = x.at("zoom_flag").get<std::vector<int>>();
+          if (rp.rank.size() != rp.score.size() || rp.zoom.size() != rp.zoom_flag.size()) throw std::runtime_error("plot.rows: sizes disagree");
+          pd->rows.push_back(std::move(rp));
+        }
+      r.plot = std::move(pd);
     }
     if (j.contains("topk")) {
       const auto& k = j["topk"];

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <tuple>
 #include <sstream>
 
 #include "compare/compare.hpp"
@@ -62,8 +63,8 @@ namespace {
 // The judgement of one index tensor, row by row: structure (entries, fast path, order), then the tie-aware sets.
 class TopkJudge {
  public:
-  TopkJudge(const Tensor& out, const RefTensor& ref, const Tolerance& tol)
-      : out_(out), ref_(ref), tol_(tol), t_(ref.topk), R_(static_cast<std::int64_t>(t_.len.size())) {
+  TopkJudge(const Tensor& out, const RefTensor& ref, const Tolerance& tol, bool plots)
+      : out_(out), ref_(ref), tol_(tol), t_(ref.topk), R_(static_cast<std::int64_t>(t_.len.size())), plots_(plots) {
     r_.kind = CompareKind::topk_set;
     r_.tensor = ref.name;
     r_.tol = tol;
@@ -79,7 +80,13 @@ class TopkJudge {
       return r_;
     }
     W_ = out_.numel() / R_;
+    if (plots_) {
+      row_recall_.assign(static_cast<std::size_t>(R_), 1.0f);
+      row_band_.assign(static_cast<std::size_t>(R_), 0);
+      row_bad_.assign(static_cast<std::size_t>(R_), 0);
+    }
     for (std::int64_t row = 0; row < R_; ++row) judge_row(row);
+    if (plots_) r_.plot = make_plot();
     if (rows_scored_) {
       st_.recall = recall_sum_ / static_cast<double>(rows_scored_);
       st_.jaccard = jac_sum_ / static_cast<double>(rows_scored_);
@@ -230,6 +237,12 @@ class TopkJudge {
     std::int64_t inter = 0;
     for (auto p : sel) inter += rset.count(p) ? 1 : 0;
     const auto uni = static_cast<std::int64_t>(sel.size() + rset.size()) - inter;
+    if (plots_) {
+      const auto ru = static_cast<std::size_t>(row);
+      row_recall_[ru] = rset.empty() ? 1.0f : static_cast<float>(static_cast<double>(inter) / static_cast<double>(rset.size()));
+      row_band_[ru] = band;
+      row_bad_[ru] = (st_.hard_misses - misses0) + (st_.hard_extras - extras0);
+    }
     if (!rset.empty()) {
       const double rec = static_cast<double>(inter) / static_cast<double>(rset.size());
       recall_sum_ += rec;
@@ -302,11 +315,84 @@ class TopkJudge {
     r_.message = m.str();
   }
 
+  // Plots (PlotData): per-row recall and band (grouped to <= 2048 points), and the worst rows' score-vs-rank curves.
+  std::shared_ptr<const PlotData> make_plot() const {
+    auto pd = std::make_shared<PlotData>();
+    const std::int64_t step = std::max<std::int64_t>(1, (R_ + 2047) / 2048);
+    pd->row_step = step;
+    for (std::int64_t r0 = 0; r0 < R_; r0 += step) {
+      float rec = 1.0f;
+      std::int64_t band = 0;
+      for (std::int64_t r = r0; r < std::min(R_, r0 + step); ++r) {
+        rec = std::min(rec, row_recall_[static_cast<std::size_t>(r)]);
+        band = std::max(band, row_band_[static_cast<std::size_t>(r)]);
+      }
+      pd->row_recall.push_back(rec);
+      pd->row_band.push_back(band);
+    }
+    // The worst rows: most hard violations, then lowest recall; with none, the widest bands (the tie cloud).
+    std::vector<std::int64_t> rows(static_cast<std::size_t>(R_));
+    for (std::int64_t r = 0; r < R_; ++r) rows[static_cast<std::size_t>(r)] = r;
+    auto key = [&](std::int64_t r) {
+      const auto u = static_cast<std::size_t>(r);
+      return std::make_tuple(row_bad_[u], -row_recall_[u], row_band_[u], -r);
+    };
+    std::stable_sort(rows.begin(), rows.end(), [&](std::int64_t a, std::int64_t b) { return key(a) > key(b); });
+    for (std::int64_t r : rows) {
+      if (pd->rows.size() >= 3) break;
+      const TopkRow tr = topk_row(t_, r, tol_);
+      if (tr.len <= t_.k || (row_bad_[static_cast<std::size_t>(r)] == 0 && row_band_[static_cast<std::size_t>(r)] == 0 && !pd->rows.empty())) continue;
+      pd->rows.push_back(row_plot(r, tr));
+    }
+    return pd;
+  }
+
+  TopkRowPlot row_plot(std::int64_t row, const TopkRow& tr) const {
+    TopkRowPlot p;
+    p.row = row, p.len = tr.len, p.k = t_.k, p.tau = tr.tau, p.u_tau = tr.u_tau;
+    std::vector<std::int64_t> order(static_cast<std::size_t>(tr.len));
+    for (std::int64_t q = 0; q < tr.len; ++q) order[static_cast<std::size_t>(q)] = q;
+    std::stable_sort(order.begin(), order.end(), [&](std::int64_t a, std::int64_t b) {
+      return tr.score[static_cast<std::size_t>(a)] > tr.score[static_cast<std::size_t>(b)];
+    });
+    std::vector<std::int64_t> rank_of(static_cast<std::size_t>(tr.len));
+    for (std::int64_t i = 0; i < tr.len; ++i) rank_of[static_cast<std::size_t>(order[static_cast<std::size_t>(i)])] = i;
+    std::set<std::int64_t> sel, rset;
+    for (std::int64_t i = 0; i < W_; ++i) {
+      const auto a = out_.int_at(row * W_ + i), b = ref_.value.int_at(row * W_ + i);
+      if (a != -1 && t_.from_index(row, a) >= 0) sel.insert(t_.from_index(row, a));
+      if (b != -1 && t_.from_index(row, b) >= 0) rset.insert(t_.from_index(row, b));
+    }
+    const std::int64_t n = tr.len, samples = std::min<std::int64_t>(n, 600);
+    for (std::int64_t j = 0; j < samples; ++j) {
+      const std::int64_t rk = samples > 1 ? j * (n - 1) / (samples - 1) : 0;
+      p.rank.push_back(rk);
+      p.score.push_back(tr.score[static_cast<std::size_t>(order[static_cast<std::size_t>(rk)])]);
+    }
+    for (std::int64_t q = 0; q < n && p.marks.size() < 2000; ++q) {
+      const auto qu = static_cast<std::size_t>(q);
+      const bool in = sel.count(q) != 0;
+      const int kind = tr.cls[qu] == Band::must && !in ? 1 : tr.cls[qu] == Band::must_not && in ? 2 : in && !rset.count(q) ? 3 : 0;
+      if (kind) p.marks.emplace_back(rank_of[qu], kind);
+    }
+    p.zoom0 = std::max<std::int64_t>(0, t_.k - 24);
+    for (std::int64_t rk = p.zoom0; rk < std::min(n, t_.k + 24); ++rk) {
+      const std::int64_t q = order[static_cast<std::size_t>(rk)];
+      const auto qu = static_cast<std::size_t>(q);
+      p.zoom.push_back(tr.score[qu]);
+      p.zoom_flag.push_back((sel.count(q) ? 1 : 0) | (tr.cls[qu] == Band::must ? 0 : tr.cls[qu] == Band::band ? 2 : 4));
+    }
+    return p;
+  }
+
   const Tensor& out_;
   const RefTensor& ref_;
   const Tolerance& tol_;
   const TopkRef& t_;
   const std::int64_t R_;
+  const bool plots_;
+  std::vector<float> row_recall_;
+  std::vector<std::int64_t> row_band_, row_bad_;
   std::int64_t W_ = 0;
   CheckResult r_;
   TopkStats st_;
@@ -322,6 +408,8 @@ class TopkJudge {
 
 }  // namespace
 
-CheckResult compare_topk(const Tensor& out, const RefTensor& ref, const Tolerance& tol) { return TopkJudge(out, ref, tol).run(); }
+CheckResult compare_topk(const Tensor& out, const RefTensor& ref, const Tolerance& tol, bool plots) {
+  return TopkJudge(out, ref, tol, plots).run();
+}
 
 }  // namespace dsa::cmp

@@ -21,6 +21,7 @@
 #include "pipeline/layer.hpp"
 #include "pipeline/load.hpp"
 #include "report/console.hpp"
+#include "report/html.hpp"
 #include "report/json.hpp"
 #include "report/junit.hpp"
 #include "stage/stage.hpp"
@@ -416,9 +417,21 @@ RunReport merge_reports(const std::vector<std::string>& files, std::vector<std::
 }
 
 namespace {
+// The report title: the checked (or merged) files.
+std::string report_title(const std::vector<std::string>& inputs) {
+  if (inputs.empty()) return "(no file)";
+  std::string t = std::filesystem::path(inputs.front()).filename().string();
+  return inputs.size() == 1 ? t : t + " and " + std::to_string(inputs.size() - 1) + " more file(s)";
+}
+
 int write_reports(const RunReport& rep, const std::string& json_path, const std::string& junit_path,
-                  const std::vector<std::string>& inputs, std::ostream& err) {
+                  const std::vector<std::string>& inputs, std::ostream& err, const std::string& html_path = "") {
   int rc = 0;
+  if (!html_path.empty())
+    if (auto e = io::write_text_atomic(html_path, report::html_report(rep, report_title(inputs)), inputs); !e.empty()) {
+      err << "error: " << e << "\n";
+      rc = 2;
+    }
   if (!json_path.empty())
     if (auto e = io::write_text_atomic(json_path, io::json_text(report::report_json(rep)), inputs); !e.empty()) {
       err << "error: " << e << "\n";
@@ -434,14 +447,14 @@ int write_reports(const RunReport& rep, const std::string& json_path, const std:
 }  // namespace
 
 int run_merge_command(const std::vector<std::string>& files, const std::string& json_path, const std::string& junit_path,
-                      bool quiet, std::ostream& out, std::ostream& err) {
+                      bool quiet, std::ostream& out, std::ostream& err, const std::string& html_path) {
   std::vector<std::string> errors;
   const RunReport rep = merge_reports(files, errors);
   for (const auto& e : errors) err << "error: " << printable(e) << "\n";
   for (const auto& p : rep.problems) err << "error: " << p << "\n";
   report::print_console(rep, out, quiet, 0, false);
   int rc = errors.empty() ? rep.exit_code() : 2;
-  return std::max(rc, write_reports(rep, json_path, junit_path, files, err));
+  return std::max(rc, write_reports(rep, json_path, junit_path, files, err, html_path));
 }
 
 int run_check_command(const RunOptions& o, std::ostream& out, std::ostream& err) {
@@ -462,6 +475,7 @@ int run_check_command(const RunOptions& o, std::ostream& out, std::ostream& err)
   };
   // Within a streamed case (row tiles): rows done, rate and ETA of that case.
   RunOptions ro = o;
+  ro.check.plots = ro.check.plots || !o.html_path.empty();
   std::mutex pm;
   std::map<const Case*, std::chrono::steady_clock::time_point> case_t0;
   ro.check.row_progress = [&](const Case& c, std::int64_t done, std::int64_t rows) {
@@ -484,7 +498,7 @@ int run_check_command(const RunOptions& o, std::ostream& out, std::ostream& err)
   const bool color = o.color < 0 ? ::isatty(1) != 0 : o.color == 1;
   report::print_console(rep, out, o.quiet, o.verbose, color);
   int rc = rep.exit_code();
-  rc = std::max(rc, write_reports(rep, o.json_path, o.junit_path, o.files, err));
+  rc = std::max(rc, write_reports(rep, o.json_path, o.junit_path, o.files, err, o.html_path));
   return rc;
 }
 

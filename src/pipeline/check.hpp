@@ -22,6 +22,7 @@ struct RunOptions {
   int verbose = 0;                    // console: notes, first/worst locations, all metrics
   int color = -1;                     // -1 auto (stdout is a TTY), 0 never, 1 always
   std::string json_path, junit_path;
+  std::string html_path;              // --html: the self-contained HTML report (check.plots is set with it)
   std::int64_t max_memory = 0;        // bytes of tensors one file may load (0 = io::default_memory_budget())
   std::int64_t shard_index = 0, shard_count = 1;  // --shard i/N: only the cases with shard_of(...) == i (a layer: its first case's)
   // Outputs of a row-tiled stage (Stage::tiling) bigger than this many bytes are not loaded but streamed in row tiles
@@ -50,6 +51,6 @@ RunReport merge_reports(const std::vector<std::string>& files, std::vector<std::
 // The whole merge command: console summary, JSON / JUnit, the exit code one run over all the cases would give (2 also
 // for an unreadable report).
 int run_merge_command(const std::vector<std::string>& files, const std::string& json_path, const std::string& junit_path,
-                      bool quiet, std::ostream& out, std::ostream& err);
+                      bool quiet, std::ostream& out, std::ostream& err, const std::string& html_path = "");
 
 }  // namespace dsa::pipeline

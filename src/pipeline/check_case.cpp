@@ -109,8 +109,15 @@ class HypothesisSampler {
 // kernel asks for (policy in check_case.hpp).
 class BoundedJudge {
  public:
-  BoundedJudge(const BoundCase& b, const std::string& group, const RefTensor& ref, DType out_dtype, const CheckOptions& o)
+  BoundedJudge(const BoundCase& b, const std::string& group, const RefTensor& ref, DType out_dtype, const CheckOptions& o,
+               const Shape& whole)
       : group_(group), tol_(resolve_tolerance(b, ref.name, o.tol)), main_(tol_, ref, out_dtype), hyp_(b, ref.name, tol_) {
+    if (o.plots) {  // the whole output viewed as [rows, last dim]
+      std::int64_t n = 1;
+      for (auto d : whole) n *= d;
+      const std::int64_t cols = whole.empty() ? 1 : std::max<std::int64_t>(whole.back(), 1);
+      main_.collect_plot(n / cols, cols);
+    }
     const Profile* prof = requested_emulation(b, o);
     emu_ = prof ? prof->name : "";
     if (!emu_.empty()) {
@@ -223,9 +230,9 @@ CheckResult compare_tensor(const BoundCase& b, const std::string& group, const T
     } else if (ref.kind == CompareKind::bytes) {
       r = cmp::compare_bytes(out, ref, o.nan);
     } else if (ref.kind == CompareKind::topk_set) {
-      r = cmp::compare_topk(out, ref, resolve_tolerance(b, ref.name, o.tol));
+      r = cmp::compare_topk(out, ref, resolve_tolerance(b, ref.name, o.tol), o.plots);
     } else {
-      BoundedJudge j(b, group, ref, out.dtype(), o);
+      BoundedJudge j(b, group, ref, out.dtype(), o, out.shape());
       j.add(out, ref);
       r = j.finish();
       if (r.verdict == Verdict::FAIL) hints = j.hints();
@@ -353,7 +360,7 @@ std::vector<CheckResult> check_case_tiled(const BoundCase& b, const CheckOptions
           r.verdict = Verdict::SHAPE;
           r.message = "shape " + shape_str(g.t->shape()) + ", reference has " + shape_str(full);
         } else {
-          if (!g.judge) g.judge.emplace(b, g.name, *ref, out.dtype(), o);
+          if (!g.judge) g.judge.emplace(b, g.name, *ref, out.dtype(), o, g.t->shape());
           g.judge->add(out, *ref);
           for (const auto& os : st->schema.outputs)
             if (os.tensor.name == T && os.nonconstant_rows) {

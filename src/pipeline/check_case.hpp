@@ -25,6 +25,7 @@ struct CheckOptions {
   // --invariance: the same request (attr request_ids) in several cases -- a prefill and a decode capture, alone and
   // in a batch -- must get the same verdict, and the stages' row-identity cross-checks must find rows to compare.
   bool invariance = false;
+  bool plots = false;  // collect PlotData for the HTML report (check --html)
   int threads = 0;             // reference threads
   Backend backend = Backend::cpu;
   // Row-tiled checks (Stage::tiling) of outputs the reader deferred (RunOptions::stream_over): rows per tile
