@@ -109,6 +109,11 @@ def main():
         r.check("--json to a FIFO nobody reads (no hang)", ["check", good, "--json", "report.fifo"], work, 2,
                 "a FIFO with no reader")
         r.check("--junit into a directory", ["check", good, "--junit", "."], work, 2, "a directory")
+        r.check("--html into a directory", ["check", good, "--html", "."], work, 2, "a directory")
+        r.check("--html over the checked file", ["check", good, "--html", good], work, 2, "refusing to overwrite an input",
+                inputs=[good])
+        r.check("report from a file that is no JSON report", ["report", good, "--html", "r.html"], work, 2,
+                "expected a report written by dsa-check check --json")
         os.symlink("report_target.json", os.path.join(work, "report_link.json"))
         r.check("--json through a dangling symlink", ["check", good, "--json", "report_link.json"], work, 2, "a dangling symlink")
         os.symlink("real_report.json", os.path.join(work, "ok_link.json"))
