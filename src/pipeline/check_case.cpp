@@ -339,7 +339,7 @@ std::vector<CheckResult> check_case_tiled(const BoundCase& b, const CheckOptions
     ro.row_end = r1;
     Expected E;
     try {
-      E = run_reference(b, ro, o.backend);
+      E = run_reference(b, ro, reference_backend(b, o));
     } catch (const std::exception& e) {
       return {case_error(c, "-", c.where() + ": reference of stage " + c.stage + " failed: " + e.what())};
     }
@@ -387,6 +387,7 @@ std::vector<CheckResult> check_case_tiled(const BoundCase& b, const CheckOptions
     if (g.const_rows) sanity.push_back(cmp::constant_rows_finding(g.const_rows, g.first_const));
     finish_result(r, b, g.name, meta, hints, sanity);
     r.notes.push_back("streamed from the file in " + std::to_string(tiles) + " tile(s) of " + std::to_string(tile) + " row(s)");
+    if (auto fb = backend_fallback_note(b, o); !fb.empty()) r.notes.push_back(fb);
     res.insert(res.begin() + static_cast<std::ptrdiff_t>(&g - groups.data()), std::move(r));
   }
   return res;
@@ -400,7 +401,7 @@ std::vector<CheckResult> check_case(const BoundCase& b, const CheckOptions& o) {
   if (b.stage->tiling && has_deferred(c, b.stage->tiling->tensor)) return check_case_tiled(b, o);
   Expected E;
   try {
-    E = run_reference(b, reference_options(b, o), o.backend);
+    E = run_reference(b, reference_options(b, o), reference_backend(b, o));
   } catch (const std::exception& e) {
     std::vector<CheckResult> res{case_error(c, "-", c.where() + ": reference of stage " + c.stage + " failed: " + e.what())};
     for (const auto& [n, t] : c.outputs)  // what can be said without a reference
@@ -410,11 +411,22 @@ std::vector<CheckResult> check_case(const BoundCase& b, const CheckOptions& o) {
   return check_case(b, o, E);
 }
 
+Backend reference_backend(const BoundCase& b, const CheckOptions& o) {
+  return b.stage && b.stage->impl_for(o.backend) ? o.backend : Backend::cpu;
+}
+
+std::string backend_fallback_note(const BoundCase& b, const CheckOptions& o) {
+  if (reference_backend(b, o) == o.backend) return "";
+  return "reference on the cpu: stage " + b.stage->name + " has no " + std::string(backend_name(o.backend)) +
+         " implementation (every backend gives the same bytes)";
+}
+
 std::vector<CheckResult> check_case(const BoundCase& b, const CheckOptions& o, const Expected& E) {
   const Case& c = *b.c;
   const Stage* st = b.stage;
   if (c.outputs.empty() && c.expected.empty()) return nothing_to_check(c);
   std::vector<CheckResult> res;
+  const std::string fallback = backend_fallback_note(b, o);
   // Stage output order first, then anything else (alphabetical).
   std::vector<std::string> order;
   for (const auto& os : st->schema.outputs) order.push_back(os.tensor.name);
@@ -431,6 +443,7 @@ std::vector<CheckResult> check_case(const BoundCase& b, const CheckOptions& o, c
         continue;
       }
       res.push_back(compare_tensor(b, gname, it->second, *ref, o));
+      if (!fallback.empty()) res.back().notes.push_back(fallback);
     }
   }
   return res;

@@ -42,6 +42,10 @@ const Profile* requested_emulation(const BoundCase& b, const CheckOptions& o);
 
 // The options the reference of a case is run with for a check: threads, and the emulation its kernel asks for.
 RefOptions reference_options(const BoundCase& b, const CheckOptions& o);
+// Where a check runs the case's reference: o.backend, or the CPU for a stage without an implementation there (every
+// backend gives the same bytes; `backend-diff` is where a missing implementation is an error). With the note saying so.
+Backend reference_backend(const BoundCase& b, const CheckOptions& o);
+std::string backend_fallback_note(const BoundCase& b, const CheckOptions& o);  // "" when o.backend runs it
 
 // Shape/dtype check, then the comparator of ref.kind, emulation handling, sanity checks. Never throws.
 cmp::CheckResult compare_tensor(const BoundCase& b, const std::string& group, const Tensor& out, const RefTensor& ref,

@@ -129,7 +129,7 @@ std::vector<std::vector<cmp::CheckResult>> check_layer(const Layer& l, const std
     const RefOptions ro = reference_options(b, o);
     Expected local;
     try {
-      local = run_reference(b, ro, o.backend);
+      local = run_reference(b, ro, reference_backend(b, o));
     } catch (const std::exception&) {
       res = check_case(b, o);  // the reference error, reported as check_case does
       tag(res);
@@ -184,7 +184,7 @@ std::vector<std::vector<cmp::CheckResult>> check_layer(const Layer& l, const std
         e2e.push_back(r);
       } else {
         try {
-          chained = run_reference(bx, xo, o.backend);
+          chained = run_reference(bx, xo, reference_backend(bx, o));
           e2e = check_case(bx, o, chained);
         } catch (const std::exception& ex) {
           cmp::CheckResult r;

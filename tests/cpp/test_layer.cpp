@@ -314,3 +314,21 @@ TEST_CASE("check --invariance: a request that passes alone and fails in a batch 
   CHECK(v[0].verdict == cmp::Verdict::ERROR);
   CHECK(v[0].message.find("--invariance: no request appears in two cases") == 0);
 }
+
+TEST_CASE("check --backend cuda: a stage without a CUDA implementation runs on the CPU and every result says so") {
+  const auto rr = pipeline::load_file(std::string(DSA_SOURCE_DIR) + "/golden/layer_v32_decode.h5");
+  REQUIRE(rr.problems.empty());
+  pipeline::CheckOptions o;
+  o.backend = Backend::cuda;
+  for (const auto& c : rr.cases) {
+    BoundCase b;
+    REQUIRE(validate_case(c, true, &b).empty());
+    const bool has_cuda = b.stage->impl_for(Backend::cuda) != nullptr;
+    CHECK(pipeline::reference_backend(b, o) == (has_cuda ? Backend::cuda : Backend::cpu));
+    if (has_cuda) continue;  // would need a device
+    for (const auto& r : pipeline::check_case(b, o)) {
+      CHECK(r.verdict == cmp::Verdict::BITEXACT);
+      CHECK(r.notes.back() == "reference on the cpu: stage " + c.stage + " has no cuda implementation (every backend gives the same bytes)");
+    }
+  }
+}
