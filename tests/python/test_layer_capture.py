@@ -120,7 +120,7 @@ class _FakeIndexer:
         logits = self.k.paged_logits(li["q"], li["kv_cache"], li["weights"], li["context_lens"], li["block_table"],
                                      int(self.by["idx_logits"].attrs["max_context_len"]))
         ti = self.by["idx_topk"].inputs
-        return self.k.topk(logits, ti["lengths"], 32, ti["page_table"])
+        return self.k.topk(logits, ti["lengths"], int(self.by["idx_topk"].attrs["k"]), ti["page_table"])
 
 
 def test_capture_layers_one_file_per_layer_forward(tmp_path):
