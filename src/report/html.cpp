@@ -389,22 +389,47 @@ std::string html_report(const RunReport& r, const std::string& title) {
     return x.informational && !x.notes.empty() && x.notes.front().rfind(pipeline::kEndToEndIsLocal, 0) == 0;
   };
   idx.erase(std::remove_if(idx.begin(), idx.end(), [&](std::size_t i) { return repeats_local(r.results[i]); }), idx.end());
-  o << "<h2 id=\"summary\">Checks (most severe first)</h2><table><tr><th>verdict</th><th>check</th><th>stage</th><th>key figure</th><th>file</th></tr>";
+  // Per file: a table of its checks, most severe first (files in report order, the failing ones listed first above).
+  std::vector<std::string> files;
+  std::map<std::string, std::vector<std::size_t>> by_file;
   for (auto i : idx) {
-    const auto& x = r.results[i];
-    std::string key;
-    if (x.bounded) key = "max err/M " + num(x.bounded->max_err_over_m) + " (rtol " + num(x.tol.rtol) + ")";
-    else if (x.topk) key = "recall@k " + num(x.topk->recall) + ", misses " + std::to_string(x.topk->hard_misses) + ", extras " + std::to_string(x.topk->hard_extras);
-    else if (x.mismatches) key = std::to_string(x.mismatches) + " mismatching";
-    o << "<tr><td>" << chip(x) << "</td><td><a href=\"#r" << i << "\">" << esc(x.name()) << "</a></td><td>" << esc(x.stage) << "</td><td>" << key
-      << "</td><td>" << esc(x.file) << "</td></tr>";
+    const auto& f = r.results[i].file;
+    if (!by_file.count(f)) files.push_back(f);
+    by_file[f].push_back(i);
   }
-  o << "</table><h2 id=\"checks\">Details</h2>";
+  std::vector<std::string> forder = files;  // report order of first appearance
+  std::stable_sort(forder.begin(), forder.end(), [&](const std::string& a, const std::string& b) {
+    return severity(r.results[by_file[a].front()]) < severity(r.results[by_file[b].front()]);
+  });
+  o << "<h2 id=\"summary\">Checks by file (most severe first)</h2><ul>";
+  for (std::size_t fi = 0; fi < forder.size(); ++fi) {
+    std::int64_t bad = 0;
+    for (auto i : by_file[forder[fi]]) bad += r.results[i].pass() ? 0 : 1;
+    o << "<li><a href=\"#file" << fi << "\">" << esc(forder[fi].empty() ? "(in memory)" : forder[fi]) << "</a>: " << by_file[forder[fi]].size()
+      << " check(s), " << bad << " failing</li>";
+  }
+  o << "</ul>";
+  for (std::size_t fi = 0; fi < forder.size(); ++fi) {
+    o << "<h3 id=\"file" << fi << "\">" << esc(forder[fi].empty() ? "(in memory)" : forder[fi])
+      << "</h3><table><tr><th>verdict</th><th>check</th><th>stage</th><th>key figure</th></tr>";
+    for (auto i : by_file[forder[fi]]) {
+      const auto& x = r.results[i];
+      std::string key;
+      if (x.bounded) key = "max err/M " + num(x.bounded->max_err_over_m) + " (rtol " + num(x.tol.rtol) + ")";
+      else if (x.topk) key = "recall@k " + num(x.topk->recall) + ", misses " + std::to_string(x.topk->hard_misses) + ", extras " + std::to_string(x.topk->hard_extras);
+      else if (x.mismatches) key = std::to_string(x.mismatches) + " mismatching";
+      o << "<tr><td>" << chip(x) << "</td><td><a href=\"#r" << i << "\">" << esc(x.name()) << "</a></td><td>" << esc(x.stage) << "</td><td>" << key
+        << "</td></tr>";
+    }
+    o << "</table>";
+  }
+  o << "<h2 id=\"checks\">Details</h2>";
   for (std::size_t i = 0; i < r.results.size(); ++i) {
     const auto& x = r.results[i];
     if (repeats_local(x)) continue;
     o << "<section class=\"check" << (x.pass() ? "" : " failing") << "\" id=\"r" << i << "\"><h3>" << chip(x) << " " << esc(x.name()) << " <span class=\"note\">["
-      << esc(x.stage) << "]" << (x.layer.empty() ? "" : " layer " + esc(x.layer)) << "</span> <a href=\"#summary\">&#8593;</a></h3><div class=\"msg\">"
+      << esc(x.stage) << "]" << (x.layer.empty() ? "" : " layer " + esc(x.layer)) << "</span> <a href=\"#file"
+      << std::distance(forder.begin(), std::find(forder.begin(), forder.end(), x.file)) << "\">&#8593;</a></h3><div class=\"msg\">"
       << esc(x.message) << "</div>" << metrics_table(x);
     if (x.plot) {
       const auto& p = *x.plot;
