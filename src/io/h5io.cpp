@@ -787,29 +787,41 @@ void resolve_links(ReadResult& res, const std::vector<InputId>& input_ids, const
     }
     c.links[al.input] = al.source;
   }
-  // A cycle (A's input from B's output and B's from A's) is no pipeline: reported at the link that closes it.
-  std::vector<int> state(res.cases.size(), 0);  // 0 new, 1 on the stack, 2 done
-  std::vector<std::size_t> stack;
-  std::function<void(std::size_t)> visit = [&](std::size_t i) {
-    state[i] = 1;
-    stack.push_back(i);
-    for (const auto& [input, src] : res.cases[i].links) {
-      auto ci = by_name.find(source_case(src));
-      if (ci == by_name.end()) continue;
-      if (state[ci->second] == 1) {
+  // A cycle (A's input from B's output and B's from A's) is no pipeline: reported at the link that closes it. An
+  // iterative depth-first search (a file may chain many cases: no recursion depth to exhaust).
+  std::vector<std::vector<std::pair<std::string, std::size_t>>> up(res.cases.size());  // (input, source case)
+  for (std::size_t i = 0; i < res.cases.size(); ++i)
+    for (const auto& [input, src] : res.cases[i].links)
+      if (auto ci = by_name.find(source_case(src)); ci != by_name.end()) up[i].emplace_back(input, ci->second);
+  std::vector<int> state(res.cases.size(), 0);  // 0 new, 1 on the path, 2 done
+  std::vector<std::pair<std::size_t, std::size_t>> path;  // (case, next link to follow)
+  for (std::size_t s0 = 0; s0 < res.cases.size(); ++s0) {
+    if (state[s0] != 0) continue;
+    state[s0] = 1;
+    path.emplace_back(s0, 0);
+    while (!path.empty()) {
+      auto& [i, next] = path.back();
+      if (next == up[i].size()) {
+        state[i] = 2;
+        path.pop_back();
+        continue;
+      }
+      const auto& [input, j] = up[i][next++];
+      if (state[j] == 1) {
         std::string cyc;
-        for (auto k = std::find(stack.begin(), stack.end(), ci->second); k != stack.end(); ++k) cyc += res.cases[*k].name + " -> ";
+        bool on = false;
+        for (const auto& [k, n] : path) {
+          on = on || k == j;
+          if (on) cyc += res.cases[k].name + " -> ";
+        }
         res.problems.push_back({res.cases[i].file, res.cases[i].name, "inputs/" + input, "links that form a pipeline (no cycle)",
-                                "a cycle of links: " + printable(cyc + res.cases[ci->second].name)});
-      } else if (state[ci->second] == 0) {
-        visit(ci->second);
+                                "a cycle of links: " + printable(cyc + res.cases[j].name)});
+      } else if (state[j] == 0) {
+        state[j] = 1;
+        path.emplace_back(j, 0);
       }
     }
-    stack.pop_back();
-    state[i] = 2;
-  };
-  for (std::size_t i = 0; i < res.cases.size(); ++i)
-    if (state[i] == 0) visit(i);
+  }
 }
 
 }  // namespace

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <functional>
 #include <map>
 #include <set>
 
@@ -52,44 +51,53 @@ bool any_positive(const Tensor& b) {
 }  // namespace
 
 std::vector<Layer> find_layers(const std::vector<Case>& cases) {
-  // Union-find over (file, case name).
+  // Union-find over the cases (iterative, path halving: a long chain of cases costs no recursion).
   std::map<std::pair<std::string, std::string>, std::size_t> idx;
   for (std::size_t i = 0; i < cases.size(); ++i) idx.emplace(std::make_pair(cases[i].file, cases[i].name), i);
   std::vector<std::size_t> parent(cases.size());
   for (std::size_t i = 0; i < parent.size(); ++i) parent[i] = i;
-  std::function<std::size_t(std::size_t)> root = [&](std::size_t i) { return parent[i] == i ? i : parent[i] = root(parent[i]); };
-  std::vector<std::vector<std::size_t>> ups(cases.size());
+  auto root = [&](std::size_t i) {
+    while (parent[i] != i) i = parent[i] = parent[parent[i]];
+    return i;
+  };
+  std::vector<std::vector<std::size_t>> ups(cases.size()), downs(cases.size());
   for (std::size_t i = 0; i < cases.size(); ++i)
     for (const auto& [in, src] : cases[i].links) {
       auto it = idx.find({cases[i].file, source_case(src)});
       if (it == idx.end() || it->second == i) continue;
       ups[i].push_back(it->second);
+      downs[it->second].push_back(i);
       parent[root(i)] = root(it->second);
     }
   std::map<std::size_t, std::vector<std::size_t>> comps;
   for (std::size_t i = 0; i < cases.size(); ++i) comps[root(i)].push_back(i);
+  auto po = [&](std::size_t i) {
+    const Stage* st = find_stage(cases[i].stage);
+    return st ? st->pipeline_order : 1 << 20;
+  };
   std::vector<Layer> out;
   for (auto& [r, members] : comps) {
     if (members.size() < 2) continue;
-    // Kahn's order: a case once every upstream is placed; among the ready ones the lowest stage pipeline_order,
-    // then file order. (The reader refused cycles; a leftover would be appended in file order.)
-    std::set<std::size_t> left(members.begin(), members.end());
-    Layer l;
-    while (!left.empty()) {
-      std::size_t best = cases.size();
-      int best_po = 0;
-      for (std::size_t i : left) {
-        bool ready = true;
-        for (std::size_t u : ups[i]) ready = ready && !left.count(u);
-        if (!ready) continue;
-        const Stage* st = find_stage(cases[i].stage);
-        const int po = st ? st->pipeline_order : 1 << 20;
-        if (best == cases.size() || po < best_po) best = i, best_po = po;
-      }
-      if (best == cases.size()) best = *left.begin();
-      l.order.push_back(best);
-      left.erase(best);
+    // Kahn's order: a case once every upstream is placed; among the ready ones the lowest stage pipeline_order, then
+    // file order. (The reader refused cycles; a leftover would be appended in file order.)
+    std::map<std::size_t, std::size_t> pending;  // case -> upstream links not yet placed
+    std::set<std::pair<int, std::size_t>> ready;
+    for (std::size_t i : members) {
+      pending[i] = ups[i].size();
+      if (ups[i].empty()) ready.insert({po(i), i});
     }
+    Layer l;
+    std::set<std::size_t> placed;
+    while (!ready.empty()) {
+      const std::size_t i = ready.begin()->second;
+      ready.erase(ready.begin());
+      l.order.push_back(i);
+      placed.insert(i);
+      for (std::size_t d : downs[i])
+        if (--pending[d] == 0) ready.insert({po(d), d});
+    }
+    for (std::size_t i : members)
+      if (!placed.count(i)) l.order.push_back(i);
     std::string shared = layer_attr(cases[l.order.front()]);
     for (std::size_t i : l.order)
       if (layer_attr(cases[i]) != shared) shared.clear();
