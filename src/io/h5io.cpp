@@ -1065,7 +1065,10 @@ void write_file(const std::string& path, const std::vector<Case>& cases, const s
                 hard.emplace_back("/" + c.name + "/inputs/" + tn, src);
                 continue;
               }
-              write_attr(g, kLinkAttrPrefix + tn, AttrValue{c.links.at(tn)});
+              // A link to a case not written here (`cut` of one case out of a layer) is dropped: the input stands alone.
+              const std::string sc = c.links.at(tn).substr(0, c.links.at(tn).find('/'));
+              if (std::any_of(cases.begin(), cases.end(), [&](const Case& o) { return o.name == sc && &o != &c; }))
+                write_attr(g, kLinkAttrPrefix + tn, AttrValue{c.links.at(tn)});
             }
             write_dataset(sub, tn, t);
           }

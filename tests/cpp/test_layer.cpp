@@ -91,6 +91,12 @@ TEST_CASE("layer: the writer stores same-shape links as HDF5 hard links and the 
   REQUIRE(H5Oget_info_by_name(f, "/idx_topk/expected/indices", &b, H5P_DEFAULT) >= 0);
   CHECK(a.addr != b.addr);
   H5Fclose(f);
+  // One member written alone (`cut`): its links to cases not written are dropped, the file stands alone.
+  io::write_file(d / "one.h5", {member(layer_members(), "sparse_mla_decode")});
+  const auto one = pipeline::load_file(d / "one.h5");
+  CHECK(one.problems.empty());
+  REQUIRE(one.cases.size() == 1);
+  CHECK(one.cases[0].links.empty());
 }
 
 TEST_CASE("layer: attr from: fills an absent input - a soft link is a link - bad links are input problems naming both ends") {
