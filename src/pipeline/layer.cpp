@@ -177,7 +177,7 @@ std::vector<std::vector<cmp::CheckResult>> check_layer(const Layer& l, const std
     if (!changed) {
       chained = local;
       e2e = res;
-      notes.insert(notes.begin(), std::string(kEndToEndIsLocal) + ": the chain gives this case its stored inputs");
+      notes.insert(notes.begin(), std::string(report::kEndToEndIsLocal) + ": the chain gives this case its stored inputs");
     } else {
       std::vector<Problem> probs = validate_case(x, true, &bx);
       if (!probs.empty()) {

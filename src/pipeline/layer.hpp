@@ -15,11 +15,9 @@
 #include <vector>
 
 #include "pipeline/check_case.hpp"
+#include "report/run_report.hpp"
 
 namespace dsa::pipeline {
-
-// The first note of an end-to-end result whose chained inputs equal the stored ones (the same check as the local one).
-inline constexpr const char* kEndToEndIsLocal = "end-to-end = local";
 
 struct Layer {
   std::string name;                // attr `layer` shared by every case of it, else its first case's name

@@ -4,7 +4,6 @@
 #include <sstream>
 
 #include "compare/detail.hpp"
-#include "pipeline/layer.hpp"
 
 namespace dsa::report {
 
@@ -38,7 +37,7 @@ void print_console(const RunReport& r, std::ostream& out, bool quiet, int verbos
     cur_layer = lk;
     if (quiet && res.pass()) continue;
     // An end-to-end result the chain did not change (the case got its stored inputs) repeats the local line: -v only.
-    if (res.informational && verbose == 0 && !res.notes.empty() && res.notes.front().rfind(pipeline::kEndToEndIsLocal, 0) == 0) continue;
+    if (res.informational && verbose == 0 && !res.notes.empty() && res.notes.front().rfind(kEndToEndIsLocal, 0) == 0) continue;
     const bool drift = res.informational && !cmp::verdict_pass(res.verdict);
     const char* c = drift ? yellow : res.pass() ? green : (res.verdict == cmp::Verdict::ERROR ? yellow : red);
     const std::string line = console_line(res);

@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "compare/detail.hpp"
-#include "pipeline/layer.hpp"
 
 namespace dsa::report {
 
@@ -386,7 +385,7 @@ std::string html_report(const RunReport& r, const std::string& title) {
   std::stable_sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) { return severity(r.results[a]) < severity(r.results[b]); });
   // An end-to-end result the chain did not change repeats its local one: shown in the layer view only.
   auto repeats_local = [](const CheckResult& x) {
-    return x.informational && !x.notes.empty() && x.notes.front().rfind(pipeline::kEndToEndIsLocal, 0) == 0;
+    return x.informational && !x.notes.empty() && x.notes.front().rfind(kEndToEndIsLocal, 0) == 0;
   };
   idx.erase(std::remove_if(idx.begin(), idx.end(), [&](std::size_t i) { return repeats_local(r.results[i]); }), idx.end());
   // Per file: a table of its checks, most severe first (files in report order, the failing ones listed first above).
