@@ -185,9 +185,10 @@ void invariance_results(const std::vector<Case>& cases, std::vector<cmp::CheckRe
   }
   std::map<std::string, std::pair<std::int64_t, std::int64_t>> per_stage;  // stage -> (requests compared, differing)
   std::map<std::string, std::string> first_bad, stage_file;
-  for (const auto& [key, v] : by) {
+  for (const auto& kv : by) {
+    const std::vector<Seen>& v = kv.second;
     if (v.size() < 2) continue;
-    const auto& [stage, layer, id] = key;
+    const auto& [stage, layer, id] = kv.first;
     auto& [n, bad] = per_stage[stage];
     stage_file[stage] = v.front().c->file;
     ++n;
