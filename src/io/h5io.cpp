@@ -85,19 +85,19 @@ std::string link_problem(hid_t loc, const Link& l) {
   return "";
 }
 
-H5O_type_t object_type(hid_t loc, const std::string& name) {
+// The type of the object a link of `loc` names, and its identity (file number and header address): two links, hard or
+// soft, name one dataset exactly when their ids are equal. Unknown type and "" when HDF5 cannot tell.
+struct ObjectInfo {
+  H5O_type_t type = H5O_TYPE_UNKNOWN;
+  std::string id;
+};
+ObjectInfo object_info(hid_t loc, const std::string& name) {
   H5O_info_t info;
-  if (H5Oget_info_by_name(loc, name.c_str(), &info, H5P_DEFAULT) < 0) return H5O_TYPE_UNKNOWN;
-  return info.type;
+  if (H5Oget_info_by_name(loc, name.c_str(), &info, H5P_DEFAULT) < 0) return {};
+  return {info.type, std::to_string(info.fileno) + ":" + std::to_string(static_cast<unsigned long long>(info.addr))};
 }
 
-// The identity of the object a link of `loc` names (its file number and header address): two links, hard or soft,
-// name one dataset exactly when their ids are equal. "" when HDF5 cannot tell.
-std::string object_id(hid_t loc, const std::string& name) {
-  H5O_info_t info;
-  if (H5Oget_info_by_name(loc, name.c_str(), &info, H5P_DEFAULT) < 0) return "";
-  return std::to_string(info.fileno) + ":" + std::to_string(static_cast<unsigned long long>(info.addr));
-}
+H5O_type_t object_type(hid_t loc, const std::string& name) { return object_info(loc, name).type; }
 
 // ---- attributes ----
 // Reads a scalar or 1-D integer / float / string attribute. On failure `err` describes what was found (the
@@ -961,14 +961,15 @@ ReadResult read_file(const std::string& path, const ReadOptions& opt) {
           unreadable.insert(tpath);
           continue;
         }
-        if (object_type(sub, tn) != H5O_TYPE_DATASET) {
+        const ObjectInfo obj = object_info(sub, tn);
+        if (obj.type != H5O_TYPE_DATASET) {
           res.problems.push_back({path, name, tpath, "a dataset", "a group or other object"});
           unreadable.insert(tpath);
           continue;
         }
         // One dataset linked from several places (a layer dump's input hard- or soft-linked to another case's
         // output, inputs shared by two cases) is read once: its tensors share storage.
-        const std::string id = object_id(sub, tn);
+        const std::string& id = obj.id;
         if (auto it = loaded.find(id); !id.empty() && it != loaded.end() && !it->second.is_deferred()) {
           dst.emplace(tn, it->second);
         } else if (auto t = read_dataset(sub, gname, tn, DsCtx{path, name, res.problems, budget_left, &c}, opt)) {
