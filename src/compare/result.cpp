@@ -1,10 +1,10 @@
 // Verdict names and the JSON form of a CheckResult (shared by the JSON report and `merge`-style readers).
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <stdexcept>
 
 #include "compare/compare.hpp"
+#include "io/base64.hpp"
 
 namespace dsa::cmp {
 
@@ -38,44 +38,11 @@ nlohmann::json loc_json(const Location& l) {
   return j;
 }
 
-const char* kB64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-std::string b64(const std::vector<std::uint8_t>& v) {
-  std::string o;
-  o.reserve((v.size() + 2) / 3 * 4);
-  for (std::size_t i = 0; i < v.size(); i += 3) {
-    const std::uint32_t n = (std::uint32_t{v[i]} << 16) | (i + 1 < v.size() ? std::uint32_t{v[i + 1]} << 8 : 0u) |
-                            (i + 2 < v.size() ? std::uint32_t{v[i + 2]} : 0u);
-    o += kB64[(n >> 18) & 63];
-    o += kB64[(n >> 12) & 63];
-    o += i + 1 < v.size() ? kB64[(n >> 6) & 63] : '=';
-    o += i + 2 < v.size() ? kB64[n & 63] : '=';
-  }
-  return o;
-}
-
-std::vector<std::uint8_t> unb64(const std::string& s) {
-  std::vector<std::uint8_t> o;
-  std::uint32_t acc = 0;
-  int bits = 0;
-  for (char ch : s) {
-    const char* p = std::strchr(kB64, ch);
-    if (ch == '=' || !p || ch == '\0') continue;
-    acc = (acc << 6) | static_cast<std::uint32_t>(p - kB64);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      o.push_back(static_cast<std::uint8_t>((acc >> bits) & 0xFF));
-    }
-  }
-  return o;
-}
-
 nlohmann::json plot_json(const PlotData& p) {
   nlohmann::json j = nlohmann::json::object();
   if (p.heat) {
     const auto& h = *p.heat;
-    j["heatmap"] = {{"rows", h.rows}, {"cols", h.cols}, {"gh", h.gh}, {"gw", h.gw}, {"code", b64(h.code)}, {"flag", b64(h.flag)}};
+    j["heatmap"] = {{"rows", h.rows}, {"cols", h.cols}, {"gh", h.gh}, {"gw", h.gw}, {"code", io::base64_encode(h.code.data(), h.code.size())}, {"flag", io::base64_encode(h.flag.data(), h.flag.size())}};
   }
   if (p.hist) {
     const auto& h = *p.hist;
@@ -232,8 +199,8 @@ CheckResult from_json(const nlohmann::json& j) {
         hm.cols = h.at("cols").get<std::int64_t>();
         hm.gh = h.at("gh").get<std::int64_t>();
         hm.gw = h.at("gw").get<std::int64_t>();
-        hm.code = unb64(h.at("code").get<std::string>());
-        hm.flag = unb64(h.at("flag").get<std::string>());
+        hm.code = io::base64_decode(h.at("code").get<std::string>());
+        hm.flag = io::base64_decode(h.at("flag").get<std::string>());
         if (hm.gh < 0 || hm.gw < 0 || hm.gh > 4096 || hm.gw > 4096 || hm.code.size() != static_cast<std::size_t>(hm.gh * hm.gw) ||
             hm.flag.size() != hm.code.size())
           throw std::runtime_error("plot.heatmap: grid and data sizes disagree");

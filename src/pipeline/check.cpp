@@ -43,38 +43,29 @@ cmp::Verdict worst_verdict(const std::vector<const cmp::CheckResult*>& v) {
 // Layers (results with `layer`): per (file, layer), the cases in layer_pos order; the first whose LOCAL verdict fails
 // is the first divergence; the end-to-end verdicts below it say how far the fault travels.
 std::vector<std::string> layer_divergence(const std::vector<cmp::CheckResult>& results) {
-  struct Pos {
-    std::string stage, case_name;
-    std::vector<const cmp::CheckResult*> local, e2e;
+  auto pick = [&](const std::vector<std::size_t>& idx) {
+    std::vector<const cmp::CheckResult*> v;
+    for (auto i : idx) v.push_back(&results[i]);
+    return v;
   };
-  std::map<std::pair<std::string, std::string>, std::map<std::int64_t, Pos>> layers;
-  std::vector<std::pair<std::string, std::string>> order;
-  for (const auto& r : results) {
-    if (r.layer.empty() || r.group == "determinism" || r.group == "consistency") continue;
-    const auto key = std::make_pair(r.file, r.layer);
-    if (!layers.count(key)) order.push_back(key);
-    Pos& p = layers[key][r.layer_pos];
-    p.stage = r.stage;
-    p.case_name = r.case_name;
-    (r.informational ? p.e2e : p.local).push_back(&r);
-  }
   std::vector<std::string> out;
-  for (const auto& key : order) {
-    const auto& L = layers[key];
-    const Pos* first = nullptr;
+  for (const auto& view : report::layer_views(results)) {
+    const auto& L = view.stages;
+    const report::LayerStage* first = nullptr;
     std::string chain, drift;
     for (const auto& [pos, p] : L) {
       chain += (chain.empty() ? "" : " -> ") + p.stage;
-      const cmp::Verdict lv = worst_verdict(p.local);
+      const cmp::Verdict lv = worst_verdict(pick(p.local));
       if (!first && !cmp::verdict_pass(lv)) {
         first = &p;
         continue;
       }
       if (p.e2e.empty()) continue;
-      const cmp::Verdict ev = worst_verdict(p.e2e);
+      const auto e2e = pick(p.e2e);
+      const cmp::Verdict ev = worst_verdict(e2e);
       if (ev != cmp::Verdict::BITEXACT) {
         bool band = false, own = false;
-        for (const auto* r : p.e2e) {
+        for (const auto* r : e2e) {
           band = band || (r->topk && r->topk->swaps > 0 && r->pass());
           for (const auto& n : r->notes) own = own || n.find("own selection") != std::string::npos;
         }
@@ -82,10 +73,10 @@ std::vector<std::string> layer_divergence(const std::vector<cmp::CheckResult>& r
                  (band ? " (differs from the chain only inside the tie band)" : "") + (own ? " (on the kernel's own top-k)" : "");
       }
     }
-    const std::string where = "layer " + key.second + " of " + key.first + " [" + chain + "]";
+    const std::string where = "layer " + view.layer + " of " + view.file + " [" + chain + "]";
     if (first)
       out.push_back(where + ": first divergence: " + first->stage + " (case '" + first->case_name + "', local " +
-                    std::string(cmp::verdict_name(worst_verdict(first->local))) + ")" +
+                    std::string(cmp::verdict_name(worst_verdict(pick(first->local)))) + ")" +
                     (drift.empty() ? "" : "; end to end below it: " + drift));
     else
       out.push_back(where + ": no divergence: all " + std::to_string(L.size()) + " cases pass locally" +

@@ -254,8 +254,6 @@ RefOptions reference_options(const BoundCase& b, const CheckOptions& o) {
   return ro;
 }
 
-namespace {
-
 CheckResult case_error(const Case& c, const std::string& tensor, const std::string& msg) {
   CheckResult r;
   r.file = c.file;
@@ -267,6 +265,8 @@ CheckResult case_error(const Case& c, const std::string& tensor, const std::stri
   r.message = msg;
   return r;
 }
+
+namespace {
 
 std::vector<CheckResult> nothing_to_check(const Case& c) {
   return {case_error(c, "-", c.where() + ": nothing to check: the case has no outputs/ (kernel results) and no expected/ group")};

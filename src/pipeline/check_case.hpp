@@ -47,6 +47,9 @@ RefOptions reference_options(const BoundCase& b, const CheckOptions& o);
 Backend reference_backend(const BoundCase& b, const CheckOptions& o);
 std::string backend_fallback_note(const BoundCase& b, const CheckOptions& o);  // "" when o.backend runs it
 
+// The ERROR result of a case that could not be checked (group "case", `tensor` or "-", the message whole).
+cmp::CheckResult case_error(const Case& c, const std::string& tensor, const std::string& msg);
+
 // Shape/dtype check, then the comparator of ref.kind, emulation handling, sanity checks. Never throws.
 cmp::CheckResult compare_tensor(const BoundCase& b, const std::string& group, const Tensor& out, const RefTensor& ref,
                                 const CheckOptions& o);

@@ -181,29 +181,13 @@ std::vector<std::vector<cmp::CheckResult>> check_layer(const Layer& l, const std
     } else {
       std::vector<Problem> probs = validate_case(x, true, &bx);
       if (!probs.empty()) {
-        cmp::CheckResult r;
-        r.file = c.file;
-        r.case_name = c.name;
-        r.stage = c.stage;
-        r.group = "end-to-end";
-        r.tensor = "-";
-        r.verdict = cmp::Verdict::ERROR;
-        r.message = "the reference chain gives this case invalid inputs: " + probs.front().str();
-        e2e.push_back(r);
+        e2e.push_back(case_error(c, "-", "the reference chain gives this case invalid inputs: " + probs.front().str()));
       } else {
         try {
           chained = run_reference(bx, xo, reference_backend(bx, o));
           e2e = check_case(bx, o, chained);
         } catch (const std::exception& ex) {
-          cmp::CheckResult r;
-          r.file = c.file;
-          r.case_name = c.name;
-          r.stage = c.stage;
-          r.group = "end-to-end";
-          r.tensor = "-";
-          r.verdict = cmp::Verdict::ERROR;
-          r.message = std::string("reference of the chained case failed: ") + ex.what();
-          e2e.push_back(r);
+          e2e.push_back(case_error(c, "-", std::string("reference of the chained case failed: ") + ex.what()));
         }
       }
     }

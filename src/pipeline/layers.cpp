@@ -24,6 +24,14 @@ Case bare_case(const std::string& name, const std::string& stage) {
   return c;
 }
 
+GoldenSpec member_spec(const char* name, const char* stage, const char* generator) {
+  GoldenSpec g;
+  g.name = name;
+  g.stage = stage;
+  g.generator = generator;
+  return g;
+}
+
 // DeepSeek-V3.2 decode with MTP (next_n = 2), three requests of 20, 100 and 190 tokens (the first shorter than k: -1
 // padded indices), as sglang runs it per layer:
 //   idx_kcache_store   the step's new index keys into the paged fp8 index cache (planar 132-byte records)
@@ -36,10 +44,7 @@ Case bare_case(const std::string& name, const std::string& stage) {
 std::vector<Case> build_v32_decode(std::uint64_t seed, int threads) {
   const std::vector<std::int64_t> L{20, 100, 190};
   const std::int64_t next_n = 2, k = 64, ps = 64, B = static_cast<std::int64_t>(L.size());
-  GoldenSpec ls;
-  ls.name = "idx_logits";
-  ls.stage = "indexer.logits_paged";
-  ls.generator = "logits.paged_mtp";
+  GoldenSpec ls = member_spec("idx_logits", "indexer.logits_paged", "logits.paged_mtp");
   ls.lists["context_lens"] = L;
   ls.dims = {{"next_n", next_n}, {"spare_blocks", 1}, {"extra_pages", 2}};
   Case logits = generate_inputs(ls, member_seed(seed, 2), threads);
@@ -75,33 +80,19 @@ std::vector<Case> build_v32_decode(std::uint64_t seed, int threads) {
     topk.links["logits"] = "idx_logits/expected/logits";
   }
 
-  GoldenSpec as;
-  as.name = "sparse_mla_decode";
-  as.stage = "attn.sparse_mla_decode";
-  as.generator = "sparse_decode.random";
+  GoldenSpec as = member_spec("sparse_mla_decode", "attn.sparse_mla_decode", "sparse_decode.random");
   as.dims = {{"B", B}, {"S", next_n}, {"H", 16}, {"P", P}, {"K", k}};
   Case attn = generate_inputs(as, member_seed(seed, 5), threads);
   attn.links["k_cache"] = "mla_kcache_store/expected/kv_cache";
-  attn.links["indices"] = "idx_topk/expected/indices";  // stored placeholder [B, next_n, k]: the shape it is read as
+  attn.links["indices"] = "idx_topk/expected/indices";  // the generated [B, next_n, k] input gives the shape it is read as
 
-  GoldenSpec ms;
-  ms.name = "mla_kcache_store";
-  ms.stage = "mla.kcache_store";
-  ms.generator = "mla_kcache.shuffled_slots";
+  GoldenSpec ms = member_spec("mla_kcache_store", "mla.kcache_store", "mla_kcache.shuffled_slots");
   ms.dims = {{"T", T}, {"P", P}};
   ms.params = {{"pad_frac", 0.0}};
   Case mstore = generate_inputs(ms, member_seed(seed, 4), threads);
   mstore.inputs["slot_mapping"] = slot_mapping;
   mstore.inputs["kv_cache_in"] = attn.input("k_cache");  // every earlier token's record (the generator's full cache)
   return {kstore, logits, topk, mstore, attn};
-}
-
-GoldenSpec member_spec(const char* name, const char* stage, const char* generator) {
-  GoldenSpec g;
-  g.name = name;
-  g.stage = stage;
-  g.generator = generator;
-  return g;
 }
 
 // DeepSeek-V4 C4 decode with MTP (2 tokens per request, two requests of 136 and 72 tokens: each step completes one

@@ -24,7 +24,7 @@ struct LayerSpec {
   std::uint64_t seed = 0;
   bool committed = true;
   // The members' inputs and attrs, in any order, each linked input named in Case::links as "MEMBER/expected/TENSOR";
-  // a stored input of that name is a placeholder giving the shape the source is read as (same element count).
+  // a generated input of that name gives the shape the source is read as (same element count).
   std::function<std::vector<Case>(std::uint64_t seed, int threads)> build;
 };
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "compare/detail.hpp"
+#include "io/base64.hpp"
 
 namespace dsa::report {
 
@@ -83,20 +84,6 @@ std::string png_rgb(std::int64_t w, std::int64_t h, const std::vector<std::uint8
   chunk(png, "IEND", "");
   return png;
 }
-std::string base64(const std::string& s) {
-  static const char* k = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string o;
-  for (std::size_t i = 0; i < s.size(); i += 3) {
-    const auto b = [&](std::size_t j) { return j < s.size() ? static_cast<std::uint32_t>(static_cast<unsigned char>(s[j])) : 0u; };
-    const std::uint32_t n = (b(i) << 16) | (b(i + 1) << 8) | b(i + 2);
-    o += k[(n >> 18) & 63];
-    o += k[(n >> 12) & 63];
-    o += i + 1 < s.size() ? k[(n >> 6) & 63] : '=';
-    o += i + 2 < s.size() ? k[n & 63] : '=';
-  }
-  return o;
-}
-
 // Colour of an err/M code: below the tolerance cool (grey-blue to teal, brighter = larger), above it warm (orange to
 // dark red); 0 (nothing compared) light grey.
 void colour(std::uint8_t code, std::uint8_t tol_code, std::uint8_t* rgb) {
@@ -131,11 +118,12 @@ std::string heatmap_svg(const cmp::HeatmapData& h, double rtol) {
       rgb[3 * u] = mask ? 20 : 230, rgb[3 * u + 1] = mask ? 20 : 0, rgb[3 * u + 2] = mask ? 20 : 200;
     }
   }
+  const std::string png = png_rgb(h.gw, h.gh, rgb);
   const double W = 512, H = std::clamp(512.0 * static_cast<double>(h.gh) / static_cast<double>(std::max<std::int64_t>(h.gw, 1)), 48.0, 512.0);
   std::ostringstream o;
   o << "<svg class=\"plot heat\" xmlns=\"http://www.w3.org/2000/svg\" width=\"" << W + 170 << "\" height=\"" << H + 40 << "\">"
     << "<image x=\"40\" y=\"10\" width=\"" << W << "\" height=\"" << H << "\" preserveAspectRatio=\"none\" style=\"image-rendering:pixelated\" href=\"data:image/png;base64,"
-    << base64(png_rgb(h.gw, h.gh, rgb)) << "\"/>"
+    << io::base64_encode(png.data(), png.size()) << "\"/>"
     << "<rect x=\"40\" y=\"10\" width=\"" << W << "\" height=\"" << H << "\" fill=\"none\" stroke=\"#555\"/>"
     << "<text x=\"36\" y=\"20\" text-anchor=\"end\">0</text><text x=\"36\" y=\"" << H + 10 << "\" text-anchor=\"end\">" << h.rows << "</text>"
     << "<text x=\"40\" y=\"" << H + 24 << "\">0</text><text x=\"" << 40 + W << "\" y=\"" << H + 24 << "\" text-anchor=\"end\">" << h.cols
@@ -339,33 +327,19 @@ std::string html_report(const RunReport& r, const std::string& title) {
     o << "</ul>";
   }
   // Layers: the stages of each (file, layer) in layer_pos order, local and end-to-end verdicts.
-  struct Pos {
-    std::string stage, case_name;
-    std::vector<std::size_t> local, e2e;
-  };
-  std::map<std::pair<std::string, std::string>, std::map<std::int64_t, Pos>> layers;
-  std::vector<std::pair<std::string, std::string>> lorder;
-  for (std::size_t i = 0; i < r.results.size(); ++i) {
-    const auto& x = r.results[i];
-    if (x.layer.empty()) continue;
-    const auto key = std::make_pair(x.file, x.layer);
-    if (!layers.count(key)) lorder.push_back(key);
-    Pos& p = layers[key][x.layer_pos];
-    p.stage = x.stage, p.case_name = x.case_name;
-    (x.informational ? p.e2e : p.local).push_back(i);
-  }
+  const std::vector<LayerView> layers = layer_views(r.results);
   auto worst_of = [&](const std::vector<std::size_t>& v) -> const CheckResult* {
     const CheckResult* w = nullptr;
     for (auto i : v)
       if (!w || severity(r.results[i]) < severity(*w)) w = &r.results[i];
     return w;
   };
-  if (!lorder.empty()) {
+  if (!layers.empty()) {
     o << "<h2 id=\"layers\">Layers</h2>";
-    for (const auto& key : lorder) {
-      o << "<h3>layer " << esc(key.second) << " <span class=\"note\">" << esc(key.first) << "</span></h3><div class=\"chain\">";
+    for (const auto& lv : layers) {
+      o << "<h3>layer " << esc(lv.layer) << " <span class=\"note\">" << esc(lv.file) << "</span></h3><div class=\"chain\">";
       bool first_marked = false, arrow = false;
-      for (const auto& [pos, p] : layers[key]) {
+      for (const auto& [pos, p] : lv.stages) {
         const CheckResult* l = worst_of(p.local);
         const CheckResult* e = worst_of(p.e2e);
         const bool first = !first_marked && l && !l->pass();

@@ -4,6 +4,22 @@
 
 namespace dsa::report {
 
+std::vector<LayerView> layer_views(const std::vector<cmp::CheckResult>& results) {
+  std::vector<LayerView> out;
+  std::map<std::pair<std::string, std::string>, std::size_t> at;
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    const auto& r = results[i];
+    if (r.layer.empty()) continue;
+    auto [it, fresh] = at.try_emplace({r.file, r.layer}, out.size());
+    if (fresh) out.push_back({r.file, r.layer, {}});
+    LayerStage& p = out[it->second].stages[r.layer_pos];
+    p.stage = r.stage;
+    p.case_name = r.case_name;
+    (r.informational ? p.e2e : p.local).push_back(i);
+  }
+  return out;
+}
+
 std::int64_t RunReport::passed() const {
   return std::count_if(results.begin(), results.end(), [](const cmp::CheckResult& c) { return !c.informational && c.pass(); });
 }

@@ -936,6 +936,14 @@ def current_layer() -> Optional[int]:
     return _layer.get()
 
 
+def _layer_of_call(args: tuple, kwargs: Dict[str, Any], layer_arg: str, position: Optional[int]) -> Any:
+    """The layer id a call passes: keyword `layer_arg`, else the positional argument `position`, else None."""
+    lid = kwargs.get(layer_arg)
+    if lid is None and position is not None and len(args) > position:
+        lid = args[position]
+    return lid
+
+
 def track_layer(owner: Any, method: str, layer_arg: str = "layer_id", position: Optional[int] = None) -> Callable[[], None]:
     """Wraps ``owner.method`` (a class or an object) so that every call runs inside ``layer_scope(<its layer_arg
     argument>)``; e.g. ``track_layer(Indexer, "forward_cuda")`` for sglang. Returns a function undoing it."""
@@ -943,10 +951,7 @@ def track_layer(owner: Any, method: str, layer_arg: str = "layer_id", position: 
 
     @functools.wraps(orig)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        lid = kwargs.get(layer_arg)
-        if lid is None and position is not None and len(args) > position:
-            lid = args[position]
-        with layer_scope(lid):
+        with layer_scope(_layer_of_call(args, kwargs, layer_arg, position)):
             return orig(*args, **kwargs)
 
     setattr(owner, method, wrapper)
@@ -1183,9 +1188,7 @@ def capture_layers(owner: Any, method: str, out_dir: str = "dsa_dumps", *, kerne
 
     @functools.wraps(orig_method)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        lid = kwargs.get(layer_arg)
-        if lid is None and position is not None and len(args) > position:
-            lid = args[position]
+        lid = _layer_of_call(args, kwargs, layer_arg, position)
         take = want is None or (lid is not None and int(lid) in want)
         if take:
             n = state["calls"]
