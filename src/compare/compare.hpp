@@ -117,6 +117,10 @@ struct CheckResult {
   std::string layer;
   std::int64_t layer_pos = -1;
   bool informational = false;
+  // Where the result stands in a full run: the file's index on the command line and the index (in that file) of the
+  // case, or of a layer's first case. Shards keep the full run's numbers, so `merge` restores the full run's order
+  // (and its first-divergence lines) whatever the partition. -1: a run-level result (determinism, cross-checks).
+  std::int64_t file_pos = -1, case_pos = -1;
   std::shared_ptr<const PlotData> plot;     // only with CheckOptions::plots
   bool pass() const { return informational || verdict_pass(verdict); }
   std::string name() const { return case_name + "/" + group + "/" + tensor; }

@@ -87,6 +87,7 @@ nlohmann::json to_json(const CheckResult& r) {
     j["layer_pos"] = r.layer_pos;
   }
   if (r.informational) j["informational"] = true;
+  if (r.file_pos >= 0) j["run_pos"] = {r.file_pos, r.case_pos};
   if (r.plot) j["plot"] = plot_json(*r.plot);
   if (r.first) j["first"] = loc_json(*r.first);
   if (r.worst) j["worst"] = loc_json(*r.worst);
@@ -149,6 +150,14 @@ CheckResult from_json(const nlohmann::json& j) {
     r.layer = j.value("layer", std::string());
     r.layer_pos = j.value("layer_pos", std::int64_t{-1});
     r.informational = j.value("informational", false);
+    if (j.contains("run_pos")) {
+      const auto& p = j.at("run_pos");
+      if (!p.is_array() || p.size() != 2 || !p[0].is_number_integer() || !p[1].is_number_integer() || p[0].get<std::int64_t>() < 0 ||
+          p[1].get<std::int64_t>() < 0)
+        throw std::runtime_error("run_pos: expected [file index, case index] (two integers >= 0), found " + p.dump().substr(0, 80));
+      r.file_pos = p[0].get<std::int64_t>();
+      r.case_pos = p[1].get<std::int64_t>();
+    }
     const auto kind = j.at("kind").get<std::string>();
     bool kind_ok = false;
     for (auto k : {CompareKind::bytes, CompareKind::bounded, CompareKind::topk_set})

@@ -16,6 +16,7 @@
 #include <mutex>
 #include <set>
 #include <thread>
+#include <tuple>
 
 #include "io/paths.hpp"
 #include "pipeline/layer.hpp"
@@ -225,7 +226,9 @@ RunReport run_checks(const RunOptions& o, const ProgressFn& progress) {
   RunReport rep;
   std::vector<Case> cases;
   std::vector<ParamsPtr> params;  // each case's Params, parsed once by the reader's validation
-  for (const auto& f : o.files) {
+  std::vector<std::pair<std::int64_t, std::int64_t>> pos;  // each case's (file index, index in its file): run order
+  for (std::size_t fi = 0; fi < o.files.size(); ++fi) {
+    const std::string& f = o.files[fi];
     if (auto e = io::input_file_problem(f); e == "no such file") {  // (other kinds are reported by the reader)
       rep.problems.push_back(f + ": no such file");
       continue;
@@ -250,11 +253,14 @@ RunReport run_checks(const RunOptions& o, const ProgressFn& progress) {
       bad.insert(p.case_name);
     }
     std::vector<Case> kept;
-    for (auto& c : rr.cases) {
+    std::vector<std::int64_t> kept_pos;
+    for (std::size_t ci = 0; ci < rr.cases.size(); ++ci) {
+      Case& c = rr.cases[ci];
       if (bad.count(c.name)) continue;  // reported above; not checked
       if (!o.stage_glob.empty() && ::fnmatch(o.stage_glob.c_str(), c.stage.c_str(), 0) != 0) continue;
       if (!o.case_glob.empty() && ::fnmatch(o.case_glob.c_str(), c.name.c_str(), 0) != 0) continue;
       kept.push_back(std::move(c));
+      kept_pos.push_back(static_cast<std::int64_t>(ci));
     }
     // Shards: a layer's cases stay together (the shard of its first case in pipeline order).
     std::vector<std::string> shard_key(kept.size());
@@ -266,6 +272,7 @@ RunReport run_checks(const RunOptions& o, const ProgressFn& progress) {
       Case& c = kept[i];
       if (o.shard_count > 1 && shard_of(f, shard_key[i], o.shard_count) != o.shard_index) continue;
       params.push_back(parsed.count(c.name) ? parsed[c.name] : nullptr);
+      pos.emplace_back(static_cast<std::int64_t>(fi), kept_pos[i]);
       cases.push_back(std::move(c));
     }
   }
@@ -322,6 +329,7 @@ RunReport run_checks(const RunOptions& o, const ProgressFn& progress) {
     for (std::size_t j : li >= 0 ? layers[li].order : std::vector<std::size_t>{i})
       for (auto& r : per[j]) {
         if (cases[j].has_attr("step")) r.step = attr_to_string(cases[j].attrs.at("step"));
+        std::tie(r.file_pos, r.case_pos) = pos[i];
         rep.results.push_back(std::move(r));
       }
   }
@@ -404,6 +412,14 @@ RunReport merge_reports(const std::vector<std::string>& files, std::vector<std::
       errors.push_back(f + ": " + e.what());
     }
   }
+  // The full run's order (file, then case; a layer together where its first case stands), whatever the shards'
+  // order; run-level results (no position) after them, in their given order.
+  std::stable_sort(rep.results.begin(), rep.results.end(), [](const cmp::CheckResult& a, const cmp::CheckResult& b) {
+    auto key = [](const cmp::CheckResult& r) {
+      return r.file_pos < 0 ? std::make_pair(INT64_MAX, INT64_MAX) : std::make_pair(r.file_pos, r.case_pos);
+    };
+    return key(a) < key(b);
+  });
   rep.divergences = first_divergence(rep.results);
   return rep;
 }
