@@ -48,6 +48,17 @@ DSA_HD inline std::uint32_t packed_digits(std::uint8_t code) {
          (is_nan_code(code) ? 1u << 24 : 0u);
 }
 
+// Toom-3 evaluations of a code's digit polynomial x(t) = x0 + x1 t + x2 t^2 at t = 1 and t = -1 (both fit int8:
+// [-120, 118] and [-119, 119]), the extra planes of the sm_90a logits engine (stages/indexer/common/logits_wgmma.hpp).
+DSA_HD inline std::int8_t toom_p1(const Digits& g) { return static_cast<std::int8_t>(g.d[0] + g.d[1] + g.d[2]); }
+DSA_HD inline std::int8_t toom_m1(const Digits& g) { return static_cast<std::int8_t>(g.d[0] - g.d[1] + g.d[2]); }
+// Its recombination from the int32 unit sums P1 = sum x(1) y(1), Pm1 = sum x(-1) y(-1), c4 = sum x2 y2,
+// c1 = sum x0 y1 + x1 y0, c0 = sum x0 y0 (each below 2^31 for D <= 128, and so are high and low):
+//   high = (65 P1 - 63 Pm1) / 2 + 4095 c4,  low = 64 c1 + c0,  sum x y = 4096 high - 4095 low.
+DSA_HD inline std::int32_t toom_high(std::int32_t p1, std::int32_t m1, std::int32_t c4) { return ((65 * p1 - 63 * m1) >> 1) + 4095 * c4; }
+DSA_HD inline std::int32_t toom_low(std::int32_t c1, std::int32_t c0) { return c1 * 64 + c0; }
+DSA_HD inline std::int64_t toom_value(std::int32_t high, std::int32_t low) { return 4096ll * high - 4095ll * low; }
+
 // RNE double -> bf16 bits (NaN -> 0x7FC0 with the sign dropped, as logits' round_to).
 DSA_HD inline std::uint16_t f64_to_bf16_odd(double v) {
   if (v != v) return 0x7FC0u;

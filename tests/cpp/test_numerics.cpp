@@ -325,6 +325,70 @@ TEST_CASE("numerics.exact_digits of every e4m3 code, all 256 x 256 digit product
   CHECK(worst < (std::int64_t{1} << 31));
 }
 
+// The six-unit Toom-3 form of the sm_90a engine (logits_wgmma.hpp): every unit sum and every int32 intermediate of
+// toom_high / toom_low stays inside int32, and 4096 high - 4095 low is the exact dot, on random vectors, all-extreme
+// vectors (+-448 with equal and alternating signs, digit extremes) and every code pair.
+TEST_CASE("numerics.toom3 recombination of the wgmma logits engine is exact and never leaves int32") {
+  auto unit_sums = [](const std::uint8_t* q, const std::uint8_t* k, int D, std::int64_t u[5]) {
+    for (int i = 0; i < 5; ++i) u[i] = 0;
+    std::int64_t exact = 0;
+    for (int d = 0; d < D; ++d) {
+      const exactdot::Digits x = exactdot::digits(exactdot::scaled_int(q[d])), y = exactdot::digits(exactdot::scaled_int(k[d]));
+      u[0] += std::int64_t{exactdot::toom_p1(x)} * exactdot::toom_p1(y);
+      u[1] += std::int64_t{exactdot::toom_m1(x)} * exactdot::toom_m1(y);
+      u[2] += std::int64_t{x.d[2]} * y.d[2];
+      u[3] += std::int64_t{x.d[0]} * y.d[1] + std::int64_t{x.d[1]} * y.d[0];
+      u[4] += std::int64_t{x.d[0]} * y.d[0];
+      exact += std::int64_t{exactdot::scaled_int(q[d])} * exactdot::scaled_int(k[d]);
+    }
+    return exact;
+  };
+  const auto in32 = [](std::int64_t v) { return v >= INT32_MIN && v <= INT32_MAX; };
+  for (int c = 0; c < 256; ++c) {
+    const exactdot::Digits g = exactdot::digits(exactdot::scaled_int(static_cast<std::uint8_t>(c)));
+    CHECK(exactdot::toom_p1(g) == g.d[0] + g.d[1] + g.d[2]);  // no int8 wrap
+    CHECK(exactdot::toom_m1(g) == g.d[0] - g.d[1] + g.d[2]);
+  }
+  std::mt19937_64 g(7);
+  i64 bad = 0, checked = 0;
+  std::int64_t worst_high = 0;
+  for (int trial = 0; trial < 4000 + 256 * 256; ++trial) {
+    std::uint8_t q[128], k[128];
+    const int D = trial < 4000 ? 128 : 1;
+    for (int d = 0; d < D; ++d) {
+      std::uint8_t a, b;
+      if (trial >= 4000) {
+        a = static_cast<std::uint8_t>((trial - 4000) / 256), b = static_cast<std::uint8_t>((trial - 4000) % 256);
+      } else if (trial < 16) {  // +-448 and the digit extremes, equal / alternating signs
+        const std::uint8_t ext[4] = {0x7E, 0x5F, 0x67, 0x77};
+        a = ext[trial % 4] | ((trial / 4) % 2 && d % 2 ? 0x80 : 0);
+        b = ext[(trial / 2) % 4] | ((trial / 8) % 2 ? 0x80 : 0);
+      } else {
+        do a = static_cast<std::uint8_t>(g()), b = static_cast<std::uint8_t>(g()); while ((a & 0x7F) == 0x7F || (b & 0x7F) == 0x7F);
+      }
+      q[d] = a, k[d] = b;
+    }
+    std::int64_t u[5];
+    const std::int64_t exact = unit_sums(q, k, D, u);
+    bool ok = true;
+    for (auto v : u) ok = ok && in32(v);
+    const std::int64_t half = (65 * u[0] - 63 * u[1]) / 2, high = half + 4095 * u[2], low = 64 * u[3] + u[4];
+    ok = ok && in32(65 * u[0]) && in32(63 * u[1]) && in32(65 * u[0] - 63 * u[1]) && in32(half) && in32(4095 * u[2]) && in32(high) &&
+         in32(64 * u[3]) && in32(low) && (65 * u[0] - 63 * u[1]) % 2 == 0;
+    worst_high = std::max(worst_high, std::abs(high));
+    if (ok) {
+      const std::int32_t hi32 = exactdot::toom_high(static_cast<std::int32_t>(u[0]), static_cast<std::int32_t>(u[1]), static_cast<std::int32_t>(u[2]));
+      const std::int32_t lo32 = exactdot::toom_low(static_cast<std::int32_t>(u[3]), static_cast<std::int32_t>(u[4]));
+      ok = hi32 == high && lo32 == low && exactdot::toom_value(hi32, lo32) == exact;
+    }
+    bad += !ok;
+    ++checked;
+  }
+  CHECK(bad == 0);
+  CHECK(checked == 4000 + 65536);
+  CHECK(worst_high > (std::int64_t{1} << 30));  // the extremes came close to the int32 limit: the test can fail
+}
+
 TEST_CASE("numerics.f64_to_bf16_odd (device rounding of the logits) equals f64_to_bf16") {
   std::vector<double> v = {0.0, -0.0, 1.0, -1.0, std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity(),
                            std::numeric_limits<double>::max(), -std::numeric_limits<double>::max(), std::numeric_limits<double>::denorm_min(),

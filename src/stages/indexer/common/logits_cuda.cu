@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <stdexcept>
@@ -22,6 +23,7 @@
 #include "numerics/exact_digits.hpp"
 #include "stages/indexer/common/logits_core.hpp"
 #include "stages/indexer/common/logits_cuda.hpp"
+#include "stages/indexer/common/logits_wgmma.hpp"
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
 #error "the exact logits engine needs sm_80 or newer (int8 mma.sync m16n8k32): set CMAKE_CUDA_ARCHITECTURES >= 80"
@@ -281,17 +283,18 @@ unsigned grid_for(i64 n) { return static_cast<unsigned>(std::min<i64>((n + 255) 
 
 }  // namespace
 
-void logits_cuda(GpuLogitsJob& job) {
-  const int H = job.H, D = job.D;
-  const i64 R = job.rows, n_out = R * job.cols;
-  const bool paged = job.cache != nullptr;
-  if (H <= 0 || H % 8 != 0 || (D != 32 && D != 64 && D != 128)) throw std::runtime_error("logits_cuda: unsupported H/D");
-  const int RB = H <= kBM ? kBM / H : 1;
-  const int nsub = H <= kBM ? 1 : (H + kBM - 1) / kBM;
+namespace {
 
-  // Row groups: up to RB consecutive rows of one batch; their key range and chunks.
+struct Groups {
   std::vector<i64> grow0, gklo, gkhi, gprefix{0};
   std::vector<int> gnrows;
+};
+
+// Row groups: up to RB consecutive rows of one batch with their key range, cut into chunks of `chunk` keys
+// (gprefix: the first chunk of each group).
+Groups make_groups(const GpuLogitsJob& job, int RB, i64 chunk, i64 align = 1) {
+  Groups g;
+  const i64 R = job.rows;
   for (i64 r = 0; r < R;) {
     i64 e = r + 1;
     while (e < R && e - r < RB && job.batch[e] == job.batch[r]) ++e;
@@ -299,15 +302,54 @@ void logits_cuda(GpuLogitsJob& job) {
     for (i64 x = r; x < e; ++x)
       if (job.hi[x] > job.lo[x]) klo = std::min(klo, job.lo[x]), khi = std::max(khi, job.hi[x]);
     if (khi > klo) {
-      grow0.push_back(r);
-      gnrows.push_back(static_cast<int>(e - r));
-      gklo.push_back(klo);
-      gkhi.push_back(khi);
-      gprefix.push_back(gprefix.back() + (khi - klo + kBN * kTiles - 1) / (kBN * kTiles));
+      g.grow0.push_back(r);
+      g.gnrows.push_back(static_cast<int>(e - r));
+      g.gklo.push_back(klo);
+      g.gkhi.push_back(khi);
+      g.gprefix.push_back(g.gprefix.back() + (khi - (klo - klo % align) + chunk - 1) / chunk);
     }
     r = e;
   }
-  const i64 ngroups = static_cast<i64>(grow0.size()), nblocks = gprefix.back();
+  return g;
+}
+
+// The engine: DSA_CUDA_LOGITS_ENGINE = mma | wgmma forces one (wgmma where it cannot run: an error); by default the
+// sm_90a engine where it runs and supports the shape, else mma.sync. N: 128 columns (128 / H rows per group) unless
+// that leaves most groups half empty (one row per batch, H <= 64: N = 64).
+int choose_wgmma_columns(const GpuLogitsJob& job) {
+  const char* env = std::getenv("DSA_CUDA_LOGITS_ENGINE");
+  const std::string force = env ? env : "";
+  if (!force.empty() && force != "mma" && force != "wgmma")
+    throw std::runtime_error("DSA_CUDA_LOGITS_ENGINE='" + force + "': expected mma or wgmma");
+  if (force == "mma") return 0;
+  int nt = 0;
+  if (wgmma_engine_available() && wgmma_engine_supports(job.H, job.D, 128)) {
+    nt = 128;
+    if (job.H <= 64 && wgmma_engine_supports(job.H, job.D, 64)) {
+      const Groups g = make_groups(job, 128 / job.H, INT64_MAX / 2);
+      i64 rows = 0;
+      for (int n : g.gnrows) rows += n;
+      if (!g.gnrows.empty() && 2 * rows <= static_cast<i64>(g.gnrows.size()) * (128 / job.H)) nt = 64;
+    }
+  }
+  if (force == "wgmma" && nt == 0)
+    throw std::runtime_error("DSA_CUDA_LOGITS_ENGINE=wgmma: the sm_90a engine cannot run this job here (it needs a compute "
+                             "capability 9.0 device, a build with sm_90a code, D = 128 and H in 16, 32, 64, 128)");
+  return nt;
+}
+
+}  // namespace
+
+void logits_cuda(GpuLogitsJob& job) {
+  const int H = job.H, D = job.D;
+  const i64 R = job.rows, n_out = R * job.cols;
+  const bool paged = job.cache != nullptr;
+  if (H <= 0 || H % 8 != 0 || (D != 32 && D != 64 && D != 128)) throw std::runtime_error("logits_cuda: unsupported H/D");
+  const int NT = choose_wgmma_columns(job);  // 0: the mma.sync engine
+  const int RB = NT ? NT / H : H <= kBM ? kBM / H : 1;
+  const int nsub = H <= kBM ? 1 : (H + kBM - 1) / kBM;
+  const Groups G = NT ? make_groups(job, RB, kWgmmaItemKeys, 64) : make_groups(job, RB, kBN * kTiles);
+  const i64 ngroups = static_cast<i64>(G.grow0.size()), nblocks = G.gprefix.back();
   const i64 P = paged ? job.num_pages * job.page_size : job.nkeys;
 
   i64 bytes = 0;
@@ -336,78 +378,135 @@ void logits_cuda(GpuLogitsJob& job) {
   }
   if (nblocks > 0) {
     const i64 MHall = R * H;
+    // Queries: the wgmma engine converts its row group's codes in shared memory; the mma.sync engine reads three
+    // digit planes.
     auto d_q = up(job.q, MHall * D);
-    auto d_qd = buf(3 * MHall * D), d_qnan = buf(MHall);
-    cudaMemset(d_qnan->get(), 0, static_cast<std::size_t>(MHall));
-    digits_kernel<<<grid_for(MHall * D), 256>>>(static_cast<const std::uint8_t*>(d_q->get()), MHall, D, 1, 0, false,
-                                                static_cast<std::int8_t*>(d_qd->get()), MHall * D,
-                                                static_cast<std::uint8_t*>(d_qnan->get()), nullptr);
-    cuda::check_last("logits q digits kernel");
-    d_q.reset();
+    std::unique_ptr<cuda::Buffer> d_qd, d_qnan;
+    if (!NT) {
+      d_qd = buf(3 * MHall * D);
+      d_qnan = buf(MHall);
+      cudaMemset(d_qnan->get(), 0, static_cast<std::size_t>(MHall));
+      digits_kernel<<<grid_for(MHall * D), 256>>>(static_cast<const std::uint8_t*>(d_q->get()), MHall, D, 1, 0, false,
+                                                  static_cast<std::int8_t*>(d_qd->get()), MHall * D,
+                                                  static_cast<std::uint8_t*>(d_qnan->get()), nullptr);
+      cuda::check_last("logits q digits kernel");
+      d_q.reset();
+    }
     auto d_w = up(job.w, MHall * 4);
-    auto d_kd = buf(3 * P * D), d_knan = buf(P), d_ksc = buf(P * 4);
-    cudaMemset(d_knan->get(), 0, static_cast<std::size_t>(P));
-    std::unique_ptr<cuda::Buffer> d_bt;
+    // Keys: the mma.sync engine reads digit planes x0, x1, x2 [3][P][D], NaN flags and scales; the wgmma engine
+    // tile blocks (logits_wgmma.hpp).
+    std::unique_ptr<cuda::Buffer> d_kd, d_knan, d_ksc, d_blocks, d_bt;
+    const i64 nblk = (P + 63) / 64 + 1;  // wgmma: the key blocks and the zero block
     {
       const i64 page_bytes = job.page_size * (D + 4);
       auto d_src = paged ? up(job.cache, job.num_pages * page_bytes) : up(job.kv, P * D);
-      if (!paged && P > 0) d_ksc->upload(job.kv_scale, static_cast<std::size_t>(P * 4));
-      if (P > 0) {
-        digits_kernel<<<grid_for(P * D), 256>>>(static_cast<const std::uint8_t*>(d_src->get()), P, D, paged ? job.page_size : 1,
-                                                page_bytes, paged, static_cast<std::int8_t*>(d_kd->get()), P * D,
-                                                static_cast<std::uint8_t*>(d_knan->get()), static_cast<float*>(d_ksc->get()));
-        cuda::check_last("logits k digits kernel");
+      if (!paged) d_ksc = up(job.kv_scale, P * 4);
+      if (NT) {
+        d_blocks = buf(nblk * kWgmmaBlockBytes);
+        cudaMemset(d_blocks->get(), 0, static_cast<std::size_t>(nblk * kWgmmaBlockBytes));
+        if (const char* e = wgmma_build_blocks(static_cast<const std::uint8_t*>(d_src->get()), paged ? nullptr : static_cast<const float*>(d_ksc->get()),
+                                               P, paged ? job.page_size : 1, page_bytes, paged, static_cast<unsigned char*>(d_blocks->get()));
+            *e)
+          throw std::runtime_error(std::string("CUDA logits key blocks kernel: ") + e);
+      } else {
+        d_kd = buf(3 * P * D);
+        d_knan = buf(P);
+        if (paged) d_ksc = buf(P * 4);
+        cudaMemset(d_knan->get(), 0, static_cast<std::size_t>(P));
+        if (P > 0) {
+          digits_kernel<<<grid_for(P * D), 256>>>(static_cast<const std::uint8_t*>(d_src->get()), P, D, paged ? job.page_size : 1,
+                                                  page_bytes, paged, static_cast<std::int8_t*>(d_kd->get()), P * D,
+                                                  static_cast<std::uint8_t*>(d_knan->get()), static_cast<float*>(d_ksc->get()));
+          cuda::check_last("logits k digits kernel");
+        }
       }
     }
     if (paged) d_bt = up(job.block_table, job.batches * job.table_width * 4);
     auto d_lo = up(job.lo, R * 8), d_hi = up(job.hi, R * 8), d_col0 = up(job.col0, R * 8), d_batch = up(job.batch, R * 8);
-    auto d_grow0 = up(grow0.data(), ngroups * 8), d_gnrows = up(gnrows.data(), ngroups * 4), d_gklo = up(gklo.data(), ngroups * 8),
-         d_gkhi = up(gkhi.data(), ngroups * 8), d_gprefix = up(gprefix.data(), (ngroups + 1) * 8);
-    Dev d{};
-    d.H = H;
-    d.D = D;
-    d.RB = RB;
-    d.nsub = nsub;
-    d.qd = static_cast<const std::int8_t*>(d_qd->get());
-    d.qnan = static_cast<const std::uint8_t*>(d_qnan->get());
-    d.w = static_cast<const float*>(d_w->get());
-    d.planeQ = MHall * D;
-    d.kd = static_cast<const std::int8_t*>(d_kd->get());
-    d.knan = static_cast<const std::uint8_t*>(d_knan->get());
-    d.ksc = static_cast<const float*>(d_ksc->get());
-    d.planeK = P * D;
-    d.P = P;
-    d.bt = paged ? static_cast<const std::int32_t*>(d_bt->get()) : nullptr;
-    d.tw = job.table_width;
-    d.ps = paged ? job.page_size : 1;
-    d.num_pages = job.num_pages;
-    d.lo = static_cast<const i64*>(d_lo->get());
-    d.hi = static_cast<const i64*>(d_hi->get());
-    d.col0 = static_cast<const i64*>(d_col0->get());
-    d.batch = static_cast<const i64*>(d_batch->get());
-    d.grow0 = static_cast<const i64*>(d_grow0->get());
-    d.gnrows = static_cast<const int*>(d_gnrows->get());
-    d.gklo = static_cast<const i64*>(d_gklo->get());
-    d.gkhi = static_cast<const i64*>(d_gkhi->get());
-    d.gprefix = static_cast<const i64*>(d_gprefix->get());
-    d.ngroups = ngroups;
-    d.cols = job.cols;
-    d.bf16 = job.bf16;
-    d.value = d_value->get();
-    d.M = static_cast<double*>(d_M->get());
-    d.def = static_cast<std::uint8_t*>(d_def->get());
-    const int LD = D + kPad;
-    const std::size_t smem = static_cast<std::size_t>(6 * 64 * LD) + kBM * kSld * 8 + kBM * 8 + kBN * 16 * 8 + kBN * 4 + kBN * 8 + kBM + kBN;
-    if (cudaFuncSetAttribute(logits_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)) != cudaSuccess)
-      cuda::check_last("cudaFuncSetAttribute(logits_kernel)");
-    if (nblocks > 0x7FFFFFFFll) throw std::runtime_error("logits_cuda: too many blocks");
-    cudaEventRecord(evk0);
-    logits_kernel<<<static_cast<unsigned>(nblocks), kThreads, smem>>>(d);
-    cudaEventRecord(evk1);
+    auto d_grow0 = up(G.grow0.data(), ngroups * 8), d_gnrows = up(G.gnrows.data(), ngroups * 4), d_gklo = up(G.gklo.data(), ngroups * 8),
+         d_gkhi = up(G.gkhi.data(), ngroups * 8), d_gprefix = up(G.gprefix.data(), (ngroups + 1) * 8);
+    if (NT) {
+      WgmmaParams w;
+      w.H = H;
+      w.D = D;
+      w.NT = NT;
+      w.q = static_cast<const std::uint8_t*>(d_q->get());
+      w.w = static_cast<const float*>(d_w->get());
+      w.blocks = static_cast<const unsigned char*>(d_blocks->get());
+      w.zero_block = nblk - 1;
+      w.P = P;
+      w.bulk = !paged || job.page_size % 64 == 0;
+      w.bt = paged ? static_cast<const std::int32_t*>(d_bt->get()) : nullptr;
+      w.tw = job.table_width;
+      w.ps = paged ? job.page_size : 1;
+      w.num_pages = job.num_pages;
+      w.lo = static_cast<const i64*>(d_lo->get());
+      w.hi = static_cast<const i64*>(d_hi->get());
+      w.col0 = static_cast<const i64*>(d_col0->get());
+      w.batch = static_cast<const i64*>(d_batch->get());
+      w.grow0 = static_cast<const i64*>(d_grow0->get());
+      w.gnrows = static_cast<const int*>(d_gnrows->get());
+      w.gklo = static_cast<const i64*>(d_gklo->get());
+      w.gkhi = static_cast<const i64*>(d_gkhi->get());
+      w.gprefix = static_cast<const i64*>(d_gprefix->get());
+      w.ngroups = ngroups;
+      w.nitems = nblocks;
+      w.cols = job.cols;
+      w.bf16 = job.bf16;
+      w.value = d_value->get();
+      w.M = static_cast<double*>(d_M->get());
+      w.def = static_cast<std::uint8_t*>(d_def->get());
+      cudaEventRecord(evk0);
+      if (const char* e = wgmma_engine_launch(w); *e) throw std::runtime_error(std::string("CUDA wgmma logits kernel: ") + e);
+      cudaEventRecord(evk1);
+    } else {
+      Dev d{};
+      d.H = H;
+      d.D = D;
+      d.RB = RB;
+      d.nsub = nsub;
+      d.qd = static_cast<const std::int8_t*>(d_qd->get());
+      d.qnan = static_cast<const std::uint8_t*>(d_qnan->get());
+      d.w = static_cast<const float*>(d_w->get());
+      d.planeQ = MHall * D;
+      d.kd = static_cast<const std::int8_t*>(d_kd->get());
+      d.knan = static_cast<const std::uint8_t*>(d_knan->get());
+      d.ksc = static_cast<const float*>(d_ksc->get());
+      d.planeK = P * D;
+      d.P = P;
+      d.bt = paged ? static_cast<const std::int32_t*>(d_bt->get()) : nullptr;
+      d.tw = job.table_width;
+      d.ps = paged ? job.page_size : 1;
+      d.num_pages = job.num_pages;
+      d.lo = static_cast<const i64*>(d_lo->get());
+      d.hi = static_cast<const i64*>(d_hi->get());
+      d.col0 = static_cast<const i64*>(d_col0->get());
+      d.batch = static_cast<const i64*>(d_batch->get());
+      d.grow0 = static_cast<const i64*>(d_grow0->get());
+      d.gnrows = static_cast<const int*>(d_gnrows->get());
+      d.gklo = static_cast<const i64*>(d_gklo->get());
+      d.gkhi = static_cast<const i64*>(d_gkhi->get());
+      d.gprefix = static_cast<const i64*>(d_gprefix->get());
+      d.ngroups = ngroups;
+      d.cols = job.cols;
+      d.bf16 = job.bf16;
+      d.value = d_value->get();
+      d.M = static_cast<double*>(d_M->get());
+      d.def = static_cast<std::uint8_t*>(d_def->get());
+      const int LD = D + kPad;
+      const std::size_t smem = static_cast<std::size_t>(6 * 64 * LD) + kBM * kSld * 8 + kBM * 8 + kBN * 16 * 8 + kBN * 4 + kBN * 8 + kBM + kBN;
+      if (cudaFuncSetAttribute(logits_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)) != cudaSuccess)
+        cuda::check_last("cudaFuncSetAttribute(logits_kernel)");
+      if (nblocks > 0x7FFFFFFFll) throw std::runtime_error("logits_cuda: too many blocks");
+      cudaEventRecord(evk0);
+      logits_kernel<<<static_cast<unsigned>(nblocks), kThreads, smem>>>(d);
+      cudaEventRecord(evk1);
+    }
     cuda::check_last("logits kernel");
   }
   cudaEventRecord(ev1);
   cudaEventSynchronize(ev1);
+  cuda::check_last("logits kernel");
   float ms = 0, kms = 0;
   cudaEventElapsedTime(&ms, ev0, ev1);
   if (nblocks > 0) cudaEventElapsedTime(&kms, evk0, evk1);
@@ -415,6 +514,7 @@ void logits_cuda(GpuLogitsJob& job) {
   job.device_ms = ms;
   job.kernel_ms = kms;
   job.device_bytes = bytes;
+  job.engine = NT ? (NT == 128 ? "wgmma-n128" : "wgmma-n64") : "mma.sync";
   d_value->download(job.value, static_cast<std::size_t>(n_out) * vb);
   d_M->download(job.M, static_cast<std::size_t>(n_out) * 8);
   d_def->download(job.defined, static_cast<std::size_t>(n_out));

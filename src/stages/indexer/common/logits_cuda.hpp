@@ -46,6 +46,7 @@ struct GpuLogitsJob {
   // kernel's alone, and the device bytes allocated in all (an upper bound of the peak).
   double device_ms = 0, kernel_ms = 0;
   std::int64_t device_bytes = 0;
+  const char* engine = "";  // the kernel that ran: "wgmma-n128", "wgmma-n64" (logits_wgmma.hpp) or "mma.sync"
 };
 
 void logits_cuda(GpuLogitsJob& job);

@@ -29,8 +29,8 @@ void run_gpu_logits(GpuLogitsJob& job, LogitsTensors& lt, const std::function<st
     ++fallbacks;
   }
   if (const char* s = std::getenv("DSA_CUDA_STATS"); s && *s && std::strcmp(s, "0") != 0)
-    std::fprintf(stderr, "cuda logits: %lld rows x %lld cols, H %d, D %d: device %.3f ms (uploads, digit planes, kernel), kernel %.3f ms, %.1f MiB device memory, %lld exact fallback(s)\n",
-                 static_cast<long long>(job.rows), static_cast<long long>(job.cols), job.H, job.D, job.device_ms, job.kernel_ms,
+    std::fprintf(stderr, "cuda logits: %lld rows x %lld cols, H %d, D %d: device %.3f ms (uploads, digit planes, kernel), kernel %.3f ms (%s), %.1f MiB device memory, %lld exact fallback(s)\n",
+                 static_cast<long long>(job.rows), static_cast<long long>(job.cols), job.H, job.D, job.device_ms, job.kernel_ms, job.engine,
                  static_cast<double>(job.device_bytes) / 1048576.0, static_cast<long long>(fallbacks));
 }
 
