@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "io/h5handle.hpp"
@@ -23,8 +24,25 @@ struct Raw {
 };
 
 // Undoes the filter pipeline of one chunk; "" or what went wrong.
+// direct: where a chunk that only needs inflating lands whole and contiguous in the destination (nullptr: not so):
+// inflated there, without the staging copy; returns "" with `a` left empty.
 std::string unfilter(const Raw& c, const std::vector<H5Z_filter_t>& filters, std::size_t chunk_bytes, std::size_t es,
-                     std::vector<unsigned char>& a, std::vector<unsigned char>& b) {
+                     std::vector<unsigned char>& a, std::vector<unsigned char>& b, unsigned char* direct = nullptr) {
+  bool only_deflate = true, any = false;
+  for (std::size_t k = 0; k < filters.size(); ++k)
+    if (!(c.mask & (1u << k))) {
+      if (filters[k] == H5Z_FILTER_DEFLATE) any = true;
+      else if (es > 1) only_deflate = false;  // shuffle of 1-byte elements is the identity
+    }
+  if (direct && only_deflate && any) {
+    uLongf n = static_cast<uLongf>(chunk_bytes);
+    const int rc = ::uncompress(direct, &n, c.data.data(), static_cast<uLong>(c.data.size()));
+    if (rc != Z_OK || n != chunk_bytes)
+      return "a gzip chunk that does not inflate to its " + std::to_string(chunk_bytes) + " bytes (zlib " +
+             std::to_string(rc) + ", " + std::to_string(n) + " bytes)";
+    a.clear();
+    return "";
+  }
   a.assign(c.data.begin(), c.data.end());
   for (std::size_t k = filters.size(); k-- > 0;) {
     if (c.mask & (1u << k)) continue;
@@ -55,7 +73,8 @@ std::string unfilter(const Raw& c, const std::vector<H5Z_filter_t>& filters, std
 
 }  // namespace
 
-ChunkRead read_chunked_rows(hid_t ds, i64 row0, i64 row1, std::size_t es, void* dst, std::string& err, bool inflate) {
+ChunkRead read_chunked_rows(hid_t ds, i64 row0, i64 row1, std::size_t es, void* dst, std::string& err, bool inflate,
+                            std::size_t batch_bytes) {
   H dcpl(H5Dget_create_plist(ds), H5Pclose);
   if (!dcpl.ok() || H5Pget_layout(dcpl) != H5D_CHUNKED) return ChunkRead::unsupported;
   H type(H5Dget_type(ds), H5Tclose);
@@ -97,7 +116,6 @@ ChunkRead read_chunked_rows(hid_t ds, i64 row0, i64 row1, std::size_t es, void* 
   auto* out = static_cast<unsigned char*>(dst);
 
   std::vector<Raw> batch;
-  std::size_t batch_bytes = 0;
   bool failed = false;
   auto flush = [&]() {
     const i64 n = static_cast<i64>(batch.size());
@@ -107,12 +125,17 @@ ChunkRead read_chunked_rows(hid_t ds, i64 row0, i64 row1, std::size_t es, void* 
 #pragma omp for schedule(dynamic, 1)
       for (i64 k = 0; k < n; ++k) {
         const Raw& c = batch[static_cast<std::size_t>(k)];
-        const std::string e = unfilter(c, filters, chunk_bytes, es, a, b);
+        // A chunk of whole rows inside [row0, row1) (every other dim exactly one chunk wide): contiguous in dst.
+        bool whole = c.off[0] >= row0 && c.off[0] + cd[0] <= std::min(row1, dims[0]);
+        for (int i = 1; i < rank && whole; ++i) whole = cd[i] == dims[i];
+        unsigned char* direct = whole ? out + static_cast<std::size_t>(c.off[0] - row0) * (chunk_bytes / static_cast<std::size_t>(cd[0])) : nullptr;
+        const std::string e = unfilter(c, filters, chunk_bytes, es, a, b, direct);
         if (!e.empty()) {
 #pragma omp critical(dsa_chunk_err)
           if (!failed) failed = true, err = e;
           continue;
         }
+        if (direct && a.empty()) continue;  // inflated in place
         // Scatter the chunk's part inside [row0, row1) x dims: runs along the last dim.
         std::vector<i64> ext(rank), first(rank, 0);
         for (int i = 0; i < rank; ++i) ext[i] = std::min(cd[i], dims[i] - c.off[i]);
@@ -142,39 +165,59 @@ ChunkRead read_chunked_rows(hid_t ds, i64 row0, i64 row1, std::size_t es, void* 
       }
     }
     batch.clear();
-    batch_bytes = 0;
   };
+  // Chunks are fetched (HDF5, one thread) in batches of ~batch_bytes; while the cores inflate one batch, a second thread
+  // fetches the next (HDF5 is never called by two threads at once).
   std::vector<i64> g(lo);
-  for (;;) {
-    Raw c;
-    c.off.resize(rank);
-    std::vector<hsize_t> off(rank);
-    for (int i = 0; i < rank; ++i) off[i] = static_cast<hsize_t>(c.off[i] = g[i] * cd[i]);
-    hsize_t stored = 0;
-    if (H5Dget_chunk_storage_size(ds, off.data(), &stored) < 0 || stored == 0 || stored > chunk_bytes + chunk_bytes / 8 + (1u << 16)) {
-      err = "a chunk at offset " + std::to_string(c.off[0]) + " with an unreadable or implausible stored size (" +
-            std::to_string(stored) + " bytes)";
-      return ChunkRead::failed;
+  bool grid_done = false;
+  std::string ferr;
+  auto fetch_batch = [&](std::vector<Raw>& into) {
+    std::size_t bytes = 0;
+    while (!grid_done && bytes < batch_bytes) {
+      Raw c;
+      c.off.resize(rank);
+      std::vector<hsize_t> off(rank);
+      for (int i = 0; i < rank; ++i) off[i] = static_cast<hsize_t>(c.off[i] = g[i] * cd[i]);
+      hsize_t stored = 0;
+      if (H5Dget_chunk_storage_size(ds, off.data(), &stored) < 0 || stored == 0 || stored > chunk_bytes + chunk_bytes / 8 + (1u << 16)) {
+        ferr = "a chunk at offset " + std::to_string(c.off[0]) + " with an unreadable or implausible stored size (" +
+               std::to_string(stored) + " bytes)";
+        return false;
+      }
+      c.data.resize(static_cast<std::size_t>(stored));
+      if (H5Dread_chunk(ds, H5P_DEFAULT, off.data(), &c.mask, c.data.data()) < 0) {
+        ferr = "an unreadable chunk at offset " + std::to_string(c.off[0]) + " (truncated or corrupt file?)";
+        return false;
+      }
+      bytes += c.data.size() + chunk_bytes;
+      if (inflate) into.push_back(std::move(c));
+      int i = rank - 1;
+      for (; i >= 0; --i) {
+        if (++g[i] < hi[i]) break;
+        g[i] = lo[i];
+      }
+      if (i < 0) grid_done = true;
     }
-    c.data.resize(static_cast<std::size_t>(stored));
-    if (H5Dread_chunk(ds, H5P_DEFAULT, off.data(), &c.mask, c.data.data()) < 0) {
-      err = "an unreadable chunk at offset " + std::to_string(c.off[0]) + " (truncated or corrupt file?)";
-      return ChunkRead::failed;
-    }
-    batch_bytes += c.data.size() + chunk_bytes;
-    if (inflate) batch.push_back(std::move(c));
-    if (batch_bytes >= (std::size_t{64} << 20) && !batch.empty()) {
-      flush();
-      if (failed) return ChunkRead::failed;
-    }
-    int i = rank - 1;
-    for (; i >= 0; --i) {
-      if (++g[i] < hi[i]) break;
-      g[i] = lo[i];
-    }
-    if (i < 0) break;
+    return true;
+  };
+  if (!fetch_batch(batch)) {
+    err = ferr;
+    return ChunkRead::failed;
   }
-  if (!batch.empty()) flush();
+  while (!batch.empty() || !grid_done) {
+    std::vector<Raw> next;
+    bool fetched = true;
+    std::thread fetcher;
+    if (!grid_done) fetcher = std::thread([&] { fetched = fetch_batch(next); });
+    if (!batch.empty()) flush();
+    if (fetcher.joinable()) fetcher.join();
+    if (failed) return ChunkRead::failed;
+    if (!fetched) {
+      err = ferr;
+      return ChunkRead::failed;
+    }
+    batch.swap(next);
+  }
   return failed ? ChunkRead::failed : ChunkRead::done;
 }
 
