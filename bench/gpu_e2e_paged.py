@@ -54,14 +54,18 @@ def main():
         if os.path.exists(f):
             os.remove(f)
     t0 = time.perf_counter()
-    subprocess.run([exe, "expect", src, "--out", dump, "--backend", "cuda"], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run([exe, "expect", src, "--out", dump, "--backend", os.environ.get("DSA_E2E_EXPECT_BACKEND", "cuda")], check=True, stdout=subprocess.DEVNULL)
     print(f"expect --backend cuda: {time.perf_counter() - t0:.1f} s (reference + gzip writer)", flush=True)
     for backend in ("cuda", "cpu"):
         t0 = time.perf_counter()
-        r = subprocess.run([exe, "check", "--backend", backend, dump], capture_output=True, text=True)
+        r = subprocess.run([exe, "check", "--backend", backend, dump], capture_output=True, text=True,
+                           env=dict(os.environ, DSA_TIMING="1"))
         dt = time.perf_counter() - t0
         line = next((x for x in r.stdout.splitlines() if "logits" in x), r.stdout.strip()[:200])
         print(f"check --backend {backend}: exit {r.returncode}, {dt:.2f} s wall: {line[:160]}", flush=True)
+        for x in r.stderr.splitlines():  # DSA_TIMING: read, reference, comparison
+            if x.startswith("timing:") or x.startswith("cuda logits:"):
+                print("    " + x, flush=True)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@
 #include "io/paths.hpp"
 #include "pipeline/layer.hpp"
 #include "pipeline/load.hpp"
+#include "pipeline/timing.hpp"
 #include "report/console.hpp"
 #include "report/html.hpp"
 #include "report/json.hpp"
@@ -246,7 +247,9 @@ RunReport run_checks(const RunOptions& o, const ProgressFn& progress) {
       if (p.empty()) parsed[c.name] = b.params;
       return p;
     };
+    const auto t_read = std::chrono::steady_clock::now();
     io::ReadResult rr = load_file(f, ro);
+    timing_line("read " + f, t_read);
     std::set<std::string> bad;
     for (const auto& p : rr.problems) {
       rep.problems.push_back(p.str());
@@ -507,6 +510,7 @@ int run_check_command(const RunOptions& o, std::ostream& out, std::ostream& err)
   report::print_console(rep, out, o.quiet, o.verbose, color);
   int rc = rep.exit_code();
   rc = std::max(rc, write_reports(rep, o.json_path, o.junit_path, o.files, err, o.html_path));
+  timing_line("check in all (reads, references, comparisons, reports)", t0);
   return rc;
 }
 

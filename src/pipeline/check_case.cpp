@@ -1,4 +1,5 @@
 #include "pipeline/check_case.hpp"
+#include "pipeline/timing.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -400,15 +401,20 @@ std::vector<CheckResult> check_case(const BoundCase& b, const CheckOptions& o) {
   if (c.outputs.empty() && c.expected.empty()) return nothing_to_check(c);
   if (b.stage->tiling && has_deferred(c, b.stage->tiling->tensor)) return check_case_tiled(b, o);
   Expected E;
+  const auto t0 = std::chrono::steady_clock::now();
   try {
     E = run_reference(b, reference_options(b, o), reference_backend(b, o));
+    timing_line("case '" + c.name + "': reference on the " + std::string(backend_name(reference_backend(b, o))), t0);
   } catch (const std::exception& e) {
     std::vector<CheckResult> res{case_error(c, "-", c.where() + ": reference of stage " + c.stage + " failed: " + e.what())};
     for (const auto& [n, t] : c.outputs)  // what can be said without a reference
       for (auto& f : sanity_findings(b, n, t, nullptr)) res.back().notes.push_back("outputs/" + n + ": " + f);
     return res;
   }
-  return check_case(b, o, E);
+  const auto t1 = std::chrono::steady_clock::now();
+  auto res = check_case(b, o, E);
+  timing_line("case '" + c.name + "': comparison", t1);
+  return res;
 }
 
 Backend reference_backend(const BoundCase& b, const CheckOptions& o) {

@@ -234,3 +234,25 @@ def test_shards_partition_the_cases_and_merge_gives_one_run(repo_root, run_cli, 
     bad = tmp_path / "bad.json"
     bad.write_text("{}")
     assert run_cli("merge", bad).returncode == 2
+
+
+def test_dsa_timing_prints_one_line_per_phase(repo_root, dsa_check_bin):
+    """DSA_TIMING=1: stderr names the file read, each case's reference (with its backend) and comparison, and the
+    whole check, each with seconds; without it, no timing line."""
+    import os
+    import re
+    import subprocess
+
+    f = repo_root / "golden/quant_subnormal.h5"
+    with_t = subprocess.run([str(dsa_check_bin), "check", "-q", str(f)], capture_output=True, text=True,
+                            env=dict(os.environ, DSA_TIMING="1"), timeout=120)
+    assert with_t.returncode == 0, with_t.stderr
+    lines = [x for x in with_t.stderr.splitlines() if x.startswith("timing: ")]
+    assert re.fullmatch(rf"timing: read {re.escape(str(f))}: \d+\.\d{{3}} s", lines[0])
+    assert any(re.fullmatch(r"timing: case '[^']+': reference on the cpu: \d+\.\d{3} s", x) for x in lines)
+    assert any(re.fullmatch(r"timing: case '[^']+': comparison: \d+\.\d{3} s", x) for x in lines)
+    assert lines[-1].startswith("timing: check in all (reads, references, comparisons, reports): ")
+    env = {k: v for k, v in os.environ.items() if k != "DSA_TIMING"}
+    without = subprocess.run([str(dsa_check_bin), "check", "-q", str(f)], capture_output=True, text=True, env=env,
+                             timeout=120)
+    assert "timing:" not in without.stderr
