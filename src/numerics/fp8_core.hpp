@@ -9,11 +9,7 @@
 #include <cstdint>
 #include <cstring>
 
-#if defined(__CUDACC__)
-#define DSA_HD __host__ __device__
-#else
-#define DSA_HD
-#endif
+#include "numerics/hd.hpp"
 
 namespace dsa::fp8core {
 
@@ -108,6 +104,13 @@ DSA_HD inline float block_amax(const float* x, std::int64_t n) {
     amax = a > amax ? a : amax;
   }
   return nan ? quiet_nan() : amax;
+}
+
+// The e8m0 byte of a scale (MODEL1 cache scale records): the exponent field of a positive finite s (2^(byte - 127)
+// for powers of two; 0 for subnormals), 0xFF (NaN) for zero, negative, inf and NaN scales.
+DSA_HD inline std::uint8_t e8m0_of(float s) {
+  const std::uint32_t ef = (bits(s) >> 23) & 0xFFu;
+  return s > 0.0f && ef != 0xFFu ? static_cast<std::uint8_t>(ef) : std::uint8_t{0xFF};
 }
 
 }  // namespace dsa::fp8core

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "numerics/formats.hpp"
+#include "numerics/fp8_core.hpp"
 #include "stages/mla/kcache_store/core.hpp"
 
 namespace dsa::mla::kcache_store {
@@ -43,41 +44,28 @@ void store_token_model1(const Params& p, const std::uint16_t* c, const std::uint
   std::uint8_t* sc = cache + p.m1.scale_offset(slot);
   for (std::int64_t j = 0; j < M::kTiles; ++j) {
     const float s = quantize_tile(p, c + j * M::kTile, M::kTile, tok + j * M::kTile);
-    // e8m0: the exponent of the power-of-two scale (+127), NaN 0xFF
-    sc[j] = std::isfinite(s) && s > 0 ? static_cast<std::uint8_t>(std::clamp(std::ilogb(s) + 127, 0, 254)) : std::uint8_t{0xFF};
+    // e8m0: the exponent field of the power-of-two scale, NaN 0xFF (fp8_core.hpp, shared with cuda.cu)
+    sc[j] = fp8core::e8m0_of(s);
   }
   sc[M::kTiles] = 0;
   std::memcpy(tok + M::kNope, k_pe, 2 * M::kRope);
 }
 
-Expected cpu(const Case& c, const Params& p, const RefOptions& opt) {
+Expected cpu_frame(const Case& c, const Params& p, const RefOptions&) {
   using M = layouts::Model1KCache;
-  const Tensor& kv_c = c.input("kv_c");
-  const Tensor& k_pe = c.input("k_pe");
   const Tensor& slots = c.input("slot_mapping");
   const Tensor& cache_in = c.input("kv_cache_in");
-  const std::int64_t T = kv_c.dim(0), nope = p.model1 ? M::kNope : L::kNope;
+  const std::int64_t T = slots.numel();
   const std::int64_t capacity = cache_in.dim(0) * p.layout.page_size;
-
-  Tensor cache = cache_in.clone();
   auto writer = std::make_shared<std::vector<std::int64_t>>(static_cast<std::size_t>(capacity), -1);
-  std::uint8_t* out = cache.data<std::uint8_t>();
-#pragma omp parallel for schedule(static) num_threads(opt.thread_count())
-  for (std::int64_t t = 0; t < T; ++t) {
-    const std::int64_t s = slots.int_at(t);
-    if (s < 0) continue;  // padded token
-    const std::uint16_t* ct = kv_c.data<std::uint16_t>() + t * nope;
-    const std::uint16_t* pt = k_pe.data<std::uint16_t>() + t * L::kRope;
-    if (p.model1) store_token_model1(p, ct, pt, out, s);
-    else store_token(p, ct, pt, out + s * L::kRecord);
-    (*writer)[static_cast<std::size_t>(s)] = t;  // distinct slots: no two threads touch the same entry
-  }
+  for (std::int64_t t = 0; t < T; ++t)
+    if (const std::int64_t s = slots.int_at(t); s >= 0) (*writer)[static_cast<std::size_t>(s)] = t;  // distinct (parse)
 
   Expected e;
   RefTensor r;
   r.name = "kv_cache";
   r.kind = CompareKind::bytes;
-  r.value = cache;
+  r.value = cache_in.clone();
   const L layout = p.layout;
   const M m1 = p.m1;
   const bool model1 = p.model1;
@@ -92,6 +80,26 @@ Expected cpu(const Case& c, const Params& p, const RefOptions& opt) {
            (w >= 0 ? ", stored from token " + std::to_string(w) + ")" : ", not written by this store: must equal kv_cache_in)");
   };
   e.tensors.push_back(std::move(r));
+  return e;
+}
+
+Expected cpu(const Case& c, const Params& p, const RefOptions& opt) {
+  using M = layouts::Model1KCache;
+  const Tensor& kv_c = c.input("kv_c");
+  const Tensor& k_pe = c.input("k_pe");
+  const Tensor& slots = c.input("slot_mapping");
+  const std::int64_t T = kv_c.dim(0), nope = p.model1 ? M::kNope : L::kNope;
+  Expected e = cpu_frame(c, p, opt);
+  std::uint8_t* out = e.tensors.front().value.data<std::uint8_t>();
+#pragma omp parallel for schedule(static) num_threads(opt.thread_count())
+  for (std::int64_t t = 0; t < T; ++t) {
+    const std::int64_t s = slots.int_at(t);
+    if (s < 0) continue;  // padded token
+    const std::uint16_t* ct = kv_c.data<std::uint16_t>() + t * nope;
+    const std::uint16_t* pt = k_pe.data<std::uint16_t>() + t * L::kRope;
+    if (p.model1) store_token_model1(p, ct, pt, out, s);
+    else store_token(p, ct, pt, out + s * L::kRecord);
+  }
   return e;
 }
 

@@ -1,0 +1,78 @@
+// mla.kcache_store on the GPU: one thread per (token, tile), the quantization of indexer.quant's kernel
+// (numerics/fp8_core.hpp: amax, scale, element step, e8m0 bytes; --fmad=false, IEEE division) and the byte offsets
+// the host computed from its layout type: identical bytes to cpu.cpp (parse() guarantees distinct slots).
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "backend/cuda.hpp"
+#include "numerics/fp8_core.hpp"
+#include "stages/mla/kcache_store/cuda_api.hpp"
+
+namespace dsa::mla::kcache_store {
+
+namespace {
+
+constexpr std::int64_t kRope = 64;
+
+__global__ void store_kernel(std::uint8_t* cache, CudaStore s) {
+  const std::int64_t id = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (id >= s.T * s.tiles) return;
+  const std::int64_t t = id / s.tiles, j = id % s.tiles, co = s.code_off[t];
+  if (co < 0) return;  // padded token
+  const std::uint16_t* x = s.kv_c + t * s.nope + j * s.tile;
+  float amax = 0.0f;  // fp8core::block_amax over the bf16 values
+  bool nan = false;
+  for (std::int64_t i = 0; i < s.tile; ++i) {
+    const float a = fp8core::from_bits((static_cast<std::uint32_t>(x[i]) << 16) & 0x7FFFFFFFu);
+    nan |= a != a;
+    amax = a > amax ? a : amax;
+  }
+  if (nan) amax = fp8core::quiet_nan();
+  const float sc = fp8core::scale_of(static_cast<fp8core::Fmt>(s.fmt), amax, s.eps);
+  const float inv = 1.0f / sc;
+  const bool mul = s.mul_inv || fp8core::exact_reciprocal(sc, inv);
+  for (std::int64_t i = 0; i < s.tile; ++i) {
+    std::uint8_t c = fp8core::encode(fp8core::from_bits(static_cast<std::uint32_t>(x[i]) << 16), mul, s.clamp, sc, inv);
+    if ((c & 0x7F) == 0x7F) c = 0x7F;  // NaN: the CUDA code
+    cache[co + j * s.tile + i] = c;
+  }
+  if (s.e8m0) {
+    cache[s.scale_off[t] + j] = fp8core::e8m0_of(sc);
+    if (j == 0) cache[s.scale_off[t] + s.tiles] = 0;  // pad byte
+  } else {
+    memcpy(cache + s.scale_off[t] + 4 * j, &sc, 4);
+  }
+  if (j == 0) memcpy(cache + s.rope_off[t], s.k_pe + t * kRope, 2 * kRope);
+}
+
+}  // namespace
+
+void store_cuda(std::uint8_t* cache, std::int64_t cache_bytes, const CudaStore& s) {
+  cuda::Buffer dc(static_cast<std::size_t>(cache_bytes)), dx(static_cast<std::size_t>(s.T * s.nope * 2)),
+      dp(static_cast<std::size_t>(s.T * kRope * 2)), doff(static_cast<std::size_t>(s.T * 8 * 3));
+  dc.upload(cache, static_cast<std::size_t>(cache_bytes));
+  dx.upload(s.kv_c, static_cast<std::size_t>(s.T * s.nope * 2));
+  dp.upload(s.k_pe, static_cast<std::size_t>(s.T * kRope * 2));
+  auto* off = static_cast<std::int64_t*>(doff.get());
+  std::vector<std::int64_t> host(static_cast<std::size_t>(3 * s.T));  // the three offset arrays back to back: one upload
+  std::copy(s.code_off, s.code_off + s.T, host.begin());
+  std::copy(s.scale_off, s.scale_off + s.T, host.begin() + s.T);
+  std::copy(s.rope_off, s.rope_off + s.T, host.begin() + 2 * s.T);
+  if (s.T > 0) doff.upload(host.data(), host.size() * 8);
+  CudaStore d = s;
+  d.kv_c = static_cast<const std::uint16_t*>(dx.get());
+  d.k_pe = static_cast<const std::uint16_t*>(dp.get());
+  d.code_off = off;
+  d.scale_off = off + s.T;
+  d.rope_off = off + 2 * s.T;
+  const std::int64_t threads = s.T * s.tiles;
+  if (threads > 0) {
+    store_kernel<<<static_cast<unsigned>((threads + 127) / 128), 128>>>(static_cast<std::uint8_t*>(dc.get()), d);
+    cuda::check_last("mla.kcache_store kernel");
+  }
+  dc.download(cache, static_cast<std::size_t>(cache_bytes));
+}
+
+}  // namespace dsa::mla::kcache_store
