@@ -73,8 +73,8 @@ TEST_CASE("attn: the fp64 row engine matches a direct long-double softmax attent
       CHECK(std::fabs(static_cast<double>(mg) - e.mag(h)[c]) <= 1e-13 * static_cast<double>(mg));
     }
     // The derived bound of out is at least the two bf16 roundings (2^-7) and far below 1 here.
-    CHECK(e.out_rel(h) >= 0x1p-7);
-    CHECK(e.out_rel(h) < 0.05);
+    CHECK(e.view().out_rel(h) >= 0x1p-7);
+    CHECK(e.view().out_rel(h) < 0.05);
   }
 }
 

@@ -13,7 +13,7 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kLog2e = 0x1.71547652b82fep0;
 }  // namespace
 
-void write_head(const RowEngine& e, std::int64_t h, std::int64_t dv, const float* sink, const Conventions& cv, const HeadDst& d) {
+void write_head(const RowView& e, std::int64_t h, std::int64_t dv, const float* sink, const Conventions& cv, const HeadDst& d) {
   const HeadResult& r = e.head(h);
   const double unit = cv.base2 ? kLog2e : 1.0;
   const double s = sink ? static_cast<double>(*sink) : 0.0;

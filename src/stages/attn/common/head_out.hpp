@@ -1,4 +1,4 @@
-// Writing one head's results of a RowEngine into the stages' reference tensors, with the conventions a dump's attrs
+// Writing one head's results of a row engine (CPU RowEngine::view() or the CUDA engine) into the stages' reference tensors, with the conventions a dump's attrs
 // pin (spec v32 §6.1/§6.2, real_bugs_2026 B35): lse base, the value of lonely rows, the sink and whether the public
 // lse includes it. Bounds per sparse_attn.hpp (2)-(4).
 #pragma once
@@ -28,7 +28,7 @@ struct HeadDst {
   std::uint8_t* max_def = nullptr;
 };
 
-void write_head(const RowEngine& e, std::int64_t h, std::int64_t dv, const float* sink, const Conventions& cv, const HeadDst& d);
+void write_head(const RowView& e, std::int64_t h, std::int64_t dv, const float* sink, const Conventions& cv, const HeadDst& d);
 
 // Helper for RefTensors: a bounded output whose magnitude M is the derived bound (policy `derived-bound`).
 RefTensor bounded_ref(std::string name, Tensor value, Tensor bound, Tensor defined = {});

@@ -205,18 +205,8 @@ void RowEngine::run(double sm) {
       }
       double q2 = 0;
       for (std::int64_t d = 0; d < D; ++d) q2 += Q_[static_cast<std::size_t>(h * D + d)] * Q_[static_cast<std::size_t>(h * D + d)];
-      const double A = std::sqrt(q2) * std::sqrt(kmax2) * (1.0 + 0x1p-40);  // covers the rounding of the sums of squares
-      r.delta = std::fabs(sm) * gD * A + 0x1p-22 * zmax + 0x1p-21;
-      r.max_err = std::fabs(sm) * gD * A + 0x1p-22 * std::fabs(m);
-      if (nan || m == kInf) {
-        r.nan = true;
-        r.m = nan ? std::numeric_limits<double>::quiet_NaN() : kInf;
-        r.lse = r.m;
-        std::fill(s, s + np, 0.0);
-        continue;
-      }
-      if (m == -kInf) {
-        r.m = -kInf, r.lse = -kInf, r.lonely = true;
+      head_bounds(sm, gD, q2, kmax2, zmax, m, r);
+      if (!head_classify(nan, m, r)) {
         std::fill(s, s + np, 0.0);
         continue;
       }
@@ -226,42 +216,12 @@ void RowEngine::run(double sm) {
         L += s[t];
       }
       for (std::int64_t t = n; t < np; ++t) s[t] = 0;
-      r.m = m;
-      r.L = L;
-      r.lse = m + num::det_log(L);
+      head_lse(L, r);
     }
     gemm_pv(S_.data(), hb, np, Vp_.data(), n, dv, false, O_.data() + h0 * dv);
     gemm_pv(S_.data(), hb, np, Vp_.data(), n, dv, true, M_.data() + h0 * dv);
   }
-  for (std::int64_t h = 0; h < H; ++h) {
-    const HeadResult& r = res_[static_cast<std::size_t>(h)];
-    double* o = O_.data() + h * dv;
-    double* mg = M_.data() + h * dv;
-    if (r.nan) {
-      std::fill(o, o + dv, std::numeric_limits<double>::quiet_NaN());
-      std::fill(mg, mg + dv, 0.0);
-    } else if (r.lonely) {
-      std::fill(o, o + dv, 0.0);
-      std::fill(mg, mg + dv, 0.0);
-    } else {
-      for (std::int64_t c = 0; c < dv; ++c) {
-        o[c] = o[c] / r.L;
-        mg[c] = mg[c] / r.L;
-      }
-    }
-  }
-}
-
-double RowEngine::out_rel(std::int64_t h) const {
-  const HeadResult& r = head(h);
-  const double eta = num::det_exp(2.0 * r.delta) - 1.0;
-  const double n = static_cast<double>(n_);
-  return 0x1p-7 + 1.5 * eta + 2.0 * gamma_n(n) + (n / 64.0 + 4.0) * 0x1p-21;
-}
-
-double RowEngine::lse_bound(std::int64_t h) const {
-  const HeadResult& r = head(h);
-  return r.delta + gamma_n(static_cast<double>(n_)) + 0x1p-21 + 0x1p-22 * (std::fabs(r.lse) + std::fabs(r.m));
+  for (std::int64_t h = 0; h < H; ++h) head_finish(res_[static_cast<std::size_t>(h)], dv, O_.data() + h * dv, M_.data() + h * dv);
 }
 
 }  // namespace dsa::attn

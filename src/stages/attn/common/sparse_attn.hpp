@@ -31,21 +31,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "stages/attn/common/sparse_attn_core.hpp"
+
 namespace dsa::attn {
-
-inline constexpr double kU = 0x1p-23;
-inline double gamma_n(double n) { return n * kU / (1.0 - n * kU); }
-
-// Per-head results of one row.
-struct HeadResult {
-  double m = 0;          // max_t z (natural); -inf when no key (lonely), NaN when a score is NaN
-  double lse = 0;        // natural; -inf when lonely
-  double L = 0;          // sum of p
-  double delta = 0;      // (1) above
-  double max_err = 0;    // (4) above (natural)
-  bool lonely = false;   // no valid key, or every score -inf
-  bool nan = false;      // a score is NaN (or +inf): out, lse are NaN
-};
 
 class RowEngine {
  public:
@@ -59,10 +47,8 @@ class RowEngine {
   const double* out(std::int64_t h) const { return O_.data() + h * dv_; }
   const double* mag(std::int64_t h) const { return M_.data() + h * dv_; }
   std::int64_t n() const { return n_; }
-  // (2) without the sink: relative factor of M.
-  double out_rel(std::int64_t h) const;
-  // (3): absolute bound of the natural lse.
-  double lse_bound(std::int64_t h) const;
+  // The results as a RowView (head(h), out(h), mag(h), out_rel(h), lse_bound(h)): what the stages read.
+  RowView view() const { return RowView{H_, dv_, n_, res_.data(), O_.data(), M_.data(), nullptr}; }
 
  private:
   std::int64_t H_ = 0, D_ = 0, dv_ = 0, n_ = 0, Hp_ = 0, np_ = 0;

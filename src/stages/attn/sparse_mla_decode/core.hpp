@@ -66,6 +66,9 @@ inline void dequant_key_model1(const std::uint8_t* cache, const layouts::Model1K
 }
 
 Expected cpu(const Case& c, const Params& p, const RefOptions& opt);
+#ifdef DSA_CUDA_BACKEND
+Expected cuda(const Case& c, const Params& p, const RefOptions& opt);  // the CUDA row engine, same bits
+#endif
 std::vector<golden::Generator> generators();
 std::vector<golden::GoldenSpec> goldens();
 std::vector<golden::GoldenSpec> selftest_cases();

@@ -1,15 +1,18 @@
-// attn.sparse_mla_decode CPU reference: (batch, query token) rows in parallel, one RowEngine per thread.
-#include <omp.h>
-
+// attn.sparse_mla_decode reference: (batch, query token) rows in parallel on the row engine of the chosen backend
+// (sparse_attn_rows.hpp: the same bits on both).
 #include <string>
+#include <vector>
 
+#include "stages/attn/common/sparse_attn_rows.hpp"
 #include "stages/attn/sparse_mla_decode/core.hpp"
 
 namespace dsa::attn::sparse_mla_decode {
 
 using L = layouts::MlaKCache;
 
-Expected cpu(const Case& c, const Params& p, const RefOptions& opt) {
+namespace {
+
+Expected run(const Case& c, const Params& p, const RefOptions& opt, Backend backend) {
   const Tensor& q = c.input("q");
   const Tensor& cache = c.input("k_cache");
   const Tensor& idx = c.input("indices");
@@ -22,44 +25,39 @@ Expected cpu(const Case& c, const Params& p, const RefOptions& opt) {
   const std::int64_t B = q.dim(0), S = q.dim(1), H = q.dim(2), D = q.dim(3), K = idx.dim(2), dv = L::kNope;
   Tensor out(DType::bf16, {B, S, H, dv}), out_m(DType::f64, {B, S, H, dv});
   Tensor lse(DType::f32, {B, H, S}), lse_m(DType::f64, {B, H, S}), lse_def(DType::u8, {B, H, S});
-  const std::uint16_t* qb = q.data<std::uint16_t>();
   const std::uint8_t* base = cache.data<std::uint8_t>();
-#pragma omp parallel num_threads(opt.thread_count())
-  {
-    RowEngine e;
-#pragma omp for schedule(dynamic, 1)
-    for (std::int64_t row = 0; row < B * S; ++row) {
-      const std::int64_t b = row / S, s = row % S;
-      const std::int64_t len = tl ? tl->int_at(b) : K;
-      std::int64_t n = 0;
-      for (std::int64_t pp = 0; pp < len; ++pp) n += idx.int_at(row * K + pp) != -1;
-      const std::int64_t xlen = xi ? (xl ? xl->int_at(b) : XK) : 0;
-      for (std::int64_t pp = 0; pp < xlen; ++pp) n += xi->int_at(row * XK + pp) != -1;
-      e.reset(H, D, dv, n);
-      for (std::int64_t h = 0; h < H; ++h)
-        for (std::int64_t d = 0; d < D; ++d) e.q(h)[d] = num::bf16_to_f64(qb[(row * H + h) * D + d]);
-      std::int64_t j = 0;
-      for (std::int64_t pp = 0; pp < len; ++pp) {
-        const std::int64_t t = idx.int_at(row * K + pp);
-        if (t == -1) continue;
-        if (p.model1) dequant_key_model1(base, p.m1, t, e.key(j++));
-        else dequant_key(base + t * L::kRecord, p.bf16_scale, e.key(j++));
-      }
-      for (std::int64_t pp = 0; pp < xlen; ++pp) {  // the extra scope, same softmax
-        const std::int64_t t = xi->int_at(row * XK + pp);
-        if (t == -1) continue;
-        if (p.model1) dequant_key_model1(xc->data<std::uint8_t>(), p.m1_extra, t, e.key(j++));
-        else dequant_key(xc->data<std::uint8_t>() + t * L::kRecord, p.bf16_scale, e.key(j++));
-      }
-      e.run(p.softmax_scale);
-      for (std::int64_t h = 0; h < H; ++h) {
-        const std::int64_t fo = row * H + h, fl = (b * H + h) * S + s;
-        HeadDst dst{out.data<std::uint16_t>() + fo * dv, out_m.data<double>() + fo * dv, lse.data<float>() + fl,
-                    lse_m.data<double>() + fl, lse_def.data<std::uint8_t>() + fl};
-        write_head(e, h, dv, sink ? sink->data<float>() + h : nullptr, p.cv, dst);
-      }
+  // Key ids: a main-cache slot t is id t, an extra-cache slot t is id `cap + t` (cap = the main cache's slots).
+  const std::int64_t cap = cache.dim(0) * cache.dim(1), xcap = xc ? xc->dim(0) * xc->dim(1) : 0;
+  auto key = [&](std::int64_t id, double* k) {  // the kernel's dequantized key
+    const bool x = id >= cap;
+    const std::int64_t t = x ? id - cap : id;
+    const std::uint8_t* b = x ? xc->data<std::uint8_t>() : base;
+    if (p.model1) dequant_key_model1(b, x ? p.m1_extra : p.m1, t, k);
+    else dequant_key(b + t * L::kRecord, p.bf16_scale, k);
+  };
+  RowSource src;
+  src.R = B * S, src.H = H, src.D = D, src.dv = dv;
+  src.q = q.data<std::uint16_t>();
+  src.sm = p.softmax_scale;
+  src.ids = [&](std::int64_t row, std::vector<std::int64_t>& ids) {  // main scope, then the extra scope (same softmax)
+    const std::int64_t b = row / S, len = tl ? tl->int_at(b) : K;
+    for (std::int64_t pp = 0; pp < len; ++pp)
+      if (const std::int64_t t = idx.int_at(row * K + pp); t != -1) ids.push_back(t);
+    const std::int64_t xlen = xi ? (xl ? xl->int_at(b) : XK) : 0;
+    for (std::int64_t pp = 0; pp < xlen; ++pp)
+      if (const std::int64_t t = xi->int_at(row * XK + pp); t != -1) ids.push_back(cap + t);
+  };
+  src.key = key;
+  src.id_space = cap + xcap;
+  run_rows(src, backend, opt.thread_count(), [&](std::int64_t row, const RowView& v) {
+    const std::int64_t b = row / S, s = row % S;
+    for (std::int64_t h = 0; h < H; ++h) {
+      const std::int64_t fo = row * H + h, fl = (b * H + h) * S + s;
+      HeadDst dst{out.data<std::uint16_t>() + fo * dv, out_m.data<double>() + fo * dv, lse.data<float>() + fl,
+                  lse_m.data<double>() + fl, lse_def.data<std::uint8_t>() + fl};
+      write_head(v, h, dv, sink ? sink->data<float>() + h : nullptr, p.cv, dst);
     }
-  }
+  });
   Expected ex;
   RefTensor o = bounded_ref("out", out, out_m);
   o.peers = {flashmla_metric(8e-4, 2.01 / 128, 5e-6)};
@@ -76,5 +74,12 @@ Expected cpu(const Case& c, const Params& p, const RefOptions& opt) {
   ex.tensors = {std::move(o), std::move(l)};
   return ex;
 }
+
+}  // namespace
+
+Expected cpu(const Case& c, const Params& p, const RefOptions& opt) { return run(c, p, opt, Backend::cpu); }
+#ifdef DSA_CUDA_BACKEND
+Expected cuda(const Case& c, const Params& p, const RefOptions& opt) { return run(c, p, opt, Backend::cuda); }
+#endif
 
 }  // namespace dsa::attn::sparse_mla_decode

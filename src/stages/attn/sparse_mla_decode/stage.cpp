@@ -153,6 +153,9 @@ Stage stage() {
                       {{"lse", {D::f32}, {"b,h_q,s_q"}, false, "natural log-sum-exp per batch, head, q token"}, CompareKind::bounded}};
   s.parse = typed_parse(&parse);
   s.impl[static_cast<std::size_t>(Backend::cpu)] = typed_impl(&cpu);
+#ifdef DSA_CUDA_BACKEND
+  s.impl[static_cast<std::size_t>(Backend::cuda)] = typed_impl(&cuda);
+#endif
   s.sanity = sanity;
   s.generators = generators();
   s.goldens = goldens();

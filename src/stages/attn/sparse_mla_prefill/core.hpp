@@ -20,6 +20,9 @@ struct Params : dsa::Params {
 };
 
 Expected cpu(const Case& c, const Params& p, const RefOptions& opt);
+#ifdef DSA_CUDA_BACKEND
+Expected cuda(const Case& c, const Params& p, const RefOptions& opt);  // the CUDA row engine, same bits
+#endif
 std::vector<golden::Generator> generators();
 std::vector<golden::GoldenSpec> goldens();
 std::vector<golden::GoldenSpec> selftest_cases();

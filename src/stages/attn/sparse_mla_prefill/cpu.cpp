@@ -1,15 +1,17 @@
-// attn.sparse_mla_prefill CPU reference: query rows in parallel, one RowEngine per thread (fixed order per row).
-#include <omp.h>
-
+// attn.sparse_mla_prefill reference: query rows in parallel on the row engine of the chosen backend (fixed order
+// per row, the same bits on both: sparse_attn_rows.hpp).
 #include <memory>
 #include <string>
 
 #include "numerics/formats.hpp"
+#include "stages/attn/common/sparse_attn_rows.hpp"
 #include "stages/attn/sparse_mla_prefill/core.hpp"
 
 namespace dsa::attn::sparse_mla_prefill {
 
-Expected cpu(const Case& c, const Params& p, const RefOptions& opt) {
+namespace {
+
+Expected run(const Case& c, const Params& p, const RefOptions& opt, Backend backend) {
   const Tensor& q = c.input("q");
   const Tensor& kv = c.input("kv");
   const Tensor& idx = c.input("indices");
@@ -19,39 +21,30 @@ Expected cpu(const Case& c, const Params& p, const RefOptions& opt) {
   Tensor out(DType::bf16, {S, H, dv}), out_m(DType::f64, {S, H, dv});
   Tensor lse(DType::f32, {S, H}), lse_m(DType::f64, {S, H}), lse_def(DType::u8, {S, H});
   Tensor ml(DType::f32, {S, H}), ml_m(DType::f64, {S, H}), ml_def(DType::u8, {S, H});
-  const std::uint16_t* qb = q.data<std::uint16_t>();
   const std::uint16_t* kb = kv.data<std::uint16_t>();
-#pragma omp parallel num_threads(opt.thread_count())
-  {
-    RowEngine e;
-#pragma omp for schedule(dynamic, 1)
-    for (std::int64_t i = 0; i < S; ++i) {
-      const std::int64_t len = tl ? tl->int_at(i) : K;
-      std::int64_t n = 0;
-      for (std::int64_t pp = 0; pp < len; ++pp) {
-        const std::int64_t t = idx.int_at(i * K + pp);
-        n += t >= 0 && t < N;
-      }
-      e.reset(H, D, dv, n);
-      for (std::int64_t h = 0; h < H; ++h)
-        for (std::int64_t d = 0; d < D; ++d) e.q(h)[d] = num::bf16_to_f64(qb[(i * H + h) * D + d]);
-      std::int64_t j = 0;
-      for (std::int64_t pp = 0; pp < len; ++pp) {
-        const std::int64_t t = idx.int_at(i * K + pp);
-        if (t < 0 || t >= N) continue;
-        double* k = e.key(j++);
-        for (std::int64_t d = 0; d < D; ++d) k[d] = num::bf16_to_f64(kb[t * D + d]);
-      }
-      e.run(p.sm_scale);
-      for (std::int64_t h = 0; h < H; ++h) {
-        const std::int64_t f = i * H + h;
-        HeadDst dst{out.data<std::uint16_t>() + f * dv, out_m.data<double>() + f * dv, lse.data<float>() + f,
-                    lse_m.data<double>() + f,           lse_def.data<std::uint8_t>() + f, ml.data<float>() + f,
-                    ml_m.data<double>() + f,            ml_def.data<std::uint8_t>() + f};
-        write_head(e, h, dv, sink ? sink->data<float>() + h : nullptr, p.cv, dst);
-      }
+  RowSource src;
+  src.R = S, src.H = H, src.D = D, src.dv = dv;
+  src.q = q.data<std::uint16_t>();
+  src.sm = p.sm_scale;
+  src.ids = [&](std::int64_t i, std::vector<std::int64_t>& ids) {  // the valid indices of the row, in order
+    const std::int64_t len = tl ? tl->int_at(i) : K;
+    for (std::int64_t pp = 0; pp < len; ++pp)
+      if (const std::int64_t t = idx.int_at(i * K + pp); t >= 0 && t < N) ids.push_back(t);
+  };
+  src.key = [&](std::int64_t t, double* k) {
+    for (std::int64_t d = 0; d < D; ++d) k[d] = num::bf16_to_f64(kb[t * D + d]);
+  };
+  src.id_space = N;
+  src.bf16_table = kb;
+  run_rows(src, backend, opt.thread_count(), [&](std::int64_t i, const RowView& v) {
+    for (std::int64_t h = 0; h < H; ++h) {
+      const std::int64_t f = i * H + h;
+      HeadDst dst{out.data<std::uint16_t>() + f * dv, out_m.data<double>() + f * dv, lse.data<float>() + f,
+                  lse_m.data<double>() + f,           lse_def.data<std::uint8_t>() + f, ml.data<float>() + f,
+                  ml_m.data<double>() + f,            ml_def.data<std::uint8_t>() + f};
+      write_head(v, h, dv, sink ? sink->data<float>() + h : nullptr, p.cv, dst);
     }
-  }
+  });
   Expected ex;
   RefTensor o = bounded_ref("out", out, out_m);
   o.peers = {flashmla_metric(8e-4, 2.01 / 128, 7e-6)};
@@ -68,5 +61,12 @@ Expected cpu(const Case& c, const Params& p, const RefOptions& opt) {
   ex.tensors = {std::move(o), std::move(m), std::move(l)};
   return ex;
 }
+
+}  // namespace
+
+Expected cpu(const Case& c, const Params& p, const RefOptions& opt) { return run(c, p, opt, Backend::cpu); }
+#ifdef DSA_CUDA_BACKEND
+Expected cuda(const Case& c, const Params& p, const RefOptions& opt) { return run(c, p, opt, Backend::cuda); }
+#endif
 
 }  // namespace dsa::attn::sparse_mla_prefill

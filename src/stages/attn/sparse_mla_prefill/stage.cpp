@@ -79,6 +79,9 @@ Stage stage() {
                       {{"lse", {D::f32}, {"s_q,h_q"}, false, "log-sum-exp of the scaled scores per row and head"}, CompareKind::bounded}};
   s.parse = typed_parse(&parse);
   s.impl[static_cast<std::size_t>(Backend::cpu)] = typed_impl(&cpu);
+#ifdef DSA_CUDA_BACKEND
+  s.impl[static_cast<std::size_t>(Backend::cuda)] = typed_impl(&cuda);
+#endif
   s.sanity = sanity;
   s.generators = generators();
   s.goldens = goldens();

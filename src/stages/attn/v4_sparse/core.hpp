@@ -87,7 +87,11 @@ void row_keys(const Case& c, const Params& p, std::int64_t t, Bug bug, std::vect
 std::optional<Hypothesis::Value> element(const Case& c, const Params& p, Bug bug, std::int64_t flat);
 
 Expected cpu(const Case& c, const Params& p, const RefOptions& opt);
-Expected run(const Case& c, const Params& p, Bug bug, int threads);
+#ifdef DSA_CUDA_BACKEND
+Expected cuda(const Case& c, const Params& p, const RefOptions& opt);  // the CUDA row engine, same bits
+#endif
+Expected run(const Case& c, const Params& p, Bug bug, int threads);  // the CPU reference with `bug`
+Expected run_on(const Case& c, const Params& p, Bug bug, int threads, Backend backend);
 std::vector<golden::Generator> generators();
 std::vector<golden::GoldenSpec> goldens();
 std::vector<golden::GoldenSpec> selftest_cases();

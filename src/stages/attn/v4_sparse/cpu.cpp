@@ -1,4 +1,5 @@
-// attn.v4_sparse CPU reference: query rows in parallel, one RowEngine per thread (fixed order per row).
+// attn.v4_sparse reference: query rows in parallel on the row engine of the chosen backend (fixed order per row,
+// the same bits on both: sparse_attn_rows.hpp).
 #include <omp.h>
 
 #include <cmath>
@@ -9,6 +10,8 @@
 #include "numerics/det_math.hpp"
 #include "numerics/formats.hpp"
 #include "stages/attn/common/head_out.hpp"
+#include "stages/attn/common/sparse_attn.hpp"
+#include "stages/attn/common/sparse_attn_rows.hpp"
 #include "stages/attn/v4_sparse/core.hpp"
 
 namespace dsa::attn::v4_sparse {
@@ -62,36 +65,16 @@ void row_keys(const Case& c, const Params& p, i64 t, Bug bug, std::vector<Key>& 
 
 namespace {
 
-// Row t, heads [h0, h1): the engine over the row's keys (RowEngine e and the buffers are the caller's, per thread);
+// Row t's outputs of heads [h0, h1) from the engine's results over the row's keys (v: heads 0.. = h0..):
 // put(h, d, value, bound) receives each head's D outputs before the bf16 rounding (NaN heads NaN, lonely rows 0).
 template <class Put>
-void attend_row(const Case& c, const Params& p, i64 t, i64 h0, i64 h1, Bug bug, RowEngine& e, std::vector<Key>& keys,
-                std::vector<double>& vabs, Put put) {
+void finish_row(const Case& c, const Params& p, i64 h0, i64 h1, Bug bug, const RowView& v, Put put) {
   const i64 D = p.D, H = h1 - h0;
-  const std::uint16_t* qb = c.input("q").data<std::uint16_t>();
-  const std::uint16_t* ob = c.input("ori_kv").data<std::uint16_t>();
-  const Tensor* ckv = c.input_opt("cmp_kv");
-  const std::uint16_t* cb = ckv ? ckv->data<std::uint16_t>() : nullptr;
   const Tensor* sink = bug == Bug::sink_dropped ? nullptr : c.input_opt("sinks");
   const bool a3 = p.variant == Variant::ascend_a3;
-  row_keys(c, p, t, bug, keys);
-  const i64 n = static_cast<i64>(keys.size());
-  e.reset(H, D, D, n);
-  for (i64 h = 0; h < H; ++h)
-    for (i64 d = 0; d < D; ++d) e.q(h)[d] = num::bf16_to_f64(qb[(t * p.N + h0 + h) * D + d]);
-  vabs.assign(static_cast<std::size_t>(D), 0.0);
-  for (i64 j = 0; j < n; ++j) {
-    const std::uint16_t* src = (keys[static_cast<std::size_t>(j)].cmp ? cb : ob) + keys[static_cast<std::size_t>(j)].slot * D;
-    double* k = e.key(j);
-    for (i64 d = 0; d < D; ++d) {
-      k[d] = num::bf16_to_f64(src[d]);
-      vabs[static_cast<std::size_t>(d)] += std::fabs(k[d]);
-    }
-  }
-  e.run(p.scale);
-  const double nn = static_cast<double>(n), nan = std::numeric_limits<double>::quiet_NaN();
+  const double nn = static_cast<double>(v.n()), nan = std::numeric_limits<double>::quiet_NaN();
   for (i64 h = 0; h < H; ++h) {
-    const HeadResult& r = e.head(h);
+    const HeadResult& r = v.head(h);
     const double s = sink ? static_cast<double>(sink->data<float>()[h0 + h]) : -std::numeric_limits<double>::infinity();
     const double f = sink ? 1.0 / (1.0 + num::det_exp(s - r.lse)) : 1.0;
     if (r.lonely) {  // no key: 0 exactly
@@ -102,19 +85,29 @@ void attend_row(const Case& c, const Params& p, i64 t, i64 h0, i64 h1, Bug bug, 
       for (i64 d = 0; d < D; ++d) put(h0 + h, d, nan, 0.0);
       continue;
     }
-    double rel = e.out_rel(h);
+    double rel = v.out_rel(h);
     if (a3) rel += (nn / 16.0 - nn / 64.0) * 0x1p-21;  // rescales per 16-key tile
     if (sink && std::isfinite(s)) {  // a -inf sink is no sink; a +inf one makes f = 0 (out 0 exactly)
       const double ds = a3 ? r.delta + 0x1p-22 * (std::fabs(s) + std::fabs(r.m)) + 0x1p-21
-                           : e.lse_bound(h) + 0x1p-22 * (std::fabs(s) + std::fabs(r.lse)) + 0x1p-21;
+                           : v.lse_bound(h) + 0x1p-22 * (std::fabs(s) + std::fabs(r.lse)) + 0x1p-21;
       rel += 1.5 * (num::det_exp(2.0 * ds) - 1.0) + 0x1p-20;
     }
-    const double* ov = e.out(h);
-    const double* mg = e.mag(h);
+    const double* ov = v.out(h);
+    const double* mg = v.mag(h);
     for (i64 d = 0; d < D; ++d)
       put(h0 + h, d, bug == Bug::sink_in_numerator ? ov[d] * f + (1.0 - f) : ov[d] * f,
-          (f == 0 ? 0.0 : mg[d] * f * rel) + 0x1p-126 * (1.0 + vabs[static_cast<std::size_t>(d)]));
+          (f == 0 ? 0.0 : mg[d] * f * rel) + 0x1p-126 * (1.0 + v.vabs[d]));
   }
+}
+
+// Key ids of the row engine: ori_kv rows first (slot), then cmp_kv rows (ori rows + slot).
+i64 key_id(const Params& p, const Key& k) { return k.cmp ? p.nb_o * p.bs_o + k.slot : k.slot; }
+
+void key_values(const Case& c, const Params& p, i64 id, double* k) {
+  const i64 ori = p.nb_o * p.bs_o;
+  const std::uint16_t* src = id < ori ? c.input("ori_kv").data<std::uint16_t>() + id * p.D
+                                      : c.input("cmp_kv").data<std::uint16_t>() + (id - ori) * p.D;
+  for (i64 d = 0; d < p.D; ++d) k[d] = num::bf16_to_f64(src[d]);
 }
 
 }  // namespace
@@ -122,33 +115,52 @@ void attend_row(const Case& c, const Params& p, i64 t, i64 h0, i64 h1, Bug bug, 
 std::optional<Hypothesis::Value> element(const Case& c, const Params& p, Bug bug, i64 flat) {
   const i64 t = flat / (p.N * p.D), h = flat / p.D % p.N, dd = flat % p.D;
   if (t < 0 || t >= p.T) return std::nullopt;
-  RowEngine e;
+  RowEngine e;  // one head of one row
   std::vector<Key> keys;
-  std::vector<double> vabs;
-  Hypothesis::Value v{0, 0};
-  attend_row(c, p, t, h, h + 1, bug, e, keys, vabs, [&](i64, i64 d, double val, double m) {
-    if (d == dd) v = {static_cast<double>(num::bf16_to_f32(num::f64_to_bf16(val))), m};
+  row_keys(c, p, t, bug, keys);
+  const i64 n = static_cast<i64>(keys.size());
+  e.reset(1, p.D, p.D, n);
+  const std::uint16_t* qb = c.input("q").data<std::uint16_t>();
+  for (i64 d = 0; d < p.D; ++d) e.q(0)[d] = num::bf16_to_f64(qb[(t * p.N + h) * p.D + d]);
+  std::vector<double> vabs(static_cast<std::size_t>(p.D), 0.0);
+  for (i64 j = 0; j < n; ++j) {
+    double* k = e.key(j);
+    key_values(c, p, key_id(p, keys[static_cast<std::size_t>(j)]), k);
+    for (i64 d = 0; d < p.D; ++d) vabs[static_cast<std::size_t>(d)] += std::fabs(k[d]);
+  }
+  e.run(p.scale);
+  RowView v = e.view();
+  v.vabs = vabs.data();
+  Hypothesis::Value val{0, 0};
+  finish_row(c, p, h, h + 1, bug, v, [&](i64, i64 d, double x, double m) {
+    if (d == dd) val = {static_cast<double>(num::bf16_to_f32(num::f64_to_bf16(x))), m};
   });
-  return v;
+  return val;
 }
 
-Expected run(const Case& c, const Params& p, Bug bug, int threads) {
+Expected run_on(const Case& c, const Params& p, Bug bug, int threads, Backend backend) {
   const i64 T = p.T, N = p.N, D = p.D;
   Tensor out(DType::bf16, {T, N, D}), out_m(DType::f64, {T, N, D});
   std::uint16_t* ob = out.data<std::uint16_t>();
   double* mb = out_m.data<double>();
-#pragma omp parallel num_threads(threads > 0 ? threads : omp_get_max_threads())
-  {
-    RowEngine e;
+  RowSource src;
+  src.R = T, src.H = N, src.D = D, src.dv = D;
+  src.q = c.input("q").data<std::uint16_t>();
+  src.sm = p.scale;
+  src.vabs = true;
+  src.ids = [&](i64 t, std::vector<i64>& ids) {
     std::vector<Key> keys;
-    std::vector<double> vabs;
-#pragma omp for schedule(dynamic, 1)
-    for (i64 t = 0; t < T; ++t)
-      attend_row(c, p, t, 0, N, bug, e, keys, vabs, [&](i64 h, i64 d, double v, double m) {
-        ob[(t * N + h) * D + d] = num::f64_to_bf16(v);
-        mb[(t * N + h) * D + d] = m;
-      });
-  }
+    row_keys(c, p, t, bug, keys);
+    for (const Key& k : keys) ids.push_back(key_id(p, k));
+  };
+  src.key = [&](i64 id, double* k) { key_values(c, p, id, k); };
+  src.id_space = p.nb_o * p.bs_o + p.nb_c * p.bs_c;
+  run_rows(src, backend, threads > 0 ? threads : omp_get_max_threads(), [&](i64 t, const RowView& v) {
+    finish_row(c, p, 0, N, bug, v, [&](i64 h, i64 d, double val, double m) {
+      ob[(t * N + h) * D + d] = num::f64_to_bf16(val);
+      mb[(t * N + h) * D + d] = m;
+    });
+  });
   Expected ex;
   RefTensor o = bounded_ref("out", out, out_m);
   o.peers = {flashmla_metric(8e-4, 2.01 / 128, 7e-6)};
@@ -163,6 +175,10 @@ Expected run(const Case& c, const Params& p, Bug bug, int threads) {
   return ex;
 }
 
-Expected cpu(const Case& c, const Params& p, const RefOptions& opt) { return run(c, p, Bug::none, opt.thread_count()); }
+Expected run(const Case& c, const Params& p, Bug bug, int threads) { return run_on(c, p, bug, threads, Backend::cpu); }
+Expected cpu(const Case& c, const Params& p, const RefOptions& opt) { return run_on(c, p, Bug::none, opt.thread_count(), Backend::cpu); }
+#ifdef DSA_CUDA_BACKEND
+Expected cuda(const Case& c, const Params& p, const RefOptions& opt) { return run_on(c, p, Bug::none, opt.thread_count(), Backend::cuda); }
+#endif
 
 }  // namespace dsa::attn::v4_sparse

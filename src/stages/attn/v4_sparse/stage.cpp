@@ -315,6 +315,9 @@ Stage stage() {
                        CompareKind::bounded}};
   s.parse = typed_parse(&parse);
   s.impl[static_cast<std::size_t>(Backend::cpu)] = typed_impl(&cpu);
+#ifdef DSA_CUDA_BACKEND
+  s.impl[static_cast<std::size_t>(Backend::cuda)] = typed_impl(&cuda);
+#endif
   s.sanity = sanity;
   s.cross_check = index_cache;
   // Known bugs as values: a failing out is tested against kernels with these selections (hints, never verdicts).
