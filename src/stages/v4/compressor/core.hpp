@@ -73,13 +73,16 @@ struct StepResult {
   Tensor cmp_kv, cmp_m, cmp_def, state, state_m;
   std::vector<std::int64_t> row_req, row_entry;  // output row -> request, compressed index j (-1 = padding)
 };
-StepResult run_step(const Case& c, const Params& p, Bug bug, int threads);
+StepResult run_step(const Case& c, const Params& p, Bug bug, int threads, Backend backend = Backend::cpu);
 
 // The rope row (interleave-duplicated cos/sin, rope dims) of position pos: DeepSeek-V4 compressed layers (YaRN,
 // base 160000, factor 16, original 65536, beta 32/1), as the generators build the compressor_metadata gather.
 void v4_rope_row(std::int64_t rope, std::int64_t pos, float* cos_out, float* sin_out);
 
 Expected cpu(const Case& c, const Params& p, const RefOptions& opt);
+#ifdef DSA_CUDA_BACKEND
+Expected cuda(const Case& c, const Params& p, const RefOptions& opt);  // the projections on the GPU, same bits
+#endif
 std::vector<golden::Generator> generators();
 std::vector<golden::GoldenSpec> goldens();
 std::vector<golden::GoldenSpec> selftest_cases();

@@ -1,5 +1,6 @@
-// v4.compressor CPU reference: projections in parallel over tokens, entries in parallel over output rows; every
-// value in one fixed fp64 order (det_exp), rounded at the variant's rounding points (core.hpp).
+// v4.compressor reference: projections in parallel over tokens (on the CPU micro-kernel or the GPU, the same fma
+// chains: cuda_api.hpp), entries in parallel over output rows on the host; every value in one fixed fp64 order
+// (det_exp), rounded at the variant's rounding points (core.hpp).
 #include <omp.h>
 
 #include <algorithm>
@@ -12,6 +13,9 @@
 #include "numerics/formats.hpp"
 #include "stages/attn/common/sparse_attn.hpp"
 #include "stages/v4/compressor/core.hpp"
+#ifdef DSA_CUDA_BACKEND
+#include "stages/v4/compressor/cuda_api.hpp"
+#endif
 
 namespace dsa::v4::compressor {
 namespace {
@@ -200,7 +204,7 @@ void finish(const Params& p, const double* C, const double* eC, const std::uint1
   }
 }
 
-StepResult run_step(const Case& c, const Params& p, Bug bug, int threads) {
+StepResult run_step(const Case& c, const Params& p, Bug bug, int threads, Backend backend) {
   const std::int64_t T = p.T, C2 = p.C2, D = p.D, R = p.R;
   const Tensor& cu = c.input("cu_seqlens");
   const Tensor& sp = c.input("start_pos");
@@ -241,26 +245,41 @@ StepResult run_step(const Case& c, const Params& p, Bug bug, int threads) {
       nk[static_cast<std::size_t>(o)] = std::sqrt(a) * (1 + 0x1p-40), ng[static_cast<std::size_t>(o)] = std::sqrt(b) * (1 + 0x1p-40);
     }
     const std::uint16_t* xb = c.input("x").data<std::uint16_t>();
-    constexpr std::int64_t kTB = 64;
-#pragma omp parallel num_threads(threads)
+    // Tokens t0 .. t0 + nt with their projections Sk / Sg (ld C2): the fp32 values, ape and the bounds.
+    auto emit = [&](std::int64_t t0, std::int64_t nt, const double* Sk, const double* Sg) {
+#pragma omp parallel for schedule(static) num_threads(threads) if (!omp_in_parallel())
+      for (std::int64_t i = 0; i < nt; ++i) {
+        double xn = 0;
+        for (std::int64_t h = 0; h < Hh; ++h) {
+          const double xv = num::bf16_to_f64(xb[(t0 + i) * Hh + h]);
+          xn += xv * xv;
+        }
+        xn = std::sqrt(xn) * (1 + 0x1p-40);
+        for (std::int64_t o = 0; o < C2; ++o)
+          store(t0 + i, o, Sk[static_cast<std::size_t>(i * C2 + o)], Sg[static_cast<std::size_t>(i * C2 + o)],
+                static_cast<double>(Hh + 2) * kU * xn * nk[static_cast<std::size_t>(o)],
+                static_cast<double>(Hh + 2) * kU * xn * ng[static_cast<std::size_t>(o)]);
+      }
+    };
+#ifdef DSA_CUDA_BACKEND
+    if (backend == Backend::cuda) {
+      project_cuda(xb, T, Hh, wk, wg, C2, emit);
+    } else
+#endif
     {
-      std::vector<double> Q(static_cast<std::size_t>(kTB * Hh)), Sk(static_cast<std::size_t>(kTB * C2)), Sg(Sk.size());
+      constexpr std::int64_t kTB = 64;
+#pragma omp parallel num_threads(threads)
+      {
+        std::vector<double> Q(static_cast<std::size_t>(kTB * Hh)), Sk(static_cast<std::size_t>(kTB * C2)), Sg(Sk.size());
 #pragma omp for schedule(dynamic, 1)
-      for (std::int64_t t0 = 0; t0 < T; t0 += kTB) {
-        const std::int64_t nt = std::min(kTB, T - t0);
-        std::fill(Q.begin(), Q.end(), 0.0);
-        for (std::int64_t i = 0; i < nt; ++i)
-          for (std::int64_t h = 0; h < Hh; ++h) Q[static_cast<std::size_t>(i * Hh + h)] = num::bf16_to_f64(xb[(t0 + i) * Hh + h]);
-        attn::gemm_qk(Q.data(), kTB, Pk.data(), C2, Hh, Sk.data());
-        attn::gemm_qk(Q.data(), kTB, Pg.data(), C2, Hh, Sg.data());
-        for (std::int64_t i = 0; i < nt; ++i) {
-          double xn = 0;
-          for (std::int64_t h = 0; h < Hh; ++h) xn += Q[static_cast<std::size_t>(i * Hh + h)] * Q[static_cast<std::size_t>(i * Hh + h)];
-          xn = std::sqrt(xn) * (1 + 0x1p-40);
-          for (std::int64_t o = 0; o < C2; ++o)
-            store(t0 + i, o, Sk[static_cast<std::size_t>(i * C2 + o)], Sg[static_cast<std::size_t>(i * C2 + o)],
-                  static_cast<double>(Hh + 2) * kU * xn * nk[static_cast<std::size_t>(o)],
-                  static_cast<double>(Hh + 2) * kU * xn * ng[static_cast<std::size_t>(o)]);
+        for (std::int64_t t0 = 0; t0 < T; t0 += kTB) {
+          const std::int64_t nt = std::min(kTB, T - t0);
+          std::fill(Q.begin(), Q.end(), 0.0);
+          for (std::int64_t i = 0; i < nt; ++i)
+            for (std::int64_t h = 0; h < Hh; ++h) Q[static_cast<std::size_t>(i * Hh + h)] = num::bf16_to_f64(xb[(t0 + i) * Hh + h]);
+          attn::gemm_qk(Q.data(), kTB, Pk.data(), C2, Hh, Sk.data());
+          attn::gemm_qk(Q.data(), kTB, Pg.data(), C2, Hh, Sg.data());
+          emit(t0, nt, Sk.data(), Sg.data());  // inside the parallel region: one thread
         }
       }
     }
@@ -348,8 +367,9 @@ StepResult run_step(const Case& c, const Params& p, Bug bug, int threads) {
   return out;
 }
 
-Expected cpu(const Case& c, const Params& p, const RefOptions& opt) {
-  StepResult s = run_step(c, p, Bug::none, opt.thread_count());
+namespace {
+
+Expected package(const Params& p, StepResult s) {
   Expected e;
   RefTensor k;
   k.name = "cmp_kv";
@@ -379,5 +399,16 @@ Expected cpu(const Case& c, const Params& p, const RefOptions& opt) {
   e.tensors = {std::move(k), std::move(st)};
   return e;
 }
+
+}  // namespace
+
+Expected cpu(const Case& c, const Params& p, const RefOptions& opt) {
+  return package(p, run_step(c, p, Bug::none, opt.thread_count(), Backend::cpu));
+}
+#ifdef DSA_CUDA_BACKEND
+Expected cuda(const Case& c, const Params& p, const RefOptions& opt) {
+  return package(p, run_step(c, p, Bug::none, opt.thread_count(), Backend::cuda));
+}
+#endif
 
 }  // namespace dsa::v4::compressor

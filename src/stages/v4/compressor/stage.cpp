@@ -212,6 +212,9 @@ Stage stage() {
                       {{"state_cache", {DT::f32}, {"nblk,bs,?"}, false, "state rows after the step (written rows bounded, the rest exact)"}, CompareKind::bounded}};
   s.parse = typed_parse(&parse);
   s.impl[static_cast<std::size_t>(Backend::cpu)] = typed_impl(&cpu);
+#ifdef DSA_CUDA_BACKEND
+  s.impl[static_cast<std::size_t>(Backend::cuda)] = typed_impl(&cuda);
+#endif
   s.sanity = sanity;
   s.cross_check = cross_check;
   s.generators = generators();
