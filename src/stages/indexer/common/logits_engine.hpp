@@ -117,6 +117,7 @@ struct LogitsOut {
 // defined mask (all 1 when every column is defined, else set by reduce_keys as logits are written).
 struct LogitsTensors {
   Tensor value, mag, def;
+  Tensor emu;  // the deepgemm-sm90 emulation when a backend computed it beside the logits (else the stage does)
   bool bf16;
   LogitsTensors(i64 rows, i64 cols, bool bf16_, bool all_defined)
       : value(bf16_ ? DType::bf16 : DType::f32, {rows, cols}), mag(DType::f64, {rows, cols}), def(DType::u8, {rows, cols}), bf16(bf16_) {
@@ -197,9 +198,9 @@ std::vector<Hypothesis> logit_hypotheses(OperandsFn operands) {
 #ifdef DSA_CUDA_BACKEND
 struct GpuLogitsJob;
 // Runs the CUDA engine (logits_cuda.hpp) into lt (constructed Uninit, rows x cols as the job), then rounds the logits
-// whose device certificate failed exactly: exact(r, col) gives their bits (local row r). DSA_CUDA_STATS=1 prints
-// the device time, bytes and fallback count to stderr.
-void run_gpu_logits(GpuLogitsJob& job, LogitsTensors& lt, const std::function<std::uint32_t(i64 r, i64 col)>& exact);
+// whose device certificate failed exactly: exact(r, col) gives their bits (local row r); with `emulate`, lt.emu = the
+// deepgemm-sm90 emulation computed on the device. DSA_CUDA_STATS=1 prints the device time, bytes and fallback count.
+void run_gpu_logits(GpuLogitsJob& job, LogitsTensors& lt, const std::function<std::uint32_t(i64 r, i64 col)>& exact, bool emulate);
 #endif
 
 void reduce_keys(const Isa& isa, const double* c0, sz ldc, int n, const WeightsF64& wf, const float* w, sz wo, int H,

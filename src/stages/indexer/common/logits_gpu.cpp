@@ -1,16 +1,18 @@
 // Host side of the CUDA logits engine shared by indexer.logits_ragged and indexer.logits_paged (see logits_cuda.hpp):
-// the device run, then the exact rounding of the logits whose certificate failed on the device.
+// the device run, then the exact rounding of the logits whose certificate failed on the device; the deepgemm-sm90
+// emulation on the device when asked.
 #ifdef DSA_CUDA_BACKEND
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
+#include "profiles/deepgemm_sm90/emulate_cuda.hpp"
 #include "stages/indexer/common/logits_cuda.hpp"
 #include "stages/indexer/common/logits_engine.hpp"
 
 namespace dsa::indexer::logits {
 
-void run_gpu_logits(GpuLogitsJob& job, LogitsTensors& lt, const std::function<std::uint32_t(i64 r, i64 col)>& exact) {
+void run_gpu_logits(GpuLogitsJob& job, LogitsTensors& lt, const std::function<std::uint32_t(i64 r, i64 col)>& exact, bool emulate) {
   job.bf16 = lt.bf16;
   job.value = lt.value.raw();
   job.M = lt.mag.data<double>();
@@ -27,6 +29,10 @@ void run_gpu_logits(GpuLogitsJob& job, LogitsTensors& lt, const std::function<st
     store_bits(lt.value, e, exact(e / job.cols, e % job.cols));
     def[e] = 1;
     ++fallbacks;
+  }
+  if (emulate) {  // deepgemm-sm90 on the device as well (the same bits as the host emulation)
+    lt.emu = Tensor(lt.value.dtype(), lt.value.shape(), Tensor::Uninit{});
+    profiles::sm90::emulate_logits_cuda(job, lt.emu.raw());
   }
   if (const char* s = std::getenv("DSA_CUDA_STATS"); s && *s && std::strcmp(s, "0") != 0)
     std::fprintf(stderr, "cuda logits: %lld rows x %lld cols, H %d, D %d: device %.3f ms (uploads, digit planes, kernel), kernel %.3f ms (%s), %.1f MiB device memory, %lld exact fallback(s)\n",

@@ -114,7 +114,9 @@ Expected assemble(const Case& c, const Params& p, const RefOptions& opt, const L
   const int threads = opt.thread_count();
   RefTensor rt = lt.ref(clean);
   rt.flat_offset = r0 * cols;
-  if (opt.emulates(profiles::kDeepgemmSm90)) {
+  if (opt.emulates(profiles::kDeepgemmSm90) && lt.emu.defined()) {  // computed by the backend (CUDA)
+    rt.emulations[profiles::kDeepgemmSm90] = lt.emu;
+  } else if (opt.emulates(profiles::kDeepgemmSm90)) {
     Tensor emu = lt.emulation();
 #pragma omp parallel num_threads(threads)
     {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "layouts/indexer_kcache.hpp"
+#include "profiles/deepgemm_sm90/profile.hpp"
 #include "stages/indexer/common/logits_cuda.hpp"
 #include "stages/indexer/common/logits_engine.hpp"
 #include "stages/indexer/logits_paged/core.hpp"
@@ -54,7 +55,7 @@ Expected cuda(const Case& c, const Params& p, const RefOptions& opt) {
   run_gpu_logits(job, lt, [&](i64 r, i64 j) {
     const i64 b = batch[static_cast<sz>(r)], page = btp[b * MB + j / ps];
     return exact_from_codes(qc + r * H * D, kvv.values(page, j % ps), job.w + r * H, kvv.scale(page, j % ps), job.H, job.D, p.bf16);  // planar
-  });
+  }, opt.emulates(profiles::kDeepgemmSm90));
   return assemble(c, p, opt, lt);
 }
 

@@ -107,7 +107,9 @@ Expected assemble(const Case& c, const Params& p, const RefOptions& opt, const L
   RefTensor rt = lt.ref(all_defined);
   rt.flat_offset = r0 * cols;
 
-  if (opt.emulates(profiles::kDeepgemmSm90)) {
+  if (opt.emulates(profiles::kDeepgemmSm90) && lt.emu.defined()) {  // computed by the backend (CUDA)
+    rt.emulations[profiles::kDeepgemmSm90] = lt.emu;
+  } else if (opt.emulates(profiles::kDeepgemmSm90)) {
     Tensor emu = lt.emulation();
     std::vector<std::int32_t> ksig(static_cast<sz>(N * D)), kexp(ksig.size());
     std::vector<std::uint8_t> knan(static_cast<sz>(N));

@@ -5,6 +5,7 @@
 #ifdef DSA_CUDA_BACKEND
 #include <vector>
 
+#include "profiles/deepgemm_sm90/profile.hpp"
 #include "stages/indexer/common/logits_cuda.hpp"
 #include "stages/indexer/common/logits_engine.hpp"
 #include "stages/indexer/logits_ragged/core.hpp"
@@ -48,7 +49,7 @@ Expected cuda(const Case& c, const Params& p, const RefOptions& opt) {
   run_gpu_logits(job, lt, [&](i64 r, i64 col) {
     const i64 j = col + col0[static_cast<sz>(r)];
     return exact_from_codes(qc + r * H * D, kc + j * D, job.w + r * H, sc[j], job.H, job.D, p.bf16);
-  });
+  }, opt.emulates(profiles::kDeepgemmSm90));
   return assemble(c, p, opt, lt);
 }
 
