@@ -414,3 +414,100 @@ TEST_CASE("numerics.f64_to_bf16_odd (device rounding of the logits) equals f64_t
   }
   CHECK(bad == 0);
 }
+
+// numerics/half_core.hpp and hd_ops.hpp: the DSA_HD conversions and exact operations the CUDA backend shares with the
+// CPU references, against formats.cpp's generic encoder and std:: (the host side of the same definitions).
+#include "numerics/half_core.hpp"
+#include "numerics/hd_ops.hpp"
+
+namespace {
+
+// Doubles around every bf16 / fp16 / fp32 rounding point, with random low bits, plus the specials.
+std::vector<double> conversion_probe_doubles() {
+  std::vector<double> v = {0.0, -0.0, 1.0, -1.0, std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity(),
+                           std::numeric_limits<double>::quiet_NaN(), -std::numeric_limits<double>::quiet_NaN(),
+                           std::numeric_limits<double>::max(), std::numeric_limits<double>::denorm_min(), std::numeric_limits<double>::min(),
+                           static_cast<double>(std::numeric_limits<float>::max()), static_cast<double>(std::numeric_limits<float>::denorm_min()),
+                           static_cast<double>(std::numeric_limits<float>::min()), 1.0 + 0x1p-8, 1.0 + 0x1p-8 + 0x1p-60, 1.0 + 0x1p-8 - 0x1p-60,
+                           0x1.fep127, 0x1.ffp127, 0x1.ff7fffffffp127, 0x1p-133, 0x1.8p-133, 0x1p-134, 0x1.0000000001p-134, 0x1p-200,
+                           65504.0, 65519.0, 65520.0, 0x1p-24, 0x1p-25, 0x1.8p-24, 0x1.0000001p-25, 0x1p-14, 0x1.ffcp-15};
+  std::mt19937_64 g(29);
+  for (int i = 0; i < (1 << 20); ++i) {
+    std::uint64_t u = g();
+    if (i % 4 == 1) u = (std::uint64_t{0x380 + static_cast<unsigned>(g() % 0x100)} << 52) | ((g() & 0x7F) << 45) | (std::uint64_t{1} << 44) | (g() % 4 == 0 ? 0 : g() % 3);
+    if (i % 4 == 2) u = (std::uint64_t{0x370 + static_cast<unsigned>(g() % 0x120)} << 52) | (g() & 0x000FFFFFFFFFFFFFull);
+    if (i % 4 == 3) u = (std::uint64_t{0x3E0 + static_cast<unsigned>(g() % 0x40)} << 52) | (g() & 0x000FFFFFFFFFFFFFull);  // fp16 range
+    double d;
+    std::memcpy(&d, &u, 8);
+    v.push_back(g() & 1 ? -d : d);
+  }
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("numerics.half_core: f64_to_bf16, f32_to_bf16, f32_to_fp16 equal formats.cpp's encoder bit for bit") {
+  i64 bad = 0, n = 0;
+  for (const double d : conversion_probe_doubles()) {
+    bad += halfcore::f64_to_bf16(d) != f64_to_bf16(d);
+    const float f = static_cast<float>(d);
+    bad += halfcore::f32_to_bf16(f) != f64_to_bf16(static_cast<double>(f));
+    bad += halfcore::f32_to_fp16(f) != f64_to_fp16(static_cast<double>(f));
+    n += 3;
+  }
+  // Every fp32 whose 13 low bits are a rounding class (tie, just below / above it, zero, ones) for fp16, over all
+  // 2^19 sign / exponent / high-mantissa patterns.
+  const std::uint32_t lows[] = {0x0000u, 0x0001u, 0x0FFFu, 0x1000u, 0x1001u, 0x1FFFu, 0x0800u};
+  for (std::uint32_t hi = 0; hi < (1u << 19); ++hi)
+    for (const std::uint32_t lo : lows) {
+      const float f = f32_from_bits((hi << 13) | lo);
+      bad += halfcore::f32_to_fp16(f) != f64_to_fp16(static_cast<double>(f));
+      ++n;
+    }
+  // Every bf16 pattern with every 16-bit rounding class below it.
+  const std::uint32_t lows16[] = {0x0000u, 0x0001u, 0x7FFFu, 0x8000u, 0x8001u, 0xFFFFu};
+  for (std::uint32_t hi = 0; hi < (1u << 16); ++hi)
+    for (const std::uint32_t lo : lows16) {
+      const float f = f32_from_bits((hi << 16) | lo);
+      bad += halfcore::f32_to_bf16(f) != f64_to_bf16(static_cast<double>(f));
+      bad += halfcore::f64_to_bf16(static_cast<double>(f)) != f64_to_bf16(static_cast<double>(f));
+      n += 2;
+    }
+  CHECK(bad == 0);
+  CHECK(n > (1 << 22));
+  CHECK(num::f32_to_bf16(1.0f + 0x1p-8f) == halfcore::f32_to_bf16(1.0f + 0x1p-8f));
+}
+
+TEST_CASE("numerics.hd_ops: frexp exponent, ilogb, nextafter, pow2, rint equal std:: on the host") {
+  std::mt19937_64 g(31);
+  i64 bad = 0;
+  std::vector<double> v = {0x1p-1074, 0x1p-1022, 0x1.fffffffffffffp-1023, 1.0, 0.75, 3.0, 0x1.fffffffffffffp1023, 0x1p-133, 65504.0};
+  for (int i = 0; i < (1 << 18); ++i) {
+    std::uint64_t u = g() & 0x7FEFFFFFFFFFFFFFull;
+    if (i % 2) u = (std::uint64_t{0x300 + static_cast<unsigned>(g() % 0x200)} << 52) | (g() & 0x000FFFFFFFFFFFFFull);
+    double d;
+    std::memcpy(&d, &u, 8);
+    if (d != 0) v.push_back(g() & 1 ? -d : d);
+  }
+  for (const double d : v) {
+    int e;
+    (void)std::frexp(d, &e);
+    bad += hd::frexp_exp(d) != e;
+    bad += hd::ilogb(d) != std::ilogb(d);
+    const float f = static_cast<float>(d);
+    for (const bool up : {false, true}) {
+      const float a = hd::next_toward(f, up), b = std::nextafter(f, up ? INFINITY : -INFINITY);
+      bad += f32_bits(a) != f32_bits(b);
+    }
+    const float r = static_cast<float>(d * 0x1p-40);
+    bad += f32_bits(hd::rint(r)) != f32_bits(std::nearbyint(r));
+  }
+  for (const float f : {0.0f, -0.0f, INFINITY, -INFINITY, std::numeric_limits<float>::max(), -std::numeric_limits<float>::max(),
+                        std::numeric_limits<float>::denorm_min(), 0.5f, -2.5f, 2.5f, 3.5f, -0.5f})
+    for (const bool up : {false, true}) {
+      bad += f32_bits(hd::next_toward(f, up)) != f32_bits(std::nextafter(f, up ? INFINITY : -INFINITY));
+      bad += f32_bits(hd::rint(f)) != f32_bits(std::nearbyint(f));
+    }
+  for (int k = -1074; k <= 1023; ++k) bad += hd::pow2(k) != std::ldexp(1.0, k);
+  CHECK(bad == 0);
+}

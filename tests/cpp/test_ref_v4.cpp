@@ -138,6 +138,14 @@ TEST_CASE("v4.compressor: missing table entries and too few rope rows are input 
 #include "stages/indexer/common/hadamard.hpp"
 #include "stages/v4/indexer_prolog/core.hpp"
 
+TEST_CASE("v4.indexer_prolog: the DSA_HD constants are the expressions' fp32 values") {
+  namespace ip = v4::indexer_prolog;
+  const volatile float one = 1.0f, d127 = 127.0f;
+  const volatile double w = 0.011048543456039806;
+  CHECK(num::f32_bits(ip::inv127_f32()) == num::f32_bits(one / d127));
+  CHECK(num::f32_bits(ip::a3_weight_scale_f32()) == num::f32_bits(static_cast<float>(w)));
+}
+
 TEST_CASE("v4.indexer_prolog: amax/127 and amax*fl32(1/127) give the same fp16 scale for every bf16 amax (exhaustive)") {
   // The A3 kernel multiplies by fl32(1/127); a kernel dividing by 127 differs in fp32 for some amax, but the stored
   // fp16 scale never differs for a bf16 input: the mutant is unobservable in q_scale / k_scale_cache on A3.

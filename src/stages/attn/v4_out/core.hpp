@@ -18,25 +18,15 @@
 // bf16 rounding (rotary: 2^-22 a for its two products and one difference; GEMMs: g(K, 2^-24) a for any summation
 // order) plus the reference's own f64 error and what the upstream bound carries, M = halfulp_bf16(|v| + e) + e: the
 // kernel's one RNE rounding of a value within e of the exact one. Dims below nope are bytes: M = 0.
+// The per-output math is elem_core.hpp (DSA_HD: cpu.cpp and cuda.cu run the same definition).
 #pragma once
 #include <cstdint>
 #include <vector>
 
 #include "stage/stage.hpp"
+#include "stages/attn/v4_out/elem_core.hpp"  // the per-output math (DSA_HD), Bug, Dims
 
 namespace dsa::attn::v4_out {
-
-// Known bugs the selftest mutants reproduce through the reference's own code path (never set by a dump).
-enum class Bug {
-  none,
-  forward_rope,      // sin not negated: rotated a second time instead of de-rotated
-  no_inverse_rope,   // the rope dims left as they are
-  neox_pairs,        // pairs (i, i + 32) instead of (2i, 2i+1) (B1 shape)
-  rope_first_dims,   // the rotation applied to dims [0, rope_dim) instead of the last ones
-  prev_row_table,    // the cos/sin row of the previous query row (position p - 1)
-  groups_permuted,   // group g multiplied by wo_a's block of group g + 1
-  heads_strided,     // group g = heads {g, g + G, ...} instead of a contiguous block
-};
 
 struct Params : dsa::Params {
   std::int64_t T = 0, N = 0, D = 0, rope = 64, G = 8, R = 0, dim = 0;
@@ -44,7 +34,11 @@ struct Params : dsa::Params {
 };
 
 Expected cpu(const Case& c, const Params& p, const RefOptions& opt);
-Expected run(const Case& c, const Params& p, Bug bug, int threads);
+Expected run(const Case& c, const Params& p, Bug bug, int threads);  // = run_on(..., Backend::cpu)
+// The reference with its three loops on the CPU (OpenMP over tokens) or, for Bug::none, on the device (cuda.cu).
+Expected run_on(const Case& c, const Params& p, Bug bug, int threads, Backend backend);
+Expected cuda(const Case& c, const Params& p, const RefOptions& opt);  // stage.cpp, with DSA_CUDA_BACKEND
+inline Dims dims(const Params& p) { return Dims{p.T, p.N, p.D, p.rope, p.G, p.R, p.dim}; }
 std::vector<golden::Generator> generators();
 std::vector<golden::GoldenSpec> goldens();
 std::vector<golden::GoldenSpec> selftest_cases();

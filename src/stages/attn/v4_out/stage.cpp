@@ -7,6 +7,11 @@
 #include "stages/attn/v4_out/core.hpp"
 
 namespace dsa::attn::v4_out {
+
+#ifdef DSA_CUDA_BACKEND
+Expected cuda(const Case& c, const Params& p, const RefOptions& opt) { return run_on(c, p, Bug::none, opt.thread_count(), Backend::cuda); }
+#endif
+
 namespace {
 
 using i64 = std::int64_t;
@@ -75,6 +80,9 @@ Stage stage() {
       {{"output", {DT::bf16}, {"T,dim"}, true, "wo_b output [T, dim] (the layer's attention output)"}, CompareKind::bounded}};
   s.parse = typed_parse(&parse);
   s.impl[static_cast<std::size_t>(Backend::cpu)] = typed_impl(&cpu);
+#ifdef DSA_CUDA_BACKEND
+  s.impl[static_cast<std::size_t>(Backend::cuda)] = typed_impl(&cuda);
+#endif
   s.generators = generators();
   s.goldens = goldens();
   s.selftest = selftest_cases();

@@ -13,12 +13,33 @@
 // Why: the statistics are order- and thread-independent and equal the correctly rounded fp32 mean/rstd in
 // practice, so the reference is the best fp32 result; an engine differs only when its 1-2 ulp statistics
 // error moves an fp32 value across a bf16 rounding boundary (<= 1 bf16 ulp, rare).
+// DSA_HD: the CPU reference and the CUDA backend run this one definition (sqrt and fma are correctly rounded on both).
 #pragma once
 #include <cstdint>
+
+#include "numerics/hd_ops.hpp"
 
 namespace dsa::indexer {
 
 // y[0..n) = LayerNorm(x) in fp32 (not yet rounded to bf16). w/b may be null (identity / zero).
-void layer_norm_f32(const float* x, std::int64_t n, const float* w, const float* b, float eps, float* y);
+DSA_HD inline void layer_norm_f32(const float* x, std::int64_t n, const float* w, const float* b, float eps, float* y) {
+  double sum = 0.0;
+  for (std::int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]);
+  const double mean_d = sum / static_cast<double>(n);
+  double sq = 0.0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const double d = static_cast<double>(x[i]) - mean_d;
+    sq += d * d;
+  }
+  const double var_d = sq / static_cast<double>(n);
+  const float mean = static_cast<float>(mean_d);
+  const float var_eps = static_cast<float>(var_d) + eps;
+  const float rstd = static_cast<float>(1.0 / hd::sqrt(static_cast<double>(var_eps)));
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float nrm = rstd * (x[i] - mean);
+    const float wi = w ? w[i] : 1.0f, bi = b ? b[i] : 0.0f;
+    y[i] = hd::fma(wi, nrm, bi);
+  }
+}
 
 }  // namespace dsa::indexer

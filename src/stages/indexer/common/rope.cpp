@@ -4,7 +4,6 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "numerics/formats.hpp"
 
 namespace dsa::indexer {
 
@@ -59,18 +58,6 @@ void yarn_cos_sin(const std::vector<float>& inv_freqs, std::int64_t pos, float* 
     const float th = t * inv_freqs[i];
     cos_out[i] = static_cast<float>(std::cos(static_cast<double>(th)));
     sin_out[i] = static_cast<float>(std::sin(static_cast<double>(th)));
-  }
-}
-
-void apply_rope_bf16(float* x, const float* cos_v, const float* sin_v, std::int64_t rope_dim, RopeLayout layout) {
-  const std::int64_t half = rope_dim / 2;
-  for (std::int64_t i = 0; i < half; ++i) {
-    const std::int64_t ia = layout == RopeLayout::neox ? i : 2 * i;
-    const std::int64_t ib = layout == RopeLayout::neox ? i + half : 2 * i + 1;
-    const float a = x[ia], b = x[ib], c = cos_v[i], s = sin_v[i];
-    const float ac = a * c, bs = b * s, as = a * s, bc = b * c;  // each product rounded to fp32
-    x[ia] = num::round_to_bf16(ac - bs);
-    x[ib] = num::round_to_bf16(as + bc);
   }
 }
 

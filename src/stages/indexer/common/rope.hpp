@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "numerics/half_core.hpp"
+
 namespace dsa::indexer {
 
 enum class RopeLayout { neox, interleaved };
@@ -40,6 +42,17 @@ void yarn_cos_sin(const std::vector<float>& inv_freqs, std::int64_t pos, float* 
 // pairs (a, b) = (i, i + rope_dim/2) for neox, (2i, 2i+1) for interleaved; then rounds every rotated value to
 // bf16 (the `.to(bf16)` of apply_rotary_emb). Non-fused fp32 products: the complex64 multiply of the demo
 // without FMA contraction (an FMA-contracting GPU build may differ by 1 fp32 ulp before the bf16 cast).
-void apply_rope_bf16(float* x, const float* cos_v, const float* sin_v, std::int64_t rope_dim, RopeLayout layout);
+// DSA_HD: the CPU reference and the CUDA backend run this one definition.
+DSA_HD inline void apply_rope_bf16(float* x, const float* cos_v, const float* sin_v, std::int64_t rope_dim, RopeLayout layout) {
+  const std::int64_t half = rope_dim / 2;
+  for (std::int64_t i = 0; i < half; ++i) {
+    const std::int64_t ia = layout == RopeLayout::neox ? i : 2 * i;
+    const std::int64_t ib = layout == RopeLayout::neox ? i + half : 2 * i + 1;
+    const float a = x[ia], b = x[ib], c = cos_v[i], s = sin_v[i];
+    const float ac = a * c, bs = b * s, as = a * s, bc = b * c;  // each product rounded to fp32
+    x[ia] = halfcore::round_to_bf16(ac - bs);
+    x[ib] = halfcore::round_to_bf16(as + bc);
+  }
+}
 
 }  // namespace dsa::indexer

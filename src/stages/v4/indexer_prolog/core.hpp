@@ -34,13 +34,9 @@
 #include <cstdint>
 
 #include "stage/stage.hpp"
+#include "stages/v4/indexer_prolog/row_core.hpp"  // the per-row math (DSA_HD), AmaxZero, HadamardKind, Bug
 
 namespace dsa::v4::indexer_prolog {
-
-enum class AmaxZero { scale1, scale0 };
-enum class HadamardKind { ascend, fwht };
-// Known bugs the selftest mutants reproduce through the reference's own code path (never set by a dump).
-enum class Bug { none, scale_div127, codes_trunc, weights_unscaled, rope_neox, no_hadamard_scale };
 
 struct Params : dsa::Params {
   AmaxZero amax_zero = AmaxZero::scale1;
@@ -49,19 +45,19 @@ struct Params : dsa::Params {
   std::int64_t nblk = 0, bs = 0, D = 0;
 };
 
-// dynamic_quant_int8 of n bf16 values: writes n codes, returns the fp32 scale (before its fp16 cast).
-float dynamic_quant_int8(const std::uint16_t* x, std::int64_t n, AmaxZero az, std::int8_t* codes, Bug bug = Bug::none);
 // The q path from q_pre: one head row of D bf16 values (D a power of two >= 64) with its token's cos/sin (rope_dim/2
-// values each), writes the reference q_rot bf16 bits and each element's bound (0 = certain).
+// values each), writes the reference q_rot bf16 bits and each element's bound (0 = certain): row_core.hpp's rope_row,
+// row_stats and rot_elem in sequence (the CUDA backend runs the same three).
 void rotate_row(const std::uint16_t* x, std::int64_t D, const float* cos_v, const float* sin_v, HadamardKind kind,
                 std::uint16_t* out, double* bound, Bug bug = Bug::none);
-// The A3 head weight of one bf16 weights_proj output value (fp16 bits).
-std::uint16_t a3_weight(std::uint16_t w_bf16, Bug bug = Bug::none);
 // Flat cache slot of key row r, or -1 (skipped).
 std::int64_t slot_of(const Case& c, const Params& p, std::int64_t r);
 
 Expected cpu(const Case& c, const Params& p, const RefOptions& opt);
-Expected run(const Case& c, const Params& p, Bug bug, int threads);
+Expected run(const Case& c, const Params& p, Bug bug, int threads);  // = run_on(..., Backend::cpu)
+// The reference with its heavy row loops on the CPU (OpenMP) or, for Bug::none, on the device (cuda.cu).
+Expected run_on(const Case& c, const Params& p, Bug bug, int threads, Backend backend);
+Expected cuda(const Case& c, const Params& p, const RefOptions& opt);  // stage.cpp, with DSA_CUDA_BACKEND
 std::vector<golden::Generator> generators();
 std::vector<golden::GoldenSpec> goldens();
 std::vector<golden::GoldenSpec> selftest_cases();

@@ -7,6 +7,11 @@
 #include "stages/v4/table.hpp"
 
 namespace dsa::v4::indexer_prolog {
+
+#ifdef DSA_CUDA_BACKEND
+Expected cuda(const Case& c, const Params& p, const RefOptions& opt) { return run_on(c, p, Bug::none, opt.thread_count(), Backend::cuda); }
+#endif
+
 namespace {
 
 Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& pr) {
@@ -124,6 +129,9 @@ Stage stage() {
   s.default_tolerance = "derived-bound";  // q_rot: its per-element bound (the other outputs are bytes)
   s.parse = typed_parse(&parse);
   s.impl[static_cast<std::size_t>(Backend::cpu)] = typed_impl(&cpu);
+#ifdef DSA_CUDA_BACKEND
+  s.impl[static_cast<std::size_t>(Backend::cuda)] = typed_impl(&cuda);
+#endif
   s.generators = generators();
   s.goldens = goldens();
   s.selftest = selftest_cases();

@@ -1,0 +1,19 @@
+// v4.indexer_prolog's CUDA entry points (cuda.cu), callable from C++20 code: plain arguments, std::runtime_error on
+// a CUDA failure. Each runs one row loop of cpu.cpp's run_on with row_core.hpp's functions (Bug::none).
+#pragma once
+#include <cstdint>
+
+#include "stages/v4/indexer_prolog/row_core.hpp"
+
+namespace dsa::v4::indexer_prolog {
+
+// The q_pre path: pre [T*H, D] bf16 bits, cs / sn [T, 32] (each token's 32 cos / sin values) -> out [T*H, D] bf16
+// bits (the reference q_rot) and bound [T*H, D].
+void rotate_rows_cuda(const std::uint16_t* pre, std::int64_t T, std::int64_t H, std::int64_t D, const float* cs, const float* sn,
+                      HadamardKind kind, std::uint16_t* out, double* bound);
+// dynamic_quant_int8 of rows x [R, D] bf16 bits -> codes [R, D], scales [R] (fp16 bits, scale_fp16).
+void quant_rows_cuda(const std::uint16_t* x, std::int64_t R, std::int64_t D, AmaxZero az, std::int8_t* codes, std::uint16_t* scales);
+// a3_weight of n bf16 values -> fp16 bits.
+void weights_cuda(const std::uint16_t* w, std::int64_t n, std::uint16_t* out);
+
+}  // namespace dsa::v4::indexer_prolog
