@@ -2,7 +2,10 @@
 # GPU benchmark of the CUDA logits reference (issue #16 shapes) beside its torch peers, in one run on a GPU machine:
 #   ragged S 8192 x N 65536, H 64, D 128, causal;  paged B 64 x context 128K, next_n 2, H 64, D 128.
 # Builds Release with CUDA into build-gpu (if not built), then bench/gpu_logits.cpp and bench/torch_peer_gpu.py.
-#   bash scripts/gpu_bench.sh
+# `attn`: the serving-size catalogue cases of the stages after the indexer (sparse MLA prefill / decode, V4 sparse
+# attention, the V4 compressor's 32K prefill), each generated once (CPU reference = expected/), then
+# `check --backend cpu` and `--backend cuda` timed with DSA_TIMING=1, and `backend-diff` (identical bytes at scale).
+#   bash scripts/gpu_bench.sh [logits|attn|all]
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
@@ -12,7 +15,21 @@ if [ ! -x "$B/dsa_gpu_bench" ]; then
   cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDSA_BUILD_BENCH=OFF -DDSA_WITH_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null
   cmake --build "$B" -j "$(nproc)" >/dev/null
 fi
-echo "== $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), $(date -u +%F)"
+what="${1:-logits}"
+echo "== $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), $(date -u +%F), $(nproc) CPU threads"
+if [ "$what" = attn ] || [ "$what" = all ]; then
+  W="${GPU_BENCH_WORK:-/tmp/dsa_gpu_bench}/attn"; mkdir -p "$W"
+  for c in mla_prefill_v32_full mla_decode_v32_full v4sa_c4_flash_full v4c4_prefill_32k; do
+    t0=$(date +%s%N); "$B/dsa-check" golden --case "$c" --out "$W" >/dev/null; t1=$(date +%s%N)
+    echo "-- $c ($(du -m "$W/$c.h5" | cut -f1) MB; generated with the CPU reference in $(( (t1 - t0) / 1000000 )) ms)"
+    for be in cpu cuda; do
+      t0=$(date +%s%N); DSA_TIMING=1 "$B/dsa-check" check -q --backend "$be" "$W/$c.h5" 2>&1 | grep -E 'reference|in all' | sed "s/^/   $be: /"; t1=$(date +%s%N)
+      echo "   $be: check wall $(( (t1 - t0) / 1000000 )) ms"
+    done
+    "$B/dsa-check" backend-diff --a cpu --b cuda "$W/$c.h5" | tail -1 | sed 's/^/   backend-diff: /'
+  done
+  [ "$what" = attn ] && exit 0
+fi
 "$B/dsa_gpu_bench" ragged 8192 65536 64 128
 python3 bench/torch_peer_gpu.py ragged 8192 65536 64 128
 "$B/dsa_gpu_bench" paged 64 131072 2 64 128

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "numerics/half_core.hpp"
 #include "numerics/hd.hpp"
 
 namespace dsa::profiles::sm90 {
@@ -113,12 +114,6 @@ DSA_HD inline float head_reduce_fn(S s, const float* w, int H, float sc) {
 }
 
 // The emulated logit's output bits: fp32, or bf16 by RNE (num::f32_to_bf16: NaN -> 0x7FC0 with the sign).
-DSA_HD inline std::uint32_t out_bits(float x, bool bf16) {
-  std::uint32_t u;
-  memcpy(&u, &x, 4);
-  if (!bf16) return u;
-  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return ((u >> 16) & 0x8000u) | 0x7FC0u;
-  return (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
-}
+DSA_HD inline std::uint32_t out_bits(float x, bool bf16) { return bf16 ? halfcore::f32_to_bf16(x) : halfcore::bits32(x); }
 
 }  // namespace dsa::profiles::sm90
