@@ -18,6 +18,7 @@
 
 #include "backend/chain_tile.cuh"
 #include "backend/cuda.hpp"
+#include "numerics/half_core.hpp"
 #include "stages/attn/common/sparse_attn_cuda.hpp"
 
 namespace dsa::attn {
@@ -26,12 +27,7 @@ namespace {
 
 using i64 = std::int64_t;
 
-__device__ inline double bf16d(std::uint16_t b) {
-  const std::uint32_t u = static_cast<std::uint32_t>(b) << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return static_cast<double>(f);
-}
+__device__ inline double bf16d(std::uint16_t b) { return halfcore::bf16_to_f64(b); }
 
 template <bool F32>
 __device__ inline double key_at(const void* keys, i64 id, i64 D, i64 d) {

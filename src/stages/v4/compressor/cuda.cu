@@ -7,6 +7,7 @@
 
 #include "backend/chain_tile.cuh"
 #include "backend/cuda.hpp"
+#include "numerics/half_core.hpp"
 #include "stages/v4/compressor/cuda_api.hpp"
 
 namespace dsa::v4::compressor {
@@ -15,12 +16,7 @@ namespace {
 
 using i64 = std::int64_t;
 
-__device__ inline double bf16d(std::uint16_t b) {
-  const std::uint32_t u = static_cast<std::uint32_t>(b) << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return static_cast<double>(f);
-}
+__device__ inline double bf16d(std::uint16_t b) { return halfcore::bf16_to_f64(b); }
 
 // out[t][o] = chain over h of x[t][h] w[o][h]: 32 tokens x 64 output channels per block.
 __global__ void __launch_bounds__(cuda::kChainThreads) project_kernel(const std::uint16_t* x, i64 nt, i64 H, const std::uint16_t* w,
