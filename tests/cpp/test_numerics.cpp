@@ -511,3 +511,36 @@ TEST_CASE("numerics.hd_ops: frexp exponent, ilogb, nextafter, pow2, rint equal s
   for (int k = -1074; k <= 1023; ++k) bad += hd::pow2(k) != std::ldexp(1.0, k);
   CHECK(bad == 0);
 }
+
+TEST_CASE("numerics.half_core (the DSA_HD conversions of the lightning-indexer kernels) equals formats.hpp bit for bit") {
+  auto f32b = [](float x) { return f32_bits(x); };
+  i64 bad = 0;
+  for (std::uint32_t b = 0; b < 65536; ++b) {
+    const auto h = static_cast<std::uint16_t>(b);
+    bad += f32b(halfcore::fp16_to_f32(h)) != f32b(fp16_to_f32(h));
+    bad += f32b(halfcore::bf16_to_f32(h)) != f32b(bf16_to_f32(h));
+  }
+  for (std::uint32_t c = 0; c < 256; ++c)
+    bad += f32b(halfcore::e4m3_to_f32(static_cast<std::uint8_t>(c))) != f32b(e4m3_to_f32(static_cast<std::uint8_t>(c)));
+  CHECK(bad == 0);
+  // f64 -> fp16: every fp16 value, the midpoints between neighbours and one f64 ulp either side of each (the
+  // subnormal / normal / overflow edges among them: 2^-25, 65504..65520), then random doubles across the range.
+  std::vector<double> v = {0.0, -0.0, std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity(),
+                           std::numeric_limits<double>::quiet_NaN(), -std::numeric_limits<double>::quiet_NaN(),
+                           std::numeric_limits<double>::denorm_min(), std::numeric_limits<double>::max(), 0x1p-25, 0x1p-26, 65520.0, 65536.0};
+  for (std::uint32_t b = 0; b < 0x7C00; ++b) {
+    const double x = fp16_to_f64(static_cast<std::uint16_t>(b)), y = fp16_to_f64(static_cast<std::uint16_t>(b + 1));
+    const double m = b + 1 == 0x7C00 ? 65520.0 : (x + y) / 2;  // exact (a few more bits than fp16)
+    for (double d : {x, m, std::nextafter(m, 0.0), std::nextafter(m, 1e300), std::nextafter(x, 1e300)}) v.push_back(d), v.push_back(-d);
+  }
+  std::mt19937_64 g(23);
+  for (int i = 0; i < (1 << 20); ++i) {
+    std::uint64_t u = g();
+    if (i % 2) u = (std::uint64_t{0x3C0 + static_cast<unsigned>(g() % 0x60)} << 52) | (g() & 0x000FFFFFFFFFFFFFull);  // near fp16 range
+    double d;
+    std::memcpy(&d, &u, 8);
+    v.push_back(d);
+  }
+  for (double d : v) bad += halfcore::f64_to_fp16(d) != f64_to_fp16(d);
+  CHECK(bad == 0);
+}

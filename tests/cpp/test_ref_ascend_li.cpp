@@ -6,7 +6,9 @@
 #include <cmath>
 #include <vector>
 
+#include "backend/cuda.hpp"
 #include "numerics/formats.hpp"
+#include "pipeline/backend_diff.hpp"
 #include "pipeline/golden.hpp"
 #include "ref_test_util.hpp"
 #include "stages/indexer/npu_lightning/core.hpp"
@@ -115,4 +117,35 @@ TEST_CASE("indexer.npu_lightning: a CP split with positions equals the unsplit c
   const Tensor& b = Eu.find("sparse_indices")->value;
   REQUIRE(a.numel() == b.numel());
   for (std::int64_t i = 0; i < a.numel(); ++i) CHECK(a.int_at(i) == b.int_at(i));
+}
+
+TEST_CASE("indexer.npu_lightning: the CUDA kernel body on the host (and the GPU when present) equals the CPU reference") {
+  // Every golden and selftest case, plus shapes the kernels must not assume away: H not a multiple of 16, odd D and
+  // block size, fp16 with f32 weights, a CP split, NaN / inf planted (canonical NaN bits on both sides).
+  const char* g = "li_npu.requests";
+  std::vector<golden::GoldenSpec> specs = {
+      {.name = "odd", .stage = "indexer.npu_lightning", .generator = g, .seed = 5, .dims = {{"H", 12}, {"D", 37}, {"bs", 5}},
+       .lists = {{"q_len", {3, 1, 2}}, {"kv_len", {40, 1, 7}}}, .params = {{"fp16", 1}, {"wf32", 1}, {"dup_keys", 1}},
+       .attrs = {{"sparse_count", golden::I(9)}}, .poison = {{"weights", 1, 3, golden::kNaN}, {"query", 4, 17, -golden::kInf}}},
+      {.name = "odd_cp", .stage = "indexer.npu_lightning", .generator = g, .seed = 6, .dims = {{"H", 16}, {"D", 8}, {"bs", 3}},
+       .lists = {{"q_len", {2, 1}}, {"kv_len", {2, 20}}, {"q_len_next", {2, 1}}, {"kv_len_next", {9, 30}}},
+       .attrs = {{"sparse_count", golden::I(4)}, {"variant", golden::S("ascend-950")}},
+       .poison = {{"query", 0, 2, golden::kInf}}},
+  };
+  for (const Stage& st : stages())
+    if (st.name == "indexer.npu_lightning")
+      for (const auto* v : {&st.goldens, &st.selftest}) specs.insert(specs.end(), v->begin(), v->end());
+  const bool gpu = cuda::device_problem().empty();
+  for (const auto& spec : specs)
+    for (std::uint64_t seed : {1u, 2u}) {
+      const Case c = golden::make_case(spec, seed, 0);
+      BoundCase b;
+      REQUIRE(validate_case(c, true, &b).empty());
+      const auto& p = dynamic_cast<const indexer::npu_lightning::Params&>(*b.params);
+      const Expected cpu = run_reference(b, {}, Backend::cpu);
+      const auto d = pipeline::diff_expected(cpu, indexer::npu_lightning::cuda_body_on_host(c, p, {}), "cpu", "kernel body on the host");
+      INFO(spec.name << " seed " << seed << (d.empty() ? "" : ": " + d[0].tensor + ": " + d[0].message));
+      CHECK(d.empty());
+      if (gpu) CHECK(pipeline::diff_expected(cpu, run_reference(b, {}, Backend::cuda), "cpu", "cuda").empty());
+    }
 }

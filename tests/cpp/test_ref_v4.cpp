@@ -231,3 +231,44 @@ TEST_CASE("v4.indexer_prolog: the q rotation's bound is 0 for certain values and
   CHECK(covered == D);
   CHECK(moved > 0);  // the alternative rounding does show in some outputs: the bound is needed
 }
+
+#include "backend/cuda.hpp"
+#include "pipeline/backend_diff.hpp"
+#include "pipeline/golden.hpp"
+#include "stages/v4/indexer/core.hpp"
+
+TEST_CASE("v4.indexer: the CUDA kernel body on the host (and the GPU when present) equals the CPU reference, every variant") {
+  // Every golden and selftest case, plus shapes the kernels must not assume away: D not a multiple of 4 (no dp4a
+  // words), odd H and block size, rows with nothing visible, NaN / inf planted in each variant's float operands.
+  const char* st = "v4.indexer";
+  const char* g = "v4i.requests";
+  std::vector<golden::GoldenSpec> specs = {
+      {.name = "a3_odd", .stage = st, .generator = g, .seed = 7, .dims = {{"H", 6}, {"D", 30}, {"bs", 7}},
+       .lists = {{"q_len", {5, 2}}, {"kv_len", {60, 3}}}, .params = {{"dup_keys", 1}}, .attrs = {{"sparse_count", golden::I(5)}},
+       .poison = {{"weights", 1, 2, golden::kNaN}, {"key_dequant_scale", 1, 3, golden::kInf}, {"query_dequant_scale", 3, 0, -golden::kInf}}},
+      {.name = "vllm_odd", .stage = st, .generator = g, .seed = 8, .dims = {{"H", 5}, {"D", 30}, {"bs", 7}},
+       .lists = {{"q_len", {3, 2}}, {"kv_len", {61, 9}}}, .params = {{"vllm", 1}, {"dup_keys", 1}},
+       .attrs = {{"sparse_count", golden::I(6)}, {"sorted", golden::I(0)}},
+       .poison = {{"weights", 0, 1, golden::kNaN}, {"key_dequant_scale", 2, 1, golden::kInf}, {"query", 3, 4, golden::kNaN}}},
+      {.name = "ref_odd", .stage = st, .generator = g, .seed = 9, .dims = {{"H", 7}, {"D", 33}, {"bs", 5}},
+       .lists = {{"q_len", {3, 2}}, {"kv_len", {50, 13}}}, .params = {{"ref", 1}, {"dup_keys", 1}},
+       .attrs = {{"sparse_count", golden::I(4)}},
+       .poison = {{"weights", 2, 0, golden::kNaN}, {"key", 1, 5, -golden::kInf}}},
+  };
+  for (const Stage& s : stages())
+    if (s.name == st)
+      for (const auto* v : {&s.goldens, &s.selftest}) specs.insert(specs.end(), v->begin(), v->end());
+  const bool gpu = cuda::device_problem().empty();
+  for (const auto& spec : specs)
+    for (std::uint64_t seed : {1u, 2u}) {
+      const Case c = golden::make_case(spec, seed, 0);
+      BoundCase b;
+      REQUIRE(validate_case(c, true, &b).empty());
+      const auto& p = dynamic_cast<const v4::indexer::Params&>(*b.params);
+      const Expected cpu = run_reference(b, {}, Backend::cpu);
+      const auto d = pipeline::diff_expected(cpu, v4::indexer::cuda_body_on_host(c, p, {}), "cpu", "kernel body on the host");
+      INFO(spec.name << " seed " << seed << (d.empty() ? "" : ": " + d[0].tensor + ": " + d[0].message));
+      CHECK(d.empty());
+      if (gpu) CHECK(pipeline::diff_expected(cpu, run_reference(b, {}, Backend::cuda), "cpu", "cuda").empty());
+    }
+}

@@ -15,23 +15,20 @@ namespace dsa::indexer::ascend_li {
 
 using i64 = std::int64_t;
 
-void widen(const Tensor& t, i64 offset, i64 n, double* dst) {
+core::Elem elem_of(const Tensor& t) {
   switch (t.dtype()) {
-    case DType::bf16:
-      for (i64 i = 0; i < n; ++i) dst[i] = static_cast<double>(num::bf16_to_f32(t.data<std::uint16_t>()[offset + i]));
-      break;
-    case DType::fp16:
-      for (i64 i = 0; i < n; ++i) dst[i] = static_cast<double>(num::fp16_to_f32(t.data<std::uint16_t>()[offset + i]));
-      break;
-    case DType::fp8_e4m3fn:
-      for (i64 i = 0; i < n; ++i) dst[i] = static_cast<double>(num::e4m3_to_f32(t.data<std::uint8_t>()[offset + i]));
-      break;
-    case DType::int8:
-      for (i64 i = 0; i < n; ++i) dst[i] = static_cast<double>(t.data<std::int8_t>()[offset + i]);
-      break;
-    default:
-      for (i64 i = 0; i < n; ++i) dst[i] = static_cast<double>(t.data<float>()[offset + i]);
+    case DType::bf16: return core::Elem::bf16;
+    case DType::fp16: return core::Elem::fp16;
+    case DType::fp8_e4m3fn: return core::Elem::e4m3;
+    case DType::int8: return core::Elem::int8;
+    default: return core::Elem::f32;
   }
+}
+
+void widen(const Tensor& t, i64 offset, i64 n, double* dst) {
+  const core::Elem e = elem_of(t);
+  const void* base = t.raw();
+  for (i64 i = 0; i < n; ++i) dst[i] = core::widen(base, e, offset + i);
 }
 
 // Compiled for AVX2 and baseline: the same bits (no reassociation, no contraction).
@@ -39,14 +36,7 @@ __attribute__((target_clones("avx2", "default"))) void heads_dot64(const double*
                                                                     double* abs) {
   for (i64 h = 0; h < H; ++h) {
     const double* qh = q + h * D;
-    double s = 0, a = 0;
-    for (i64 d = 0; d < D; ++d) {
-      const double x = qh[d] * k[d];
-      s += x;
-      a += std::fabs(x);
-    }
-    dot[h] = s;
-    abs[h] = a;
+    core::dot64([qh](i64 d) { return qh[d]; }, [k](i64 d) { return k[d]; }, D, dot[h], abs[h]);
   }
 }
 
@@ -114,31 +104,45 @@ void check_width(const Case& c, const std::string& output, i64 k, std::vector<Pr
                     "last dim >= sparse_count = " + std::to_string(k), std::to_string(it->second.dim(-1))});
 }
 
+std::pair<Tensor, Tensor> score_buffers(const std::vector<Row>& rows) {
+  const i64 T = static_cast<i64>(rows.size());
+  i64 C = 1;  // score buffer width
+  for (const Row& r : rows) C = std::max(C, r.nvis);
+  Tensor scores(DType::f64, {T, C}, Tensor::Uninit{}), bounds(DType::f64, {T, C});
+  std::fill(scores.data<double>(), scores.data<double>() + T * C, -std::numeric_limits<double>::infinity());
+  return {std::move(scores), std::move(bounds)};
+}
+
 RefTensor topk_indices(const Case& c, const std::string& output, Rows rows, i64 k, const RowScorer& scorer, int threads, bool sorted) {
-  const i64 T = static_cast<i64>(rows->size());
-  i64 C = 1, W = k;  // score buffer width; output width: the dumped indices', else sparse_count
+  auto [scores, bounds] = score_buffers(*rows);
+  const i64 T = static_cast<i64>(rows->size()), C = scores.dim(1);
+  double* sc = scores.data<double>();
+  double* bd = bounds.data<double>();
+#pragma omp parallel for schedule(dynamic, 1) num_threads(std::max(1, threads))
+  for (i64 t = 0; t < T; ++t) scorer(t, (*rows)[static_cast<std::size_t>(t)], sc + t * C, bd + t * C);
+  return topk_from_scores(c, output, std::move(rows), k, std::move(scores), std::move(bounds), threads, sorted);
+}
+
+RefTensor topk_from_scores(const Case& c, const std::string& output, Rows rows, i64 k, Tensor scores, Tensor bounds, int threads,
+                           bool sorted) {
+  const i64 T = static_cast<i64>(rows->size()), C = scores.dim(1);
+  i64 W = k;          // output width: the dumped indices', else sparse_count
   bool flat = false;  // the dumped indices are [T, W] (the op's [T, 1, W] squeezed, as topk_indices[0] of a TND call)
-  for (const Row& r : *rows) C = std::max(C, r.nvis);
   for (const auto* g : {&c.outputs, &c.expected})
     if (auto it = g->find(output); it != g->end() && it->second.rank() >= 1) {
       W = it->second.dim(-1);
       flat = it->second.rank() == 2;
       break;
     }
-  Tensor scores(DType::f64, {T, C}), bounds(DType::f64, {T, C});
   Tensor value = flat ? Tensor(DType::i32, {T, W}, Tensor::Uninit{}) : Tensor(DType::i32, {T, 1, W}, Tensor::Uninit{});
   std::vector<double> kth(static_cast<std::size_t>(T));
   std::vector<i64> len(static_cast<std::size_t>(T));
-  double* sc = scores.data<double>();
-  double* bd = bounds.data<double>();
+  const double* sc = scores.data<double>();
   std::int32_t* out = value.data<std::int32_t>();
-  const double ninf = -std::numeric_limits<double>::infinity();
 #pragma omp parallel for schedule(dynamic, 1) num_threads(std::max(1, threads))
   for (i64 t = 0; t < T; ++t) {
     const Row& ri = (*rows)[static_cast<std::size_t>(t)];
-    double* row = sc + t * C;
-    std::fill(row, row + C, ninf);
-    scorer(t, ri, row, bd + t * C);
+    const double* row = sc + t * C;
     len[static_cast<std::size_t>(t)] = ri.nvis;
     const std::vector<i64> sel = topk_canonical(row, ri.nvis, k);
     kth[static_cast<std::size_t>(t)] = ri.nvis <= k ? topk_last_score(row, ri.nvis) : row[sel.back()];

@@ -8,9 +8,11 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "numerics/rng.hpp"
+#include "stages/indexer/common/ascend_li_core.hpp"
 #include "stage/stage.hpp"
 
 namespace dsa::indexer::ascend_li {
@@ -44,15 +46,14 @@ inline std::int64_t key_slot(const std::int32_t* bt, const Geometry& g, std::int
   return static_cast<std::int64_t>(bt[b * g.maxblk + j / g.bs]) * g.bs + j % g.bs;
 }
 
-// n elements of t from flat `offset` as f64 (exact): bf16, fp16, f32, e4m3fn, int8.
+// The element kind of a scored tensor (bf16, fp16, f32, e4m3fn, int8) for core::widen.
+core::Elem elem_of(const Tensor& t);
+// n elements of t from flat `offset` as f64 (exact): bf16, fp16, f32, e4m3fn, int8 (core::widen).
 void widen(const Tensor& t, std::int64_t offset, std::int64_t n, double* dst);
 // dot[h] = sum_d q[h, d] k[d] (f64, fixed order d = 0..D-1) and abs[h] = sum_d |q[h, d] k[d]| for every head (the
-// products exact when q and k have at most 26 significant bits each).
+// products exact when q and k have at most 26 significant bits each): core::dot64 per head.
 void heads_dot64(const double* q, const double* k, std::int64_t H, std::int64_t D, double* dot, double* abs);
-// g(n, u) = n u / (1 - n u): the any-order summation factor of n additions (0 for n <= 0).
-inline double gamma_n(std::int64_t n, double u) {
-  return n <= 0 ? 0.0 : static_cast<double>(n) * u / (1.0 - static_cast<double>(n) * u);
-}
+using core::gamma_n;
 
 // Scores (f64) and bounds of row t's visible keys 0..nvis-1 (the rest stays -inf / 0).
 using RowScorer = std::function<void(std::int64_t t, const Row& r, double* score, double* bound)>;
@@ -61,6 +62,12 @@ using RowScorer = std::function<void(std::int64_t t, const Row& r, double* score
 // sorted = false: any order of the selected set is accepted.
 RefTensor topk_indices(const Case& c, const std::string& output, Rows rows, std::int64_t k, const RowScorer& scorer,
                        int threads, bool sorted = true);
+// The score and bound tensors topk_indices fills: f64 [T, C], C = max(1, the rows' largest nvis); scores -inf,
+// bounds 0 (a backend fills the visible keys of every row, then calls topk_from_scores).
+std::pair<Tensor, Tensor> score_buffers(const std::vector<Row>& rows);
+// topk_indices once the scores and bounds (from score_buffers) are filled: the selection, k-th values, index maps.
+RefTensor topk_from_scores(const Case& c, const std::string& output, Rows rows, std::int64_t k, Tensor scores, Tensor bounds,
+                           int threads, bool sorted = true);
 
 // The reference of a values output (the ops' return_value scores, [T, 1, W] or [T, W], f32 / fp16 / bf16) beside an
 // index output judged by `topk` (from topk_indices): at every position whose index -- the dumped one (outputs/

@@ -30,6 +30,7 @@
 
 #include "stage/stage.hpp"
 #include "stages/indexer/common/ascend_li.hpp"
+#include "stages/indexer/npu_lightning/score_core.hpp"
 
 namespace dsa::indexer::npu_lightning {
 
@@ -49,7 +50,15 @@ std::vector<ascend_li::Row> rows_of(const Case& c, const Params& p, bool use_pos
 // The metadata's calls (one, or the CP halves).
 std::vector<ascend_li::Call> calls_of(const Params& p);
 
+// The per-candidate constants of score_core.hpp for this case (Bug::none).
+core::Consts consts(const Params& p);
+
 Expected cpu(const Case& c, const Params& p, const RefOptions& opt);
+#ifdef DSA_CUDA_BACKEND
+Expected cuda(const Case& c, const Params& p, const RefOptions& opt);  // cuda.cpp: the scores on the GPU
+#endif
+// cuda.cpp: the CUDA implementation with the kernel's per-thread body run on the host (tests without a GPU).
+Expected cuda_body_on_host(const Case& c, const Params& p, const RefOptions& opt);
 Expected run(const Case& c, const Params& p, Bug bug, int threads);
 std::vector<golden::Generator> generators();
 std::vector<golden::GoldenSpec> goldens();

@@ -9,6 +9,7 @@
 
 #include "numerics/formats.hpp"
 #include "stages/indexer/npu_lightning/core.hpp"
+#include "stages/indexer/npu_lightning/score_core.hpp"
 
 namespace dsa::indexer::npu_lightning {
 
@@ -38,18 +39,28 @@ std::vector<ascend_li::Row> rows_of(const Case& c, const Params& p, bool use_pos
   return rows;
 }
 
+core::Consts consts(const Params& p) {
+  const i64 H = p.H, D = p.D;
+  const double u32 = std::ldexp(1.0, -24), u64 = std::ldexp(1.0, -53);
+  // the kernel's head-sum depth: 16 lanes of H/16 heads each, then a 4-level tree (ascend-a3); any order otherwise
+  const i64 depth = !p.a950 && H % 16 == 0 ? H / 16 - 1 + 4 : H - 1;
+  core::Consts k;
+  k.g_dot = gamma_n(D - 1, u32) + gamma_n(D - 1, u64);
+  k.u_sum = u32 + u64;
+  k.g_head = (gamma_n(depth, u32) + gamma_n(H - 1, u64)) * (1.0 + u32);
+  k.tiny = static_cast<double>(D * H + 2 * H + 2) * std::ldexp(1.0, -149);  // fp32 underflow, absolute
+  k.a950 = p.a950;
+  return k;
+}
+
 Expected run(const Case& c, const Params& p, Bug bug, int threads) {
   const i64 H = p.H, D = p.D;
   const Tensor& query = c.input("query");
   const Tensor& key = c.input("key");
   const Tensor& weights = c.input("weights");
   const std::int32_t* bt = c.input("block_table").data<std::int32_t>();
-  const double u32 = std::ldexp(1.0, -24), u64 = std::ldexp(1.0, -53);
-  const double g_dot = gamma_n(D - 1, u32) + gamma_n(D - 1, u64);
-  // the kernel's head-sum depth: 16 lanes of H/16 heads each, then a 4-level tree (ascend-a3); any order otherwise
-  const i64 depth = !p.a950 && H % 16 == 0 ? H / 16 - 1 + 4 : H - 1;
-  const double g_head = (gamma_n(depth, u32) + gamma_n(H - 1, u64)) * (1.0 + u32);
-  const double tiny = static_cast<double>(D * H + 2 * H + 2) * std::ldexp(1.0, -149);  // fp32 underflow, absolute
+  core::Consts kc = consts(p);
+  kc.relu_after_weighting = bug == Bug::relu_after_weighting;
   auto scorer = [&](i64 t, const ascend_li::Row& ri, double* score, double* bound) {
     std::vector<double> q(static_cast<std::size_t>(H * D)), w(static_cast<std::size_t>(H)), k(static_cast<std::size_t>(D));
     std::vector<double> dot(static_cast<std::size_t>(H)), abs(static_cast<std::size_t>(H));
@@ -59,18 +70,12 @@ Expected run(const Case& c, const Params& p, Bug bug, int threads) {
     for (i64 j = 0; j < ri.nvis; ++j) {
       ascend_li::widen(key, ascend_li::key_slot(bt, p.g, ri.b, j) * D, D, k.data());
       ascend_li::heads_dot64(q.data(), k.data(), H, D, dot.data(), abs.data());
-      double L = 0, werr = 0, wmag = 0;
+      core::Acc acc;
       for (i64 h = 0; h < H; ++h) {
         const std::size_t hh = static_cast<std::size_t>(h);
-        const double r = std::max(dot[hh], 0.0), e = g_dot * abs[hh], aw = std::fabs(w[hh]);
-        L += bug == Bug::relu_after_weighting ? std::max(w[hh] * dot[hh], 0.0) : w[hh] * r;  // fixed order h = 0..H-1
-        werr += aw * e;
-        wmag += aw * (r + e);
+        core::head(acc, dot[hh], abs[hh], w[hh], kc);  // fixed order h = 0..H-1
       }
-      double u = werr + (u32 + u64) * wmag + g_head * wmag + tiny;
-      if (p.a950) u += std::ldexp(std::fabs(L) + u, -8);
-      score[j] = L;
-      bound[j] = std::isfinite(L) ? u * (1.0 + std::ldexp(1.0, -20)) : 0.0;
+      core::finish(acc, kc, score[j], bound[j]);
     }
   };
   auto rows = std::make_shared<std::vector<ascend_li::Row>>(rows_of(c, p));

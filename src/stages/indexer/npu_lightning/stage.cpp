@@ -128,6 +128,9 @@ Stage stage() {
                        CompareKind::topk_set}};
   s.parse = typed_parse(&parse);
   s.impl[static_cast<std::size_t>(Backend::cpu)] = typed_impl(&cpu);
+#ifdef DSA_CUDA_BACKEND
+  s.impl[static_cast<std::size_t>(Backend::cuda)] = typed_impl(&cuda);
+#endif
   s.sanity = positions_note;
   s.generators = generators();
   s.goldens = goldens();

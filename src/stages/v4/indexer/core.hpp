@@ -35,10 +35,12 @@
 // (top-k kernels that emit the set unsorted).
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "stage/stage.hpp"
 #include "stages/indexer/common/ascend_li.hpp"
+#include "stages/v4/indexer/score_core.hpp"
 
 namespace dsa::v4::indexer {
 
@@ -59,7 +61,22 @@ using dsa::indexer::ascend_li::Row;
 // Scores (f64, exact products summed in a fixed order) and bounds of row t's visible keys, from the case's tensors.
 void row_scores(const Case& c, const Params& p, const Row& ri, std::int64_t t, Bug bug, double* score, double* bound);
 
+// The per-candidate constants of score_core.hpp for this case (Bug::none).
+core::A3Consts a3_consts(const Params& p);
+core::FlConsts fl_consts(const Params& p);
+
+// The rows of the case (one call over all T query rows).
+std::shared_ptr<const std::vector<Row>> rows_of(const Case& c, const Params& p);
+// The reference from the sparse_indices one (ascend_li::topk_indices / topk_from_scores): plus sparse_values when the
+// case has that output.
+Expected assemble(const Case& c, RefTensor indices);
+
 Expected cpu(const Case& c, const Params& p, const RefOptions& opt);
+#ifdef DSA_CUDA_BACKEND
+Expected cuda(const Case& c, const Params& p, const RefOptions& opt);  // cuda.cpp: the scores on the GPU
+#endif
+// cuda.cpp: the CUDA implementation with the kernel's per-thread body run on the host (tests without a GPU).
+Expected cuda_body_on_host(const Case& c, const Params& p, const RefOptions& opt);
 Expected run(const Case& c, const Params& p, Bug bug, int threads);
 std::vector<golden::Generator> generators();
 std::vector<golden::GoldenSpec> goldens();

@@ -104,6 +104,9 @@ Stage stage() {
   s.default_tolerance = "derived-bound";  // sparse_values: M = the candidate's score bound + one ulp
   s.parse = typed_parse(&parse);
   s.impl[static_cast<std::size_t>(Backend::cpu)] = typed_impl(&cpu);
+#ifdef DSA_CUDA_BACKEND
+  s.impl[static_cast<std::size_t>(Backend::cuda)] = typed_impl(&cuda);
+#endif
   s.generators = generators();
   s.goldens = goldens();
   s.selftest = selftest_cases();

@@ -1,0 +1,60 @@
+// The per-candidate arithmetic of the Ascend lightning-indexer references that the CPU (ascend_li.cpp, the stages'
+// cpu.cpp) and the CUDA backend (the stages' cuda.cu) share (architecture.md, determinism contract way 3: one fixed
+// sequence of IEEE fp64 operations compiled for both, -ffp-contract=off / --fmad=false). Plain C++17 with DSA_HD
+// numerics only, so nvcc compiles it for the device.
+//   widen        one element of a bf16 / fp16 / f32 / e4m3fn / int8 tensor as f64 (exact)
+//   dot64        s = sum_d q_d k_d and a = sum_d |q_d k_d| in f64, d = 0..D-1 in turn (heads_dot64 per head)
+//   canonical    NaN -> one fixed code: the bits of a NaN depend on the ISA's operation order (x86 keeps the first
+//                operand's payload and sign, the GPU gives its own), so scores and bounds leave the core canonical
+#pragma once
+#include <cstdint>
+#include <cstring>
+
+#include "numerics/half_core.hpp"
+
+namespace dsa::indexer::ascend_li::core {
+
+using i64 = std::int64_t;
+
+DSA_HD inline double f64_of_bits(std::uint64_t u) {
+  double x;
+  memcpy(&x, &u, sizeof x);
+  return x;
+}
+DSA_HD inline double abs_f64(double x) { return f64_of_bits(halfcore::bits64(x) & 0x7FFFFFFFFFFFFFFFull); }  // std::fabs
+DSA_HD inline bool finite_f64(double x) { return x - x == 0.0; }  // std::isfinite
+DSA_HD inline double max0(double x) { return x < 0.0 ? 0.0 : x; }  // std::max(x, 0.0): NaN and -0 pass through
+DSA_HD inline double neg_inf() { return f64_of_bits(0xFFF0000000000000ull); }
+DSA_HD inline double canonical(double x) { return x != x ? f64_of_bits(0x7FF8000000000000ull) : x; }
+// g(n, u) = n u / (1 - n u): the any-order summation factor of n additions (0 for n <= 0).
+DSA_HD inline double gamma_n(i64 n, double u) {
+  return n <= 0 ? 0.0 : static_cast<double>(n) * u / (1.0 - static_cast<double>(n) * u);
+}
+
+// Element kinds of the scored tensors (ascend_li::widen maps DType to these).
+enum class Elem : int { bf16 = 0, fp16 = 1, f32 = 2, e4m3 = 3, int8 = 4 };
+
+DSA_HD inline double widen(const void* base, Elem e, i64 i) {
+  switch (e) {
+    case Elem::bf16: return static_cast<double>(halfcore::bf16_to_f32(static_cast<const std::uint16_t*>(base)[i]));
+    case Elem::fp16: return static_cast<double>(halfcore::fp16_to_f32(static_cast<const std::uint16_t*>(base)[i]));
+    case Elem::e4m3: return static_cast<double>(halfcore::e4m3_to_f32(static_cast<const std::uint8_t*>(base)[i]));
+    case Elem::int8: return static_cast<double>(static_cast<const std::int8_t*>(base)[i]);
+    default: return static_cast<double>(static_cast<const float*>(base)[i]);
+  }
+}
+
+// s = sum_d q(d) k(d), a = sum_d |q(d) k(d)| (f64, d = 0..D-1 in turn; q(d), k(d) return the widened operands).
+template <class Q, class K>
+DSA_HD inline void dot64(Q q, K k, i64 D, double& s, double& a) {
+  double ss = 0, aa = 0;
+  for (i64 d = 0; d < D; ++d) {
+    const double x = q(d) * k(d);
+    ss += x;
+    aa += abs_f64(x);
+  }
+  s = ss;
+  a = aa;
+}
+
+}  // namespace dsa::indexer::ascend_li::core

@@ -1,0 +1,68 @@
+// indexer.npu_lightning on the GPU: one thread per (row, key position j < C) running score_thread (cuda_api.hpp: the
+// key's slot from the block table, the exactly decoded codes, per head h = 0..H-1 in turn core::dot64 and core::head,
+// then core::finish): the operations of cpu.cpp in its order (--fmad=false), so the same bits. Rows go in chunks so
+// that the device holds at most ~256 MiB of scores and bounds besides the inputs.
+#include <algorithm>
+#include <cstdint>
+#include <stdexcept>
+
+#include "backend/cuda.hpp"
+#include "stages/indexer/npu_lightning/cuda_api.hpp"
+
+namespace dsa::indexer::npu_lightning {
+
+namespace {
+
+using i64 = std::int64_t;
+namespace lc = ascend_li::core;
+
+template <int E>
+__global__ void score_kernel(CudaJob d, i64 row0, i64 rows, double* sc, double* bd) {
+  const i64 r = blockIdx.y;
+  const i64 j = static_cast<i64>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (r >= rows || j >= d.C) return;
+  score_thread(d, static_cast<lc::Elem>(E), row0 + r, j, sc[r * d.C + j], bd[r * d.C + j]);
+}
+
+}  // namespace
+
+void scores_cuda(const CudaJob& job, double* scores, double* bounds) {
+  const i64 T = job.T, C = job.C;
+  if (T <= 0) return;
+  if (job.elem != lc::Elem::fp16 && job.elem != lc::Elem::bf16)
+    throw std::runtime_error("indexer.npu_lightning on CUDA: query / key must be bf16 or fp16");
+  const std::size_t qbytes = static_cast<std::size_t>(T * job.H * job.D) * 2, kbytes = static_cast<std::size_t>(job.key_slots * job.D) * 2;
+  const std::size_t wbytes = static_cast<std::size_t>(T * job.H) * 8, btbytes = static_cast<std::size_t>(job.B * job.maxblk) * 4;
+  const std::size_t rbytes = static_cast<std::size_t>(T) * 8;
+  cuda::Buffer dq(qbytes), dk(kbytes), dw(wbytes), dbt(btbytes), drb(rbytes), drn(rbytes);
+  if (qbytes) dq.upload(job.query, qbytes);
+  if (kbytes) dk.upload(job.key, kbytes);
+  if (wbytes) dw.upload(job.weights, wbytes);
+  if (btbytes) dbt.upload(job.block_table, btbytes);
+  drb.upload(job.row_b, rbytes);
+  drn.upload(job.row_nvis, rbytes);
+  CudaJob d = job;  // the same job with device pointers
+  d.query = dq.get();
+  d.key = dk.get();
+  d.weights = static_cast<const double*>(dw.get());
+  d.block_table = static_cast<const std::int32_t*>(dbt.get());
+  d.row_b = static_cast<const i64*>(drb.get());
+  d.row_nvis = static_cast<const i64*>(drn.get());
+  // Row chunks: at most 65535 rows (grid y) and ~256 MiB of scores + bounds per chunk.
+  const i64 chunk = std::max<i64>(1, std::min<i64>({T, 65535, (i64{256} << 20) / (C * 16)}));
+  cuda::Buffer dsc(static_cast<std::size_t>(chunk * C) * 8), dbd(static_cast<std::size_t>(chunk * C) * 8);
+  double* sc = static_cast<double*>(dsc.get());
+  double* bd = static_cast<double*>(dbd.get());
+  const int tpb = 128;
+  for (i64 row0 = 0; row0 < T; row0 += chunk) {
+    const i64 rows = std::min(chunk, T - row0);
+    const dim3 grid(static_cast<unsigned>((C + tpb - 1) / tpb), static_cast<unsigned>(rows));
+    if (job.elem == lc::Elem::fp16) score_kernel<static_cast<int>(lc::Elem::fp16)><<<grid, tpb>>>(d, row0, rows, sc, bd);
+    else score_kernel<static_cast<int>(lc::Elem::bf16)><<<grid, tpb>>>(d, row0, rows, sc, bd);
+    cuda::check_last("indexer.npu_lightning score kernel");
+    dsc.download(scores + row0 * C, static_cast<std::size_t>(rows * C) * 8);
+    dbd.download(bounds + row0 * C, static_cast<std::size_t>(rows * C) * 8);
+  }
+}
+
+}  // namespace dsa::indexer::npu_lightning

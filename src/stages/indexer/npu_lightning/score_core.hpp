@@ -1,0 +1,43 @@
+// indexer.npu_lightning: the score and bound of one candidate (core.hpp has the formulas), shared by cpu.cpp and
+// cuda.cu (determinism contract way 3: the same fp64 operations in the same order; DSA_HD, plain C++17).
+//   per head h in turn (after its dot64):  head(acc, dot_h, abs_h, w_h)
+//   then                                    finish(acc) -> score, bound (NaN canonical)
+#pragma once
+#include "stages/indexer/common/ascend_li_core.hpp"
+
+namespace dsa::indexer::npu_lightning::core {
+
+namespace li = dsa::indexer::ascend_li::core;
+
+// Per-case constants (consts() in cpu.cpp computes them from H, D and the variant).
+struct Consts {
+  double g_dot = 0;    // g(D-1, 2^-24) + g(D-1, 2^-53)
+  double u_sum = 0;    // 2^-24 + 2^-53
+  double g_head = 0;   // (g(depth, 2^-24) + g(H-1, 2^-53)) (1 + 2^-24)
+  double tiny = 0;     // (D H + 2 H + 2) 2^-149
+  bool a950 = false;   // variant=ascend-950: the bf16 sort key
+  bool relu_after_weighting = false;  // Bug::relu_after_weighting (selftest mutant, CPU only)
+};
+
+struct Acc {
+  double L = 0, werr = 0, wmag = 0;
+};
+
+// Head h: L += w relu(dot) (fixed order h = 0..H-1), werr += |w| e, wmag += |w| (r + e), e = g_dot abs.
+DSA_HD inline void head(Acc& a, double dot, double abs, double w, const Consts& k) {
+  const double r = li::max0(dot), e = k.g_dot * abs, aw = li::abs_f64(w);
+  a.L += k.relu_after_weighting ? li::max0(w * dot) : w * r;
+  a.werr += aw * e;
+  a.wmag += aw * (r + e);
+}
+
+// u = werr + (2^-24 + 2^-53) W + g_head W + tiny (+ 2^-8 (|L| + u) for ascend-950), times (1 + 2^-20); bound 0 for a
+// non-finite score. (|L| + u) 2^-8 is exact: u >= tiny keeps it far above the f64 subnormals.
+DSA_HD inline void finish(const Acc& a, const Consts& k, double& score, double& bound) {
+  double u = a.werr + k.u_sum * a.wmag + k.g_head * a.wmag + k.tiny;
+  if (k.a950) u += (li::abs_f64(a.L) + u) * 0x1p-8;
+  score = li::canonical(a.L);
+  bound = li::finite_f64(a.L) ? li::canonical(u * (1.0 + 0x1p-20)) : 0.0;
+}
+
+}  // namespace dsa::indexer::npu_lightning::core

@@ -1,0 +1,75 @@
+// v4.indexer on the GPU, every variant: one thread per (row, entry position j < C) running score_thread (cuda_api.hpp:
+// the entry's slot from the block table; per head h = 0..H-1 in turn the exact int8 dot (__dp4a when D % 4 == 0) and
+// core::a3_head, or the float variants' core::dot64 over the exactly decoded codes and core::fl_head; then the
+// finish with the key scale): the operations of cpu.cpp in its order (--fmad=false), so the same bits. Rows go in
+// chunks so that the device holds at most ~256 MiB of scores and bounds besides the inputs.
+#include <algorithm>
+#include <cstdint>
+#include <stdexcept>
+
+#include "backend/cuda.hpp"
+#include "stages/v4/indexer/cuda_api.hpp"
+
+namespace dsa::v4::indexer {
+
+namespace {
+
+using i64 = std::int64_t;
+namespace lc = dsa::indexer::ascend_li::core;
+
+template <int V>
+__global__ void score_kernel(CudaJob d, i64 row0, i64 rows, double* sc, double* bd) {
+  const i64 r = blockIdx.y;
+  const i64 j = static_cast<i64>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (r >= rows || j >= d.C) return;
+  d.variant = V;  // a compile-time constant for the branches of score_thread
+  score_thread(d, fl_elem(V), row0 + r, j, sc[r * d.C + j], bd[r * d.C + j]);
+}
+
+}  // namespace
+
+void scores_cuda(const CudaJob& job, double* scores, double* bounds) {
+  const i64 T = job.T, C = job.C;
+  if (T <= 0) return;
+  if (job.variant < 0 || job.variant > 2) throw std::runtime_error("v4.indexer on CUDA: unknown variant");
+  // element sizes: codes 1 byte (int8, e4m3) or 2 (bf16); key scales fp16 (a3) or f32 (vllm), none for ref-bf16
+  const std::size_t es = job.variant == 2 ? 2 : 1, ss = job.variant == 0 ? 2 : job.variant == 1 ? 4 : 0;
+  const std::size_t qbytes = static_cast<std::size_t>(T * job.H * job.D) * es, kbytes = static_cast<std::size_t>(job.key_slots * job.D) * es;
+  const std::size_t sbytes = static_cast<std::size_t>(job.key_slots) * ss, wbytes = static_cast<std::size_t>(T * job.H) * 8;
+  const std::size_t btbytes = static_cast<std::size_t>(job.B * job.maxblk) * 4, rbytes = static_cast<std::size_t>(T) * 8;
+  if (ss && !job.key_scale) throw std::runtime_error("v4.indexer on CUDA: key_dequant_scale missing");
+  cuda::Buffer dq(qbytes), dk(kbytes), dks(sbytes), dw(wbytes), dbt(btbytes), drb(rbytes), drn(rbytes);
+  if (qbytes) dq.upload(job.query, qbytes);
+  if (kbytes) dk.upload(job.key, kbytes);
+  if (sbytes) dks.upload(job.key_scale, sbytes);
+  if (wbytes) dw.upload(job.weights, wbytes);
+  if (btbytes) dbt.upload(job.block_table, btbytes);
+  drb.upload(job.row_b, rbytes);
+  drn.upload(job.row_nvis, rbytes);
+  CudaJob d = job;  // the same job with device pointers
+  d.query = dq.get();
+  d.key = dk.get();
+  d.key_scale = dks.get();
+  d.weights = static_cast<const double*>(dw.get());
+  d.block_table = static_cast<const std::int32_t*>(dbt.get());
+  d.row_b = static_cast<const i64*>(drb.get());
+  d.row_nvis = static_cast<const i64*>(drn.get());
+  // Row chunks: at most 65535 rows (grid y) and ~256 MiB of scores + bounds per chunk.
+  const i64 chunk = std::max<i64>(1, std::min<i64>({T, 65535, (i64{256} << 20) / (C * 16)}));
+  cuda::Buffer dsc(static_cast<std::size_t>(chunk * C) * 8), dbd(static_cast<std::size_t>(chunk * C) * 8);
+  double* sc = static_cast<double*>(dsc.get());
+  double* bd = static_cast<double*>(dbd.get());
+  const int tpb = 128;
+  for (i64 row0 = 0; row0 < T; row0 += chunk) {
+    const i64 rows = std::min(chunk, T - row0);
+    const dim3 grid(static_cast<unsigned>((C + tpb - 1) / tpb), static_cast<unsigned>(rows));
+    if (job.variant == 0) score_kernel<0><<<grid, tpb>>>(d, row0, rows, sc, bd);
+    else if (job.variant == 1) score_kernel<1><<<grid, tpb>>>(d, row0, rows, sc, bd);
+    else score_kernel<2><<<grid, tpb>>>(d, row0, rows, sc, bd);
+    cuda::check_last("v4.indexer score kernel");
+    dsc.download(scores + row0 * C, static_cast<std::size_t>(rows * C) * 8);
+    dbd.download(bounds + row0 * C, static_cast<std::size_t>(rows * C) * 8);
+  }
+}
+
+}  // namespace dsa::v4::indexer

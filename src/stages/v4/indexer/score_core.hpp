@@ -1,0 +1,97 @@
+// v4.indexer: the score and bound of one candidate for each variant (core.hpp has the formulas), shared by cpu.cpp
+// and cuda.cu (determinism contract way 3: the same fp64 operations in the same order; int8 dots are exact int32 in
+// any order). DSA_HD, plain C++17.
+//   ascend-a3:           wq = a3_wq(w16, qs16) per (row, head); per head in turn a3_head(acc, I_h, wq_h) with the
+//                        exact int32 dot I_h; then a3_finish(acc, ks16) -> score, bound
+//   vllm-cuda, ref-bf16: per head in turn fl_head(acc, dot_h, abs_h, w_h) after dot64; then fl_finish(acc, ks)
+// Scores and bounds leave the core with NaN canonical (ascend_li_core.hpp).
+#pragma once
+#include <cstdint>
+
+#include "stages/indexer/common/ascend_li_core.hpp"
+
+namespace dsa::v4::indexer::core {
+
+namespace li = dsa::indexer::ascend_li::core;
+namespace hc = dsa::halfcore;
+
+// fp16 -> f64 (exact).
+DSA_HD inline double fp16_f64(std::uint16_t h) { return static_cast<double>(hc::fp16_to_f32(h)); }
+// x rounded once to fp16 and back (f64).
+DSA_HD inline double round_fp16(double x) { return fp16_f64(hc::f64_to_fp16(x)); }
+
+// ---- ascend-a3 -------------------------------------------------------------------------------------------------
+struct A3Consts {
+  double g = 0;                       // (g(H-1, 2^-24) + g(H-1, 2^-53)) (1 + 2^-20)
+  bool relu_after_weighting = false;  // Bug::relu_after_weighting (selftest mutant, CPU only)
+  bool no_2pow10 = false;             // Bug::no_2pow10 (selftest mutant, CPU only)
+};
+struct A3Acc {
+  double L = 0, A = 0;
+};
+
+// wq = fp16(w16 qs16): the exact product rounded once (no_query_scale: Bug::no_query_scale, wq = w16).
+DSA_HD inline double a3_wq(std::uint16_t w16, std::uint16_t qs16, bool no_query_scale) {
+  return round_fp16(fp16_f64(w16) * (no_query_scale ? 1.0 : fp16_f64(qs16)));  // the product is exact in f64
+}
+
+// Head h: s = fp16(relu(I) 2^-10), L += wq s (exact: fp16 x fp16), A += |wq s|; fixed order h = 0..H-1.
+DSA_HD inline void a3_head(A3Acc& a, std::int32_t I, double wq, const A3Consts& k) {
+  const double x = static_cast<double>(I);
+  double prod;
+  if (k.relu_after_weighting) {
+    prod = li::max0(wq * round_fp16(x * 0x1.0p-10));
+  } else {
+    const double r = k.no_2pow10 ? li::max0(x) : li::max0(x) * 0x1.0p-10;  // exact
+    prod = wq * round_fp16(r);
+  }
+  a.L += prod;
+  a.A += li::abs_f64(prod);
+}
+
+// score = L ks, bound = g A |ks| + 2^-23 |score| (0 for a non-finite score). |score| 2^-23 is exact: a nonzero
+// |score| >= 2^-48 2^-24 (sums of fp16 x fp16 products times an fp16 scale).
+DSA_HD inline void a3_finish(const A3Acc& a, double ks, const A3Consts& k, double& score, double& bound) {
+  const double sc = a.L * ks;
+  score = li::canonical(sc);
+  bound = li::finite_f64(sc) ? li::canonical(k.g * a.A * li::abs_f64(ks) + li::abs_f64(sc) * 0x1p-23) : 0.0;
+}
+
+// ---- vllm-cuda, ref-bf16 ---------------------------------------------------------------------------------------
+struct FlConsts {
+  bool ref = false;     // ref-bf16 (else vllm-cuda)
+  double g_dot = 0;     // g(D-1, 2^-24)
+  double e_dot = 0;     // ref: g(D-1, 2^-24) + g(D-1, 2^-53); vllm: 2^-10 + g(D-1, 2^-53)
+  double ubf = 0;       // 2^-8
+  double u32 = 0;       // 2^-24
+  double g_head = 0;    // g(H-1, 2^-24) + g(H-1, 2^-53)
+  bool relu_after_weighting = false;  // Bug::relu_after_weighting (selftest mutant, CPU only)
+};
+struct FlAcc {
+  double L = 0, err = 0, mag = 0;
+};
+
+// Head h with dot I = q_h . k_j and A = sum_d |q_hd k_jd| (dot64): L += w relu(I) (fixed order h = 0..H-1); the
+// kernel's dot error e (ref: fp32 dot rounded to bf16; vllm: the fp8 WGMMA envelope 2^-10 A) plus the reference's
+// own f64 sum, and the product's rounding (bf16 tensor for ref-bf16, fp32 otherwise).
+DSA_HD inline void fl_head(FlAcc& a, double I, double A, double w, const FlConsts& k) {
+  const double r = li::max0(I), aw = li::abs_f64(w);
+  a.L += k.relu_after_weighting ? li::max0(w * I) : w * r;
+  const double e = k.ref ? k.e_dot * A + k.ubf * (li::abs_f64(I) + k.g_dot * A) : k.e_dot * A;
+  const double up = k.ref ? k.ubf : k.u32;
+  a.err += aw * e + up * aw * (r + e);
+  a.mag += aw * (r + e) * (1 + up);
+}
+
+// u = err + g_head mag (1 + 2^-24) (+ 2^-8 (|L| + u) for the bf16 sum of ref-bf16), then the fp32 multiply by the
+// key scale ks (1 for ref-bf16): score = L ks, bound = (u |ks| + 2^-24 |score|) (1 + 2^-20), 0 for a non-finite score.
+DSA_HD inline void fl_finish(const FlAcc& a, double ks, const FlConsts& k, double& score, double& bound) {
+  double u = a.err + k.g_head * a.mag * (1 + k.u32);
+  if (k.ref) u += k.ubf * (li::abs_f64(a.L) + u);
+  const double L = a.L * ks;
+  u = u * li::abs_f64(ks) + k.u32 * li::abs_f64(L);
+  score = li::canonical(L);
+  bound = li::finite_f64(L) ? li::canonical(u * (1.0 + 0x1p-20)) : 0.0;
+}
+
+}  // namespace dsa::v4::indexer::core
