@@ -14,11 +14,7 @@ double det_sin(double x);
 double det_cos(double x);
 
 namespace detail {
-DSA_HD inline double from_bits64(std::uint64_t b) {
-  double d;
-  memcpy(&d, &b, sizeof d);
-  return d;
-}
+using hd::from_bits64;
 DSA_HD inline double pow2i(std::int64_t k) {  // 2^k for -1022 <= k <= 1023 (exact, by construction of the bits)
   return from_bits64(static_cast<std::uint64_t>(k + 1023) << 52);
 }

@@ -13,16 +13,8 @@
 
 namespace dsa::fp8core {
 
-DSA_HD inline std::uint32_t bits(float x) {
-  std::uint32_t u;
-  memcpy(&u, &x, sizeof u);
-  return u;
-}
-DSA_HD inline float from_bits(std::uint32_t u) {
-  float x;
-  memcpy(&x, &u, sizeof x);
-  return x;
-}
+DSA_HD inline std::uint32_t bits(float x) { return hd::bits32(x); }
+DSA_HD inline float from_bits(std::uint32_t u) { return hd::from_bits32(u); }
 DSA_HD inline bool is_nan(float x) { return x != x; }
 // IEEE fmax: a NaN operand gives the other one.
 DSA_HD inline float fmax_ieee(float a, float b) { return is_nan(a) ? b : is_nan(b) ? a : (a > b ? a : b); }

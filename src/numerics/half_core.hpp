@@ -13,26 +13,10 @@
 
 namespace dsa::halfcore {
 
-DSA_HD inline std::uint32_t bits32(float x) {
-  std::uint32_t u;
-  memcpy(&u, &x, sizeof u);
-  return u;
-}
-DSA_HD inline float from_bits32(std::uint32_t u) {
-  float x;
-  memcpy(&x, &u, sizeof x);
-  return x;
-}
-DSA_HD inline std::uint64_t bits64(double x) {
-  std::uint64_t u;
-  memcpy(&u, &x, sizeof u);
-  return u;
-}
-DSA_HD inline double from_bits64(std::uint64_t u) {
-  double x;
-  memcpy(&x, &u, sizeof x);
-  return x;
-}
+using hd::bits32;
+using hd::bits64;
+using hd::from_bits32;
+using hd::from_bits64;
 
 // Exact: the 16-bit shift (a NaN keeps its payload).
 DSA_HD inline float bf16_to_f32(std::uint16_t b) { return from_bits32(static_cast<std::uint32_t>(b) << 16); }

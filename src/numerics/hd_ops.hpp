@@ -11,26 +11,6 @@
 
 namespace dsa::hd {
 
-DSA_HD inline std::uint64_t bits64(double x) {
-  std::uint64_t u;
-  memcpy(&u, &x, sizeof u);
-  return u;
-}
-DSA_HD inline double from_bits64(std::uint64_t u) {
-  double x;
-  memcpy(&x, &u, sizeof x);
-  return x;
-}
-DSA_HD inline std::uint32_t bits32(float x) {
-  std::uint32_t u;
-  memcpy(&u, &x, sizeof u);
-  return u;
-}
-DSA_HD inline float from_bits32(std::uint32_t u) {
-  float x;
-  memcpy(&x, &u, sizeof x);
-  return x;
-}
 
 DSA_HD inline double abs(double x) { return from_bits64(bits64(x) & 0x7FFFFFFFFFFFFFFFull); }
 DSA_HD inline float abs(float x) { return from_bits32(bits32(x) & 0x7FFFFFFFu); }

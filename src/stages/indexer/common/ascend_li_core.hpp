@@ -16,16 +16,12 @@ namespace dsa::indexer::ascend_li::core {
 
 using i64 = std::int64_t;
 
-DSA_HD inline double f64_of_bits(std::uint64_t u) {
-  double x;
-  memcpy(&x, &u, sizeof x);
-  return x;
-}
-DSA_HD inline double abs_f64(double x) { return f64_of_bits(halfcore::bits64(x) & 0x7FFFFFFFFFFFFFFFull); }  // std::fabs
+using hd::from_bits64;
+DSA_HD inline double abs_f64(double x) { return from_bits64(halfcore::bits64(x) & 0x7FFFFFFFFFFFFFFFull); }  // std::fabs
 DSA_HD inline bool finite_f64(double x) { return x - x == 0.0; }  // std::isfinite
 DSA_HD inline double max0(double x) { return x < 0.0 ? 0.0 : x; }  // std::max(x, 0.0): NaN and -0 pass through
-DSA_HD inline double neg_inf() { return f64_of_bits(0xFFF0000000000000ull); }
-DSA_HD inline double canonical(double x) { return x != x ? f64_of_bits(0x7FF8000000000000ull) : x; }
+DSA_HD inline double neg_inf() { return from_bits64(0xFFF0000000000000ull); }
+DSA_HD inline double canonical(double x) { return x != x ? from_bits64(0x7FF8000000000000ull) : x; }
 // g(n, u) = n u / (1 - n u): the any-order summation factor of n additions (0 for n <= 0).
 DSA_HD inline double gamma_n(i64 n, double u) {
   return n <= 0 ? 0.0 : static_cast<double>(n) * u / (1.0 - static_cast<double>(n) * u);

@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "backend/cuda.hpp"
+#include "stages/indexer/common/score_chunks.cuh"
 #include "stages/v4/indexer/cuda_api.hpp"
 
 namespace dsa::v4::indexer {
@@ -54,22 +55,12 @@ void scores_cuda(const CudaJob& job, double* scores, double* bounds) {
   d.block_table = static_cast<const std::int32_t*>(dbt.get());
   d.row_b = static_cast<const i64*>(drb.get());
   d.row_nvis = static_cast<const i64*>(drn.get());
-  // Row chunks: at most 65535 rows (grid y) and ~256 MiB of scores + bounds per chunk.
-  const i64 chunk = std::max<i64>(1, std::min<i64>({T, 65535, (i64{256} << 20) / (C * 16)}));
-  cuda::Buffer dsc(static_cast<std::size_t>(chunk * C) * 8), dbd(static_cast<std::size_t>(chunk * C) * 8);
-  double* sc = static_cast<double*>(dsc.get());
-  double* bd = static_cast<double*>(dbd.get());
-  const int tpb = 128;
-  for (i64 row0 = 0; row0 < T; row0 += chunk) {
-    const i64 rows = std::min(chunk, T - row0);
-    const dim3 grid(static_cast<unsigned>((C + tpb - 1) / tpb), static_cast<unsigned>(rows));
+  dsa::indexer::score_rows_chunked(T, C, scores, bounds, "v4.indexer score kernel", [&](dim3 grid, i64 row0, i64 rows, double* sc, double* bd) {
+    constexpr int tpb = dsa::indexer::kScoreThreads;
     if (job.variant == 0) score_kernel<0><<<grid, tpb>>>(d, row0, rows, sc, bd);
     else if (job.variant == 1) score_kernel<1><<<grid, tpb>>>(d, row0, rows, sc, bd);
     else score_kernel<2><<<grid, tpb>>>(d, row0, rows, sc, bd);
-    cuda::check_last("v4.indexer score kernel");
-    dsc.download(scores + row0 * C, static_cast<std::size_t>(rows * C) * 8);
-    dbd.download(bounds + row0 * C, static_cast<std::size_t>(rows * C) * 8);
-  }
+  });
 }
 
 }  // namespace dsa::v4::indexer
