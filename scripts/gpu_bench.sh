@@ -11,11 +11,11 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
 export CC="${CC:-/usr/bin/gcc}" CXX="${CXX:-/usr/bin/g++}"
 B="${BUILD_DIR:-$ROOT/build-gpu}"
-if [ ! -x "$B/dsa_gpu_bench" ]; then
+what="${1:-logits}"
+if [ ! -x "$B/dsa-check" ] || { [ "$what" != attn ] && [ ! -x "$B/dsa_gpu_bench" ]; }; then
   cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDSA_BUILD_BENCH=OFF -DDSA_WITH_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null
   cmake --build "$B" -j "$(nproc)" >/dev/null
 fi
-what="${1:-logits}"
 echo "== $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), $(date -u +%F), $(nproc) CPU threads"
 if [ "$what" = attn ] || [ "$what" = all ]; then
   W="${GPU_BENCH_WORK:-/tmp/dsa_gpu_bench}/attn"; mkdir -p "$W"

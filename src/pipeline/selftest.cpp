@@ -120,7 +120,11 @@ SelftestSummary run_selftest(const SelftestOptions& o, std::ostream& out) {
   char pct[32];
   std::snprintf(pct, sizeof pct, "%.1f", 100.0 * s.score());
   out << "base cases: " << s.base_pass << "/" << s.base_total << " pass";
-  if (s.other_backend) out << " (backend " << backend_name(o.backend) << "; " << s.other_backend << " base case(s) of stages without a " << backend_name(o.backend) << " implementation left out)";
+  if (o.backend != Backend::cpu || s.other_backend) {  // which references ran, and what was left out
+    out << " (backend " << backend_name(o.backend);
+    if (s.other_backend) out << "; " << s.other_backend << " base case(s) of stages without a " << backend_name(o.backend) << " implementation left out";
+    out << ")";
+  }
   out << "\n";
   out << "mutation score: " << s.killed << "/" << s.mutants_total << " (" << pct << " %)";
   if (s.skipped) out << "; " << s.skipped << " skipped (reference unavailable)";

@@ -204,7 +204,7 @@ void finish(const Params& p, const double* C, const double* eC, const std::uint1
   }
 }
 
-StepResult run_step(const Case& c, const Params& p, Bug bug, int threads, Backend backend) {
+StepResult run_step(const Case& c, const Params& p, Bug bug, int threads, [[maybe_unused]] Backend backend) {
   const std::int64_t T = p.T, C2 = p.C2, D = p.D, R = p.R;
   const Tensor& cu = c.input("cu_seqlens");
   const Tensor& sp = c.input("start_pos");
