@@ -1,6 +1,6 @@
-// Writing one head's results of a row engine (CPU RowEngine::view() or the CUDA engine) into the stages' reference tensors, with the conventions a dump's attrs
-// pin (spec v32 §6.1/§6.2, real_bugs_2026 B35): lse base, the value of lonely rows, the sink and whether the public
-// lse includes it. Bounds per sparse_attn.hpp (2)-(4).
+// Writing one head's results of a row engine (CPU RowEngine::view() or the CUDA engine) into the stages' reference
+// tensors, with the conventions a dump's attrs pin (spec v32 §6.1/§6.2, real_bugs_2026 B35): lse base, the value of
+// lonely rows, the sink and whether the public lse includes it. Bounds per sparse_attn.hpp (2)-(4).
 #pragma once
 #include <cstdint>
 #include <string>
