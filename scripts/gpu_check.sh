@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The CUDA backend on a GPU machine: build with CUDA, the whole C++ suite, CPU vs CUDA backend-diff on the committed
-# goldens of every stage with a CUDA implementation and on many generated cases (seeds 1..N of each, NaN/inf and
-# boundary cases included by their generators), then compute-sanitizer memcheck/racecheck on a small case.
+# goldens of every stage (plain and with poison-filled device buffers) and on many generated cases (seeds 1..N of
+# each, NaN/inf and boundary cases included by their generators), then compute-sanitizer memcheck/racecheck.
 #   bash scripts/gpu_check.sh [OUT_DIR] [SEEDS]
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -38,6 +38,13 @@ for f in golden/*.h5; do
   elif ! grep -q "has no cuda implementation" <<<"$o"; then echo "$o"; echo "backend-diff: $f differs"; exit 1; fi
 done
 echo "committed goldens: $nodiff identical on CPU and CUDA (${capable[*]})"
+# Poisoned device buffers (DSA_CUDA_POISON, src/backend/cuda.hpp): every new buffer filled with 0xff (NaN in every
+# float width) and then 0x5a, so an output element no kernel writes differs from the CPU in at least one run.
+for pat in ff 5a; do
+  DSA_CUDA_POISON=$pat "$BIN" backend-diff --a cpu --b cuda golden/*.h5 >"$OUT/diff_poison_$pat.log" 2>&1 ||
+    { grep -v identical "$OUT/diff_poison_$pat.log" | head -20; echo "backend-diff: differs with device buffers poisoned with 0x$pat"; exit 1; }
+  echo "poisoned device buffers (0x$pat): $(tail -1 "$OUT/diff_poison_$pat.log")"
+done
 # The logits stages once more on the mma.sync engine (the one of non-Hopper GPUs and of shapes the wgmma engine
 # does not take; DSA_CUDA_LOGITS_ENGINE, logits_cuda.cu).
 DSA_CUDA_LOGITS_ENGINE=mma "$BIN" backend-diff --a cpu --b cuda golden/ragged_*.h5 golden/paged_*.h5 golden/fused_*.h5 >"$OUT/diff_mma.log" 2>&1 ||

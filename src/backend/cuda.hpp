@@ -12,9 +12,13 @@ std::string device_problem();
 
 #ifdef DSA_CUDA_BACKEND
 // Device buffers for one reference call: RAII, every CUDA call checked (std::runtime_error naming the call).
+// DSA_CUDA_POISON=<hex byte> (e.g. ff, 5a) fills every new buffer with that byte, so an output element a kernel
+// forgets to write shows up as a difference in `backend-diff` instead of cudaMalloc's leftovers (scripts/gpu_check.sh
+// runs the committed goldens under two patterns); unset, buffers are not filled.
 class Buffer {
  public:
   explicit Buffer(std::size_t bytes);
+  void fill(unsigned char byte);  // cudaMemset of the whole buffer
   ~Buffer();
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
@@ -24,6 +28,7 @@ class Buffer {
 
  private:
   void* p_ = nullptr;
+  std::size_t bytes_ = 1;
 };
 // Throws std::runtime_error("CUDA <what>: <error string>") after a kernel launch or a sync that failed.
 void check_last(const char* what);

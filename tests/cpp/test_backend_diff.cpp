@@ -208,3 +208,30 @@ TEST_CASE("selftest --backend cuda: the stages with a CUDA implementation, every
   CHECK(out.find("(100.0 %)") != std::string::npos);
   CHECK(out.find("base 'ragged' (indexer.logits_ragged)") != std::string::npos);
 }
+
+TEST_CASE("DSA_CUDA_POISON: poison-filled device buffers change no byte; a bad value is exit 2 naming the variable") {
+  if (const std::string why = cuda::device_problem(); !why.empty()) {
+    MESSAGE("skipped: " << why);
+    std::printf("skipped: DSA_CUDA_POISON (%s)\n", why.c_str());
+    return;
+  }
+  // The children inherit the variable; one golden of a logits stage, the top-k and sparse attention.
+  const std::string files = std::string(" ") + DSA_SOURCE_DIR + "/golden/paged_mtp_n2_2d.h5 " + DSA_SOURCE_DIR +
+                            "/golden/topk_ties_at_kth.h5 " + DSA_SOURCE_DIR + "/golden/mla_decode_v32_mtp.h5";
+  std::string out;
+  for (const char* pat : {"ff", "5a", "0"}) {
+    ::setenv("DSA_CUDA_POISON", pat, 1);
+    const int rc = run_cli("backend-diff --a cpu --b cuda" + files, &out);
+    INFO(pat << ": " << out);
+    CHECK(rc == 0);
+    CHECK(out.find("3 identical, 0 different") != std::string::npos);
+  }
+  for (const char* bad : {"zz", "100", "fff", "0x1"}) {
+    ::setenv("DSA_CUDA_POISON", bad, 1);
+    const int rc = run_cli("backend-diff --a cpu --b cuda" + files, &out);
+    INFO(bad << ": " << out);
+    CHECK(rc == 2);
+    CHECK(out.find(std::string("DSA_CUDA_POISON: expected one byte in hex (00..ff), found '") + bad + "'") != std::string::npos);
+  }
+  ::unsetenv("DSA_CUDA_POISON");
+}

@@ -338,6 +338,23 @@ int choose_wgmma_columns(const GpuLogitsJob& job) {
   return nt;
 }
 
+// The four timing events of one call (whole call, kernel), created checked and destroyed on every path.
+struct TimingEvents {
+  cudaEvent_t e[4] = {};
+  TimingEvents() {
+    for (int i = 0; i < 4; ++i)
+      if (cudaEventCreate(&e[i]) != cudaSuccess) {
+        for (int j = 0; j < i; ++j) cudaEventDestroy(e[j]);
+        cuda::check_last("cudaEventCreate");
+      }
+  }
+  ~TimingEvents() {
+    for (cudaEvent_t x : e) cudaEventDestroy(x);
+  }
+  TimingEvents(const TimingEvents&) = delete;
+  TimingEvents& operator=(const TimingEvents&) = delete;
+};
+
 }  // namespace
 
 void logits_cuda(GpuLogitsJob& job) {
@@ -365,11 +382,8 @@ void logits_cuda(GpuLogitsJob& job) {
   const std::size_t vb = job.bf16 ? 2 : 4;
   auto d_value = buf(n_out * static_cast<i64>(vb)), d_M = buf(n_out * 8), d_def = buf(n_out);
 
-  cudaEvent_t ev0, ev1, evk0, evk1;
-  cudaEventCreate(&ev0);
-  cudaEventCreate(&ev1);
-  cudaEventCreate(&evk0);
-  cudaEventCreate(&evk1);
+  TimingEvents evs;
+  cudaEvent_t ev0 = evs.e[0], ev1 = evs.e[1], evk0 = evs.e[2], evk1 = evs.e[3];
   cudaEventRecord(ev0);
   if (n_out > 0) {
     fill_kernel<<<grid_for(n_out), 256>>>(n_out, job.bf16, job.all_defined, d_value->get(), static_cast<double*>(d_M->get()),
@@ -385,7 +399,7 @@ void logits_cuda(GpuLogitsJob& job) {
     if (!NT) {
       d_qd = buf(3 * MHall * D);
       d_qnan = buf(MHall);
-      cudaMemset(d_qnan->get(), 0, static_cast<std::size_t>(MHall));
+      d_qnan->fill(0);
       digits_kernel<<<grid_for(MHall * D), 256>>>(static_cast<const std::uint8_t*>(d_q->get()), MHall, D, 1, 0, false,
                                                   static_cast<std::int8_t*>(d_qd->get()), MHall * D,
                                                   static_cast<std::uint8_t*>(d_qnan->get()), nullptr);
@@ -403,7 +417,7 @@ void logits_cuda(GpuLogitsJob& job) {
       if (!paged) d_ksc = up(job.kv_scale, P * 4);
       if (NT) {
         d_blocks = buf(nblk * kWgmmaBlockBytes);
-        cudaMemset(d_blocks->get(), 0, static_cast<std::size_t>(nblk * kWgmmaBlockBytes));
+        d_blocks->fill(0);
         if (const char* e = wgmma_build_blocks(static_cast<const std::uint8_t*>(d_src->get()), paged ? nullptr : static_cast<const float*>(d_ksc->get()),
                                                P, paged ? job.page_size : 1, page_bytes, paged, static_cast<unsigned char*>(d_blocks->get()));
             *e)
@@ -412,7 +426,7 @@ void logits_cuda(GpuLogitsJob& job) {
         d_kd = buf(3 * P * D);
         d_knan = buf(P);
         if (paged) d_ksc = buf(P * 4);
-        cudaMemset(d_knan->get(), 0, static_cast<std::size_t>(P));
+        d_knan->fill(0);
         if (P > 0) {
           digits_kernel<<<grid_for(P * D), 256>>>(static_cast<const std::uint8_t*>(d_src->get()), P, D, paged ? job.page_size : 1,
                                                   page_bytes, paged, static_cast<std::int8_t*>(d_kd->get()), P * D,
@@ -510,7 +524,6 @@ void logits_cuda(GpuLogitsJob& job) {
   float ms = 0, kms = 0;
   cudaEventElapsedTime(&ms, ev0, ev1);
   if (nblocks > 0) cudaEventElapsedTime(&kms, evk0, evk1);
-  for (cudaEvent_t e : {ev0, ev1, evk0, evk1}) cudaEventDestroy(e);
   job.device_ms = ms;
   job.kernel_ms = kms;
   job.device_bytes = bytes;
