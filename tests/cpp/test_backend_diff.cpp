@@ -209,7 +209,7 @@ TEST_CASE("selftest --backend cuda: the stages with a CUDA implementation, every
   CHECK(out.find("base 'ragged' (indexer.logits_ragged)") != std::string::npos);
 }
 
-TEST_CASE("DSA_CUDA_POISON: poison-filled device buffers change no byte; a bad value is exit 2 naming the variable") {
+TEST_CASE("DSA_CUDA_POISON: poison-filled device buffers change no byte - a bad value is exit 2 naming the variable") {
   if (const std::string why = cuda::device_problem(); !why.empty()) {
     MESSAGE("skipped: " << why);
     std::printf("skipped: DSA_CUDA_POISON (%s)\n", why.c_str());
