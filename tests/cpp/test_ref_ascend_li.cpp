@@ -6,9 +6,7 @@
 #include <cmath>
 #include <vector>
 
-#include "backend/cuda.hpp"
 #include "numerics/formats.hpp"
-#include "pipeline/backend_diff.hpp"
 #include "pipeline/golden.hpp"
 #include "ref_test_util.hpp"
 #include "stages/indexer/npu_lightning/core.hpp"
@@ -132,20 +130,6 @@ TEST_CASE("indexer.npu_lightning: the CUDA kernel body on the host (and the GPU 
        .attrs = {{"sparse_count", golden::I(4)}, {"variant", golden::S("ascend-950")}},
        .poison = {{"query", 0, 2, golden::kInf}}},
   };
-  for (const Stage& st : stages())
-    if (st.name == "indexer.npu_lightning")
-      for (const auto* v : {&st.goldens, &st.selftest}) specs.insert(specs.end(), v->begin(), v->end());
-  const bool gpu = cuda::device_problem().empty();
-  for (const auto& spec : specs)
-    for (std::uint64_t seed : {1u, 2u}) {
-      const Case c = golden::make_case(spec, seed, 0);
-      BoundCase b;
-      REQUIRE(validate_case(c, true, &b).empty());
-      const auto& p = dynamic_cast<const indexer::npu_lightning::Params&>(*b.params);
-      const Expected cpu = run_reference(b, {}, Backend::cpu);
-      const auto d = pipeline::diff_expected(cpu, indexer::npu_lightning::cuda_body_on_host(c, p, {}), "cpu", "kernel body on the host");
-      INFO(spec.name << " seed " << seed << (d.empty() ? "" : ": " + d[0].tensor + ": " + d[0].message));
-      CHECK(d.empty());
-      if (gpu) CHECK(pipeline::diff_expected(cpu, run_reference(b, {}, Backend::cuda), "cpu", "cuda").empty());
-    }
+  test::check_kernel_body_on_host<indexer::npu_lightning::Params>("indexer.npu_lightning", std::move(specs),
+                                                                    indexer::npu_lightning::cuda_body_on_host);
 }

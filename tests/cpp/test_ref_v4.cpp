@@ -232,8 +232,6 @@ TEST_CASE("v4.indexer_prolog: the q rotation's bound is 0 for certain values and
   CHECK(moved > 0);  // the alternative rounding does show in some outputs: the bound is needed
 }
 
-#include "backend/cuda.hpp"
-#include "pipeline/backend_diff.hpp"
 #include "pipeline/golden.hpp"
 #include "stages/v4/indexer/core.hpp"
 
@@ -255,20 +253,5 @@ TEST_CASE("v4.indexer: the CUDA kernel body on the host (and the GPU when presen
        .attrs = {{"sparse_count", golden::I(4)}},
        .poison = {{"weights", 2, 0, golden::kNaN}, {"key", 1, 5, -golden::kInf}}},
   };
-  for (const Stage& s : stages())
-    if (s.name == st)
-      for (const auto* v : {&s.goldens, &s.selftest}) specs.insert(specs.end(), v->begin(), v->end());
-  const bool gpu = cuda::device_problem().empty();
-  for (const auto& spec : specs)
-    for (std::uint64_t seed : {1u, 2u}) {
-      const Case c = golden::make_case(spec, seed, 0);
-      BoundCase b;
-      REQUIRE(validate_case(c, true, &b).empty());
-      const auto& p = dynamic_cast<const v4::indexer::Params&>(*b.params);
-      const Expected cpu = run_reference(b, {}, Backend::cpu);
-      const auto d = pipeline::diff_expected(cpu, v4::indexer::cuda_body_on_host(c, p, {}), "cpu", "kernel body on the host");
-      INFO(spec.name << " seed " << seed << (d.empty() ? "" : ": " + d[0].tensor + ": " + d[0].message));
-      CHECK(d.empty());
-      if (gpu) CHECK(pipeline::diff_expected(cpu, run_reference(b, {}, Backend::cuda), "cpu", "cuda").empty());
-    }
+  test::check_kernel_body_on_host<v4::indexer::Params>(st, std::move(specs), v4::indexer::cuda_body_on_host);
 }

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <tuple>
 
 #include "numerics/formats.hpp"
 #include "stages/indexer/common/topk_canonical.hpp"
@@ -111,6 +112,23 @@ std::pair<Tensor, Tensor> score_buffers(const std::vector<Row>& rows) {
   Tensor scores(DType::f64, {T, C}, Tensor::Uninit{}), bounds(DType::f64, {T, C});
   std::fill(scores.data<double>(), scores.data<double>() + T * C, -std::numeric_limits<double>::infinity());
   return {std::move(scores), std::move(bounds)};
+}
+
+void bind_rows(const std::vector<Row>& rows, const Geometry& g, i64 H, i64 D, const Tensor& block_table, PagedRowsHost& h,
+               core::PagedRows& d) {
+  const i64 T = static_cast<i64>(rows.size());
+  h.w.assign(static_cast<std::size_t>(T * H), 0.0);
+  h.b.resize(rows.size());
+  h.nvis.resize(rows.size());
+  for (std::size_t t = 0; t < rows.size(); ++t) h.b[t] = rows[t].b, h.nvis[t] = rows[t].nvis;
+  std::tie(h.scores, h.bounds) = score_buffers(rows);
+  d.T = T, d.H = H, d.D = D, d.key_slots = g.nblk * g.bs;
+  d.weights = h.w.data();
+  d.block_table = block_table.data<std::int32_t>();
+  d.B = g.B, d.maxblk = g.maxblk, d.bs = g.bs;
+  d.row_b = h.b.data();
+  d.row_nvis = h.nvis.data();
+  d.C = h.scores.dim(1);
 }
 
 RefTensor topk_indices(const Case& c, const std::string& output, Rows rows, i64 k, const RowScorer& scorer, int threads, bool sorted) {

@@ -65,6 +65,16 @@ RefTensor topk_indices(const Case& c, const std::string& output, Rows rows, std:
 // The score and bound tensors topk_indices fills: f64 [T, C], C = max(1, the rows' largest nvis); scores -inf,
 // bounds 0 (a backend fills the visible keys of every row, then calls topk_from_scores).
 std::pair<Tensor, Tensor> score_buffers(const std::vector<Row>& rows);
+// The host side of a core::PagedRows job: each row's request and visible count, the [T, H] weights operand (sized
+// here, filled by the stage) and the score / bound buffers (score_buffers).
+struct PagedRowsHost {
+  std::vector<double> w;
+  std::vector<std::int64_t> b, nvis;
+  Tensor scores, bounds;
+};
+// Fills h from rows and points d at it: T, H, D, the cache's key slots and block table (g), weights, rows, C.
+void bind_rows(const std::vector<Row>& rows, const Geometry& g, std::int64_t H, std::int64_t D, const Tensor& block_table,
+               PagedRowsHost& h, core::PagedRows& d);
 // topk_indices once the scores and bounds (from score_buffers) are filled: the selection, k-th values, index maps.
 RefTensor topk_from_scores(const Case& c, const std::string& output, Rows rows, std::int64_t k, Tensor scores, Tensor bounds,
                            int threads, bool sorted = true);

@@ -53,4 +53,19 @@ DSA_HD inline void dot64(Q q, K k, i64 D, double& s, double& a) {
   a = aa;
 }
 
+// The candidates a per-candidate score kernel walks (indexer.npu_lightning and v4.indexer on the GPU, and their
+// kernel bodies on the host): row t scores the first row_nvis[t] visible keys of request row_b[t] in the paged
+// cache into scores [T, C]. Host pointers on the host; the stages' cuda.cu bind device copies (DevicePagedRows).
+struct PagedRows {
+  i64 T = 0, H = 0, D = 0, key_slots = 0;
+  const double* weights = nullptr;  // [T, H] the per-(row, head) operand in f64
+  const std::int32_t* block_table = nullptr;
+  i64 B = 0, maxblk = 0, bs = 0;
+  const i64* row_b = nullptr;     // [T] each row's request
+  const i64* row_nvis = nullptr;  // [T] each row's visible keys (<= C; their blocks checked by parse_call)
+  i64 C = 1;                      // score row width (score_buffers)
+  // Flat cache slot of row t's j-th visible key (ascend_li::key_slot).
+  DSA_HD i64 slot(i64 t, i64 j) const { return static_cast<i64>(block_table[row_b[t] * maxblk + j / bs]) * bs + j % bs; }
+};
+
 }  // namespace dsa::indexer::ascend_li::core

@@ -33,22 +33,14 @@ void scores_cuda(const CudaJob& job, double* scores, double* bounds) {
   if (job.elem != lc::Elem::fp16 && job.elem != lc::Elem::bf16)
     throw std::runtime_error("indexer.npu_lightning on CUDA: query / key must be bf16 or fp16");
   const std::size_t qbytes = static_cast<std::size_t>(T * job.H * job.D) * 2, kbytes = static_cast<std::size_t>(job.key_slots * job.D) * 2;
-  const std::size_t wbytes = static_cast<std::size_t>(T * job.H) * 8, btbytes = static_cast<std::size_t>(job.B * job.maxblk) * 4;
-  const std::size_t rbytes = static_cast<std::size_t>(T) * 8;
-  cuda::Buffer dq(qbytes), dk(kbytes), dw(wbytes), dbt(btbytes), drb(rbytes), drn(rbytes);
+  cuda::Buffer dq(qbytes), dk(kbytes);
   if (qbytes) dq.upload(job.query, qbytes);
   if (kbytes) dk.upload(job.key, kbytes);
-  if (wbytes) dw.upload(job.weights, wbytes);
-  if (btbytes) dbt.upload(job.block_table, btbytes);
-  drb.upload(job.row_b, rbytes);
-  drn.upload(job.row_nvis, rbytes);
+  const DevicePagedRows rows(job);
   CudaJob d = job;  // the same job with device pointers
+  rows.bind(d);
   d.query = dq.get();
   d.key = dk.get();
-  d.weights = static_cast<const double*>(dw.get());
-  d.block_table = static_cast<const std::int32_t*>(dbt.get());
-  d.row_b = static_cast<const i64*>(drb.get());
-  d.row_nvis = static_cast<const i64*>(drn.get());
   score_rows_chunked(T, C, scores, bounds, "indexer.npu_lightning score kernel", [&](dim3 grid, i64 row0, i64 rows, double* sc, double* bd) {
     if (job.elem == lc::Elem::fp16) score_kernel<static_cast<int>(lc::Elem::fp16)><<<grid, kScoreThreads>>>(d, row0, rows, sc, bd);
     else score_kernel<static_cast<int>(lc::Elem::bf16)><<<grid, kScoreThreads>>>(d, row0, rows, sc, bd);

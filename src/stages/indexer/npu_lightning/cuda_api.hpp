@@ -9,18 +9,12 @@
 namespace dsa::indexer::npu_lightning {
 
 // Everything the score kernel reads (host pointers for scores_cuda / scores_host; cuda.cu passes a copy with device
-// pointers to the kernel).
-struct CudaJob {
+// pointers to the kernel): the rows, weights (widened exactly, ascend_li::widen) and cache geometry of PagedRows, and
+// the members below.
+struct CudaJob : ascend_li::core::PagedRows {
   const void* query = nullptr;  // [T, H, D] bf16 / fp16 bits (elem)
   const void* key = nullptr;    // [key_slots, D] (the PA_BSND cache flattened), the query's dtype
   ascend_li::core::Elem elem = ascend_li::core::Elem::bf16;
-  std::int64_t T = 0, H = 0, D = 0, key_slots = 0;
-  const double* weights = nullptr;  // [T, H] widened exactly (ascend_li::widen)
-  const std::int32_t* block_table = nullptr;
-  std::int64_t B = 0, maxblk = 0, bs = 0;
-  const std::int64_t* row_b = nullptr;     // [T] each row's request
-  const std::int64_t* row_nvis = nullptr;  // [T] each row's visible keys (<= C; their blocks checked by parse)
-  std::int64_t C = 1;                      // score row width (ascend_li::score_buffers)
   core::Consts k;
 };
 
@@ -35,7 +29,7 @@ DSA_HD inline void score_thread(const CudaJob& d, ascend_li::core::Elem e, std::
     bound = 0.0;
     return;
   }
-  const i64 slot = static_cast<i64>(d.block_table[d.row_b[t] * d.maxblk + j / d.bs]) * d.bs + j % d.bs;  // key_slot
+  const i64 slot = d.slot(t, j);
   const i64 q0 = t * d.H * d.D, k0 = slot * d.D;
   const void* q = d.query;
   const void* key = d.key;

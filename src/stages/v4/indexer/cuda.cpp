@@ -3,7 +3,6 @@
 // (scores_host, for the ctest without a GPU), then the same host code as the CPU reference:
 // ascend_li::topk_from_scores (selection, k-th values, index maps) and assemble (sparse_values). Same bytes as
 // cpu.cpp (dsa-check backend-diff). The selftest's Bug paths stay on the CPU (run()).
-#include <tuple>
 #include <vector>
 
 #include "stages/v4/indexer/core.hpp"
@@ -19,9 +18,7 @@ namespace li = dsa::indexer::ascend_li;
 // The kernel's inputs for a case, and the score / bound buffers it fills.
 struct Job {
   std::shared_ptr<const std::vector<Row>> rows;
-  std::vector<double> w;
-  std::vector<i64> rb, rn;
-  Tensor scores, bounds;
+  li::PagedRowsHost h;
   CudaJob job;
 };
 
@@ -30,38 +27,27 @@ Job job_of(const Case& c, const Params& p) {
   const Tensor& weights = c.input("weights");
   const Tensor* ksc = c.input_opt("key_dequant_scale");
   j.rows = rows_of(c, p);
+  CudaJob& d = j.job;
+  li::bind_rows(*j.rows, p.g, p.H, p.D, c.input("block_table"), j.h, d);
   // [T, H] per-(row, head) operand: a3 wq = fp16(w16 qs16) (core::a3_wq, as row_scores), else the widened weights.
-  j.w.resize(static_cast<std::size_t>(p.T * p.H));
   if (p.variant == Variant::ascend_a3) {
     const std::uint16_t* w16 = weights.data<std::uint16_t>();
     const std::uint16_t* qs16 = c.input("query_dequant_scale").data<std::uint16_t>();
-    for (i64 i = 0; i < p.T * p.H; ++i) j.w[static_cast<std::size_t>(i)] = core::a3_wq(w16[i], qs16[i], false);
+    for (i64 i = 0; i < p.T * p.H; ++i) j.h.w[static_cast<std::size_t>(i)] = core::a3_wq(w16[i], qs16[i], false);
   } else {
-    li::widen(weights, 0, p.T * p.H, j.w.data());
+    li::widen(weights, 0, p.T * p.H, j.h.w.data());
   }
-  j.rb.resize(static_cast<std::size_t>(p.T));
-  j.rn.resize(j.rb.size());
-  for (std::size_t t = 0; t < j.rb.size(); ++t) j.rb[t] = (*j.rows)[t].b, j.rn[t] = (*j.rows)[t].nvis;
-  std::tie(j.scores, j.bounds) = li::score_buffers(*j.rows);
-  CudaJob& d = j.job;
   d.variant = p.variant == Variant::ascend_a3 ? 0 : p.variant == Variant::vllm_cuda ? 1 : 2;
   d.query = c.input("query").raw();
   d.key = c.input("key").raw();
   d.key_scale = p.variant == Variant::ref_bf16 || !ksc ? nullptr : ksc->raw();
-  d.T = p.T, d.H = p.H, d.D = p.D, d.key_slots = p.g.nblk * p.g.bs;
-  d.weights = j.w.data();
-  d.block_table = c.input("block_table").data<std::int32_t>();
-  d.B = p.g.B, d.maxblk = p.g.maxblk, d.bs = p.g.bs;
-  d.row_b = j.rb.data();
-  d.row_nvis = j.rn.data();
-  d.C = j.scores.dim(1);
   d.a3 = a3_consts(p);
   d.fl = fl_consts(p);
   return j;
 }
 
 Expected finish(const Case& c, const Params& p, Job& j, int threads) {
-  return assemble(c, li::topk_from_scores(c, "sparse_indices", j.rows, p.k, std::move(j.scores), std::move(j.bounds), threads, p.sorted));
+  return assemble(c, li::topk_from_scores(c, "sparse_indices", j.rows, p.k, std::move(j.h.scores), std::move(j.h.bounds), threads, p.sorted));
 }
 
 }  // namespace
@@ -73,14 +59,14 @@ void scores_host(const CudaJob& job, double* scores, double* bounds) {
 
 Expected cuda_body_on_host(const Case& c, const Params& p, const RefOptions& opt) {
   Job j = job_of(c, p);
-  scores_host(j.job, j.scores.data<double>(), j.bounds.data<double>());
+  scores_host(j.job, j.h.scores.data<double>(), j.h.bounds.data<double>());
   return finish(c, p, j, opt.thread_count());
 }
 
 #ifdef DSA_CUDA_BACKEND
 Expected cuda(const Case& c, const Params& p, const RefOptions& opt) {
   Job j = job_of(c, p);
-  scores_cuda(j.job, j.scores.data<double>(), j.bounds.data<double>());
+  scores_cuda(j.job, j.h.scores.data<double>(), j.h.bounds.data<double>());
   return finish(c, p, j, opt.thread_count());
 }
 #endif

@@ -36,25 +36,18 @@ void scores_cuda(const CudaJob& job, double* scores, double* bounds) {
   // element sizes: codes 1 byte (int8, e4m3) or 2 (bf16); key scales fp16 (a3) or f32 (vllm), none for ref-bf16
   const std::size_t es = job.variant == 2 ? 2 : 1, ss = job.variant == 0 ? 2 : job.variant == 1 ? 4 : 0;
   const std::size_t qbytes = static_cast<std::size_t>(T * job.H * job.D) * es, kbytes = static_cast<std::size_t>(job.key_slots * job.D) * es;
-  const std::size_t sbytes = static_cast<std::size_t>(job.key_slots) * ss, wbytes = static_cast<std::size_t>(T * job.H) * 8;
-  const std::size_t btbytes = static_cast<std::size_t>(job.B * job.maxblk) * 4, rbytes = static_cast<std::size_t>(T) * 8;
+  const std::size_t sbytes = static_cast<std::size_t>(job.key_slots) * ss;
   if (ss && !job.key_scale) throw std::runtime_error("v4.indexer on CUDA: key_dequant_scale missing");
-  cuda::Buffer dq(qbytes), dk(kbytes), dks(sbytes), dw(wbytes), dbt(btbytes), drb(rbytes), drn(rbytes);
+  cuda::Buffer dq(qbytes), dk(kbytes), dks(sbytes);
   if (qbytes) dq.upload(job.query, qbytes);
   if (kbytes) dk.upload(job.key, kbytes);
   if (sbytes) dks.upload(job.key_scale, sbytes);
-  if (wbytes) dw.upload(job.weights, wbytes);
-  if (btbytes) dbt.upload(job.block_table, btbytes);
-  drb.upload(job.row_b, rbytes);
-  drn.upload(job.row_nvis, rbytes);
+  const dsa::indexer::DevicePagedRows rows(job);
   CudaJob d = job;  // the same job with device pointers
+  rows.bind(d);
   d.query = dq.get();
   d.key = dk.get();
   d.key_scale = dks.get();
-  d.weights = static_cast<const double*>(dw.get());
-  d.block_table = static_cast<const std::int32_t*>(dbt.get());
-  d.row_b = static_cast<const i64*>(drb.get());
-  d.row_nvis = static_cast<const i64*>(drn.get());
   dsa::indexer::score_rows_chunked(T, C, scores, bounds, "v4.indexer score kernel", [&](dim3 grid, i64 row0, i64 rows, double* sc, double* bd) {
     constexpr int tpb = dsa::indexer::kScoreThreads;
     if (job.variant == 0) score_kernel<0><<<grid, tpb>>>(d, row0, rows, sc, bd);

@@ -9,19 +9,13 @@
 namespace dsa::v4::indexer {
 
 // Everything the score kernel reads (host pointers for scores_cuda / scores_host; cuda.cu passes a copy with device
-// pointers to the kernel).
-struct CudaJob {
+// pointers to the kernel): the rows, weights (a3: wq = core::a3_wq(w16, qs16); else the weights widened exactly) and
+// cache geometry of PagedRows, and the members below.
+struct CudaJob : dsa::indexer::ascend_li::core::PagedRows {
   int variant = 0;                  // 0 ascend-a3, 1 vllm-cuda, 2 ref-bf16 (Variant)
   const void* query = nullptr;      // [T, H, D]: int8 (a3), e4m3 (vllm), bf16 (ref)
   const void* key = nullptr;        // [key_slots, D] (the PA_BSND cache flattened), the query's kind
   const void* key_scale = nullptr;  // [key_slots]: fp16 bits (a3), f32 (vllm), unused (ref)
-  std::int64_t T = 0, H = 0, D = 0, key_slots = 0;
-  const double* weights = nullptr;  // [T, H]: a3: wq = core::a3_wq(w16, qs16); else the weights widened exactly
-  const std::int32_t* block_table = nullptr;
-  std::int64_t B = 0, maxblk = 0, bs = 0;
-  const std::int64_t* row_b = nullptr;     // [T] each row's request
-  const std::int64_t* row_nvis = nullptr;  // [T] each row's visible entries (<= C; their blocks checked by parse)
-  std::int64_t C = 1;                      // score row width (ascend_li::score_buffers)
   core::A3Consts a3;
   core::FlConsts fl;
 };
@@ -44,7 +38,7 @@ DSA_HD inline void score_thread(const CudaJob& d, dsa::indexer::ascend_li::core:
     bound = 0.0;
     return;
   }
-  const i64 slot = static_cast<i64>(d.block_table[d.row_b[t] * d.maxblk + j / d.bs]) * d.bs + j % d.bs;  // key_slot
+  const i64 slot = d.slot(t, j);
   if (d.variant == 0) {
     const std::int8_t* q = static_cast<const std::int8_t*>(d.query) + t * d.H * d.D;
     const std::int8_t* k = static_cast<const std::int8_t*>(d.key) + slot * d.D;
