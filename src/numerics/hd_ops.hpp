@@ -11,7 +11,6 @@
 
 namespace dsa::hd {
 
-
 DSA_HD inline double abs(double x) { return from_bits64(bits64(x) & 0x7FFFFFFFFFFFFFFFull); }
 DSA_HD inline float abs(float x) { return from_bits32(bits32(x) & 0x7FFFFFFFu); }
 DSA_HD inline bool is_nan(double x) { return x != x; }

@@ -11,14 +11,13 @@
 #include <cstring>
 
 #include "numerics/half_core.hpp"
+#include "numerics/hd_ops.hpp"
 
 namespace dsa::indexer::ascend_li::core {
 
 using i64 = std::int64_t;
 
 using hd::from_bits64;
-DSA_HD inline double abs_f64(double x) { return from_bits64(halfcore::bits64(x) & 0x7FFFFFFFFFFFFFFFull); }  // std::fabs
-DSA_HD inline bool finite_f64(double x) { return x - x == 0.0; }  // std::isfinite
 DSA_HD inline double max0(double x) { return x < 0.0 ? 0.0 : x; }  // std::max(x, 0.0): NaN and -0 pass through
 DSA_HD inline double neg_inf() { return from_bits64(0xFFF0000000000000ull); }
 DSA_HD inline double canonical(double x) { return x != x ? from_bits64(0x7FF8000000000000ull) : x; }
@@ -47,7 +46,7 @@ DSA_HD inline void dot64(Q q, K k, i64 D, double& s, double& a) {
   for (i64 d = 0; d < D; ++d) {
     const double x = q(d) * k(d);
     ss += x;
-    aa += abs_f64(x);
+    aa += hd::abs(x);
   }
   s = ss;
   a = aa;

@@ -12,17 +12,10 @@
 
 #include "numerics/exact_digits.hpp"
 #include "numerics/fp8_core.hpp"
+#include "numerics/hd_ops.hpp"
 
 namespace dsa::indexer::logits::core {
 
-DSA_HD inline double abs_f64(double x) {
-  std::uint64_t u;
-  memcpy(&u, &x, sizeof u);
-  u &= 0x7FFFFFFFFFFFFFFFull;
-  memcpy(&x, &u, sizeof u);
-  return x;
-}
-DSA_HD inline bool finite_f64(double x) { return x - x == 0.0; }  // false for inf and NaN
 // relu keeping NaN (max(0, NaN) would drop it).
 DSA_HD inline double relu(double s) { return s < 0.0 ? 0.0 : s; }
 DSA_HD inline double tree4(const double* x) { return (x[0] + x[1]) + (x[2] + x[3]); }
@@ -65,12 +58,12 @@ DSA_HD inline std::uint32_t round_bits(double v, bool bf16) {
 DSA_HD inline bool certify(double acc, double mag, float sc, int H, bool bf16, std::uint32_t& bits, double& M) {
   const double v = acc * static_cast<double>(sc);
   M = mag * static_cast<double>(sc);
-  const double Ma = abs_f64(M);
-  if (!finite_f64(v) || !finite_f64(Ma)) {
+  const double Ma = hd::abs(M);
+  if (!hd::is_finite(v) || !hd::is_finite(Ma)) {
     bits = round_bits(v, bf16);
     return true;
   }
-  const double err = static_cast<double>(H + 8) * 0x1p-52 * Ma + 0x1p-50 * abs_f64(v);
+  const double err = static_cast<double>(H + 8) * 0x1p-52 * Ma + 0x1p-50 * hd::abs(v);
   bits = round_bits(v, bf16);
   return round_bits(v - err, bf16) == bits && round_bits(v + err, bf16) == bits;
 }

@@ -227,7 +227,7 @@ __global__ void __launch_bounds__(kThreads, 2) logits_kernel(Dev d) {
           const double* s = Ss + rl * H * kSld + n;
           const double* wv = wsd + rl * H;
           core::head_lanes_half([s](int h) { return s[h * kSld]; }, [wv](int h) { return wv[h]; },
-                                [wv](int h) { return core::abs_f64(wv[h]); }, 0, H, half, a, m);
+                                [wv](int h) { return hd::abs(wv[h]); }, 0, H, half, a, m);
           const double ta = core::tree4(a), tm = core::tree4(m);
           const double oa = __shfl_xor_sync(0xFFFFFFFFu, ta, 1), om = __shfl_xor_sync(0xFFFFFFFFu, tm, 1);
           if (valid && half == 0) store_logit(d, r, j, ta + oa, tm + om, ksc[n]);
@@ -242,7 +242,7 @@ __global__ void __launch_bounds__(kThreads, 2) logits_kernel(Dev d) {
         const double* s = Ss + n - h0 * kSld;
         const double* wv = wsd - h0;
         core::head_lanes([s](int h) { return s[h * kSld]; }, [wv](int h) { return wv[h]; },
-                         [wv](int h) { return core::abs_f64(wv[h]); }, h0, h1, la, lm);
+                         [wv](int h) { return hd::abs(wv[h]); }, h0, h1, la, lm);
         const i64 j = jt + n;
         if (sub == d.nsub - 1 && n < nk && j >= d.lo[r0] && j < d.hi[r0]) store_logit(d, r0, j, core::tree8(la), core::tree8(lm), ksc[n]);
       }

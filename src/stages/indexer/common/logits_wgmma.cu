@@ -296,7 +296,7 @@ __global__ void __launch_bounds__(kThreads, 1) wgmma_logits_kernel(const WgmmaPa
     if (tid < NT) {
       const double wv = tid < nr * H ? static_cast<double>(p.w[r0 * H + tid]) * 0x1p-18 : 0.0;
       wsm[tid] = wv;
-      wab[tid] = core::abs_f64(wv);
+      wab[tid] = hd::abs(wv);
     }
     if (tid < RB) {
       const bool ok = tid < nr;

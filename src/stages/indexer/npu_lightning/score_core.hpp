@@ -25,7 +25,7 @@ struct Acc {
 
 // Head h: L += w relu(dot) (fixed order h = 0..H-1), werr += |w| e, wmag += |w| (r + e), e = g_dot abs.
 DSA_HD inline void head(Acc& a, double dot, double abs, double w, const Consts& k) {
-  const double r = li::max0(dot), e = k.g_dot * abs, aw = li::abs_f64(w);
+  const double r = li::max0(dot), e = k.g_dot * abs, aw = hd::abs(w);
   a.L += k.relu_after_weighting ? li::max0(w * dot) : w * r;
   a.werr += aw * e;
   a.wmag += aw * (r + e);
@@ -35,9 +35,9 @@ DSA_HD inline void head(Acc& a, double dot, double abs, double w, const Consts& 
 // non-finite score. (|L| + u) 2^-8 is exact: u >= tiny keeps it far above the f64 subnormals.
 DSA_HD inline void finish(const Acc& a, const Consts& k, double& score, double& bound) {
   double u = a.werr + k.u_sum * a.wmag + k.g_head * a.wmag + k.tiny;
-  if (k.a950) u += (li::abs_f64(a.L) + u) * 0x1p-8;
+  if (k.a950) u += (hd::abs(a.L) + u) * 0x1p-8;
   score = li::canonical(a.L);
-  bound = li::finite_f64(a.L) ? li::canonical(u * (1.0 + 0x1p-20)) : 0.0;
+  bound = hd::is_finite(a.L) ? li::canonical(u * (1.0 + 0x1p-20)) : 0.0;
 }
 
 }  // namespace dsa::indexer::npu_lightning::core

@@ -46,7 +46,7 @@ DSA_HD inline void a3_head(A3Acc& a, std::int32_t I, double wq, const A3Consts& 
     prod = wq * round_fp16(r);
   }
   a.L += prod;
-  a.A += li::abs_f64(prod);
+  a.A += hd::abs(prod);
 }
 
 // score = L ks, bound = g A |ks| + 2^-23 |score| (0 for a non-finite score). |score| 2^-23 is exact: a nonzero
@@ -54,7 +54,7 @@ DSA_HD inline void a3_head(A3Acc& a, std::int32_t I, double wq, const A3Consts& 
 DSA_HD inline void a3_finish(const A3Acc& a, double ks, const A3Consts& k, double& score, double& bound) {
   const double sc = a.L * ks;
   score = li::canonical(sc);
-  bound = li::finite_f64(sc) ? li::canonical(k.g * a.A * li::abs_f64(ks) + li::abs_f64(sc) * 0x1p-23) : 0.0;
+  bound = hd::is_finite(sc) ? li::canonical(k.g * a.A * hd::abs(ks) + hd::abs(sc) * 0x1p-23) : 0.0;
 }
 
 // ---- vllm-cuda, ref-bf16 ---------------------------------------------------------------------------------------
@@ -75,9 +75,9 @@ struct FlAcc {
 // kernel's dot error e (ref: fp32 dot rounded to bf16; vllm: the fp8 WGMMA envelope 2^-10 A) plus the reference's
 // own f64 sum, and the product's rounding (bf16 tensor for ref-bf16, fp32 otherwise).
 DSA_HD inline void fl_head(FlAcc& a, double I, double A, double w, const FlConsts& k) {
-  const double r = li::max0(I), aw = li::abs_f64(w);
+  const double r = li::max0(I), aw = hd::abs(w);
   a.L += k.relu_after_weighting ? li::max0(w * I) : w * r;
-  const double e = k.ref ? k.e_dot * A + k.ubf * (li::abs_f64(I) + k.g_dot * A) : k.e_dot * A;
+  const double e = k.ref ? k.e_dot * A + k.ubf * (hd::abs(I) + k.g_dot * A) : k.e_dot * A;
   const double up = k.ref ? k.ubf : k.u32;
   a.err += aw * e + up * aw * (r + e);
   a.mag += aw * (r + e) * (1 + up);
@@ -87,11 +87,11 @@ DSA_HD inline void fl_head(FlAcc& a, double I, double A, double w, const FlConst
 // key scale ks (1 for ref-bf16): score = L ks, bound = (u |ks| + 2^-24 |score|) (1 + 2^-20), 0 for a non-finite score.
 DSA_HD inline void fl_finish(const FlAcc& a, double ks, const FlConsts& k, double& score, double& bound) {
   double u = a.err + k.g_head * a.mag * (1 + k.u32);
-  if (k.ref) u += k.ubf * (li::abs_f64(a.L) + u);
+  if (k.ref) u += k.ubf * (hd::abs(a.L) + u);
   const double L = a.L * ks;
-  u = u * li::abs_f64(ks) + k.u32 * li::abs_f64(L);
+  u = u * hd::abs(ks) + k.u32 * hd::abs(L);
   score = li::canonical(L);
-  bound = li::finite_f64(L) ? li::canonical(u * (1.0 + 0x1p-20)) : 0.0;
+  bound = hd::is_finite(L) ? li::canonical(u * (1.0 + 0x1p-20)) : 0.0;
 }
 
 }  // namespace dsa::v4::indexer::core
