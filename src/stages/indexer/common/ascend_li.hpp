@@ -41,9 +41,9 @@ bool parse_call(const Case& c, const Call& call, Geometry& g, std::vector<Proble
 void fill_rows(const Case& c, const Call& call, const Geometry& g, std::vector<Row>& rows);
 // "last dim >= sparse_count" for a dumped index output.
 void check_width(const Case& c, const std::string& output, std::int64_t k, std::vector<Problem>& pr);
-// Flat cache slot of request b's j-th visible key (block_table[b][j / bs] * bs + j % bs).
+// Flat cache slot of request b's j-th visible key (core::key_slot).
 inline std::int64_t key_slot(const std::int32_t* bt, const Geometry& g, std::int64_t b, std::int64_t j) {
-  return static_cast<std::int64_t>(bt[b * g.maxblk + j / g.bs]) * g.bs + j % g.bs;
+  return core::key_slot(bt, g.maxblk, g.bs, b, j);
 }
 
 // The element kind of a scored tensor (bf16, fp16, f32, e4m3fn, int8) for core::widen.

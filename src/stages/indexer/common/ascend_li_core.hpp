@@ -52,6 +52,11 @@ DSA_HD inline void dot64(Q q, K k, i64 D, double& s, double& a) {
   a = aa;
 }
 
+// Flat cache slot of request b's j-th visible key: block_table[b][j / bs] * bs + j % bs.
+DSA_HD inline i64 key_slot(const std::int32_t* block_table, i64 maxblk, i64 bs, i64 b, i64 j) {
+  return static_cast<i64>(block_table[b * maxblk + j / bs]) * bs + j % bs;
+}
+
 // The candidates a per-candidate score kernel walks (indexer.npu_lightning and v4.indexer on the GPU, and their
 // kernel bodies on the host): row t scores the first row_nvis[t] visible keys of request row_b[t] in the paged
 // cache into scores [T, C]. Host pointers on the host; the stages' cuda.cu bind device copies (DevicePagedRows).
@@ -63,8 +68,8 @@ struct PagedRows {
   const i64* row_b = nullptr;     // [T] each row's request
   const i64* row_nvis = nullptr;  // [T] each row's visible keys (<= C; their blocks checked by parse_call)
   i64 C = 1;                      // score row width (score_buffers)
-  // Flat cache slot of row t's j-th visible key (ascend_li::key_slot).
-  DSA_HD i64 slot(i64 t, i64 j) const { return static_cast<i64>(block_table[row_b[t] * maxblk + j / bs]) * bs + j % bs; }
+  // Flat cache slot of row t's j-th visible key.
+  DSA_HD i64 slot(i64 t, i64 j) const { return key_slot(block_table, maxblk, bs, row_b[t], j); }
 };
 
 }  // namespace dsa::indexer::ascend_li::core
