@@ -2,7 +2,11 @@
 
 DSA_CHECK_BIN (default build/dsa-check, relative to the repo root) names the CLI; the build directory is the
 binary's directory (or DSA_BUILD_DIR). Helper tools built by tests/CMakeLists.txt sit beside the CLI.
+
+Import paths are set once, by the repo root's pytest.ini (pythonpath = scripts/dsa_dump scripts/examples): the tests
+import `dsa_dump` (the capture kit) and the examples directly.
 """
+import json
 import os
 import pathlib
 import subprocess
@@ -60,3 +64,28 @@ def run_cli(dsa_check_bin):
         return p
 
     return run
+
+
+@pytest.fixture(scope="module")
+def cli(dsa_check_bin, request):
+    """The built CLI's path (str), also the capture kit's schema source and validator for the module: DSA_CHECK_BIN
+    is set to it and the kit's schema cache cleared, both restored afterwards. A module that sets
+    CLI_STAGES = (stage names, ...) is skipped when the binary does not have all of them."""
+    from dsa_dump import schema as dsa_schema
+
+    wanted = getattr(request.module, "CLI_STAGES", ())
+    if wanted:
+        r = subprocess.run([str(dsa_check_bin), "stages", "--json"], capture_output=True, text=True, timeout=60)
+        have = {s["name"] for s in json.loads(r.stdout)["stages"]} if r.returncode == 0 else set()
+        missing = [s for s in wanted if s not in have]
+        if missing:
+            pytest.skip(f"{dsa_check_bin} has no stage(s) {', '.join(missing)} yet")
+    old = os.environ.get("DSA_CHECK_BIN")
+    os.environ["DSA_CHECK_BIN"] = str(dsa_check_bin)
+    dsa_schema._cache.clear()
+    yield str(dsa_check_bin)
+    dsa_schema._cache.clear()
+    if old is None:
+        os.environ.pop("DSA_CHECK_BIN", None)
+    else:
+        os.environ["DSA_CHECK_BIN"] = old

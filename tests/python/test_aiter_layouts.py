@@ -5,16 +5,12 @@ layout code (ROCm/aiter e4048607a535ace3a2b51ded31b1c8c2d45c0879):
                      scales: page_size fp32 after the values (aiter/ops/triton/attention/pa_mqa_logits.py)
   aiter_rowmajor_p1  page_size 1: 128 codes then the fp32 scale (132-byte records)
 and the paged logits goldens in those layouts recomputed in numpy (fp64 from the codes, rounded to fp32)."""
-import os
-import sys
-
 import h5py
 import ml_dtypes
 import numpy as np
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "scripts", "dsa_dump"))
-import dsa_dump  # noqa: E402
+import dsa_dump
 
 E4M3 = np.arange(256, dtype=np.uint8).view(ml_dtypes.float8_e4m3fn).astype(np.float64)
 

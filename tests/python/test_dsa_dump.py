@@ -14,25 +14,10 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+import dsa_dump
+from dsa_dump import schema as dsa_schema
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "scripts", "dsa_dump"))
-
-import dsa_dump  # noqa: E402
-from dsa_dump import schema as dsa_schema  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def cli(dsa_check_bin):
-    """Points the kit at the built CLI (its schema source) for this module."""
-    old = os.environ.get("DSA_CHECK_BIN")
-    os.environ["DSA_CHECK_BIN"] = str(dsa_check_bin)
-    dsa_schema._cache.clear()
-    yield str(dsa_check_bin)
-    dsa_schema._cache.clear()
-    if old is None:
-        os.environ.pop("DSA_CHECK_BIN", None)
-    else:
-        os.environ["DSA_CHECK_BIN"] = old
 
 
 def run(*args):

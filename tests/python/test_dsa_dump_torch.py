@@ -9,12 +9,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "scripts", "dsa_dump"))
-sys.path.insert(0, os.path.join(ROOT, "scripts", "examples"))
-
 import dsa_dump  # noqa: E402
 from dsa_dump import dtypes as dt  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def test_dsa_dump_torch_tensors_store_the_same_bits_as_ml_dtypes():

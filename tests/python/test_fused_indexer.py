@@ -1,16 +1,12 @@
 """indexer.fused (#17 item 3): a fused indexer's top-k judged against exact logits. The committed goldens' expected
 indices are checked here against an independent numpy model (exact fp64 q.k from the fp8 codes, ReLU-weighted head
 sum, kv scale; canonical top-k by score then position), and kernel outputs built from it pass or fail as they must."""
-import os
-import sys
-
 import h5py
 import ml_dtypes
 import numpy as np
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "scripts", "dsa_dump"))
-import dsa_dump  # noqa: E402
+import dsa_dump
 
 E4M3 = np.arange(256, dtype=np.uint8).view(ml_dtypes.float8_e4m3fn).astype(np.float64)
 

@@ -7,7 +7,6 @@ import os
 import shutil
 import struct
 import subprocess
-import sys
 import time
 import zlib
 from pathlib import Path
@@ -16,9 +15,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "scripts" / "dsa_dump"))
-import dsa_dump  # noqa: E402
+import dsa_dump
 
 
 def chromium():

@@ -3,17 +3,16 @@ LayerCapture links a layer's cases by value, capture_layers captures one file pe
 dsa-check judges each file as a chain (local + end-to-end verdicts, first divergence)."""
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import h5py
 import numpy as np
 import pytest
 
+import dsa_dump
+from dsa_dump.h5 import read_dump
+
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "scripts" / "dsa_dump"))
-import dsa_dump  # noqa: E402
-from dsa_dump.h5 import read_dump  # noqa: E402
 
 GOLDEN = ROOT / "golden" / "layer_v32_decode.h5"
 BIN = os.environ.get("DSA_CHECK_BIN", str(ROOT / "build" / "dsa-check"))

@@ -5,18 +5,13 @@ pow2 tile scales 2^ceil(log2(max(amax/448, 1e-4))), and the sparse decode over a
 softmax (keys = values = 512 dims), topk_length / extra_topk_length, sinks (out * 1/(1 + e^(sink - lse)), lse
 sink-exclusive), lonely rows out 0 / lse +inf. The model must pass; the model with a bug (extra scope dropped,
 extra_topk_length ignored, cache read as AoS records) must fail."""
-import os
 import subprocess
-import sys
 
 import ml_dtypes
 import numpy as np
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "scripts", "dsa_dump"))
-
-import dsa_dump  # noqa: E402
+import dsa_dump
 
 BF16, E4M3 = ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn
 NOPE, ROPE, TILE, TILES, TOK, REC = 448, 64, 64, 7, 576, 584
@@ -100,12 +95,6 @@ def case(seed=3):
     sink[5] = np.inf  # FlashMLA: attn_sink = +inf gives output 0 (lse unchanged)
     tl, xtl = np.array([topk, 40], np.int32), np.array([17, xtopk], np.int32)
     return dict(q=q, k=k, xk=xk, idx=idx, xidx=xidx, sink=sink, tl=tl, xtl=xtl, scale=512 ** -0.5)
-
-
-@pytest.fixture(scope="module")
-def cli(dsa_check_bin):
-    os.environ["DSA_CHECK_BIN"] = str(dsa_check_bin)
-    return str(dsa_check_bin)
 
 
 def capture_decode(c, out, lse, path):

@@ -7,11 +7,12 @@ split whose second half got the first half's kv lengths fails when the dump carr
 naming the disagreeing row), and passes unnoticed without them; bad metadata is exit 2 naming the tensor."""
 import json
 import shutil
-import sys
 
 import h5py
 import numpy as np
 import pytest
+
+import dsa_dump
 
 GOLDENS = ["linpu_prefill_decode", "linpu_cp_split", "linpu_ties_fp16", "linpu_nonfinite"]
 
@@ -206,9 +207,6 @@ def test_bad_metadata_is_exit_2(edit, tensor, repo_root, run_cli, tmp_path):
 
 
 def test_kit_capture_cp_pairs_roundtrip(repo_root, run_cli, tmp_path):
-    sys.path.insert(0, str(repo_root / "scripts" / "dsa_dump"))
-    import dsa_dump
-
     _, attrs, t = case(repo_root, "linpu_cp_split")
     idx = npu_model(t, attrs, use_positions=True)[:, 0, :]  # the op's [T, k] output
     T = idx.shape[0]

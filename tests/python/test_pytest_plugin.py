@@ -7,18 +7,16 @@ import json
 import os
 import pathlib
 import subprocess
-import sys
 import xml.etree.ElementTree as ET
 
 import h5py
 import pytest
 
+from dsa_dump import pytest_plugin
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 KIT = ROOT / "scripts" / "dsa_dump"
 EXAMPLES = ROOT / "scripts" / "examples" / "pytest_torch_kernel"
-sys.path.insert(0, str(KIT))
-
-from dsa_dump import pytest_plugin  # noqa: E402
 
 pytest_plugins = ["pytester"]
 PLUGIN = ("-p", "dsa_dump.pytest_plugin", "-W", "ignore::pytest.PytestAssertRewriteWarning")  # in-process: imported

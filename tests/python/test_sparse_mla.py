@@ -10,42 +10,18 @@ input error (exit 2). Skips cleanly when the binary does not have these stages y
 import json
 import os
 import subprocess
-import sys
 
 import ml_dtypes
 import numpy as np
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "scripts", "dsa_dump"))
+import dsa_dump
 
-import dsa_dump  # noqa: E402
-from dsa_dump import schema as dsa_schema  # noqa: E402
-
-STAGES = ("mla.kcache_store", "attn.sparse_mla_prefill", "attn.sparse_mla_decode")
+CLI_STAGES = ("mla.kcache_store", "attn.sparse_mla_prefill", "attn.sparse_mla_decode")  # else `cli` skips the module
 MLA_SCALE = 0.1352337788608801  # V3.2: 192^-0.5 * mscale^2
 LOG2E = 1.0 / np.log(2.0)
 BF16 = ml_dtypes.bfloat16
 E4M3 = ml_dtypes.float8_e4m3fn
-
-
-@pytest.fixture(scope="module")
-def cli(dsa_check_bin):
-    """The built CLI, also as the kit's schema source for this module; skips when it lacks the MLA stages."""
-    r = subprocess.run([str(dsa_check_bin), "stages", "--json"], capture_output=True, text=True, timeout=60)
-    have = {s["name"] for s in json.loads(r.stdout)["stages"]} if r.returncode == 0 else set()
-    missing = [s for s in STAGES if s not in have]
-    if missing:
-        pytest.skip(f"{dsa_check_bin} has no stage(s) {', '.join(missing)} yet")
-    old = os.environ.get("DSA_CHECK_BIN")
-    os.environ["DSA_CHECK_BIN"] = str(dsa_check_bin)
-    dsa_schema._cache.clear()
-    yield str(dsa_check_bin)
-    dsa_schema._cache.clear()
-    if old is None:
-        os.environ.pop("DSA_CHECK_BIN", None)
-    else:
-        os.environ["DSA_CHECK_BIN"] = old
 
 
 def run(*args):

@@ -11,6 +11,8 @@ import h5py
 import numpy as np
 import pytest
 
+import dsa_dump
+
 GOLDENS = ["v4i_flash_decode_mtp", "v4i_prefill_chunked_short", "v4i_ties", "v4i_pro_k1024", "v4i_nonfinite"]
 
 
@@ -143,10 +145,6 @@ def test_bad_request_metadata_is_exit_2(edit, tensor, repo_root, run_cli, tmp_pa
 
 
 def test_kit_capture_ascend_qli_roundtrip(repo_root, run_cli, tmp_path):
-    import sys
-    sys.path.insert(0, str(repo_root / "scripts" / "dsa_dump"))
-    import dsa_dump
-
     _, attrs, t = load(repo_root / "golden" / "v4i_flash_decode_mtp.h5")
     k = int(attrs["sparse_count"])
     idx = npu_model(t, k)
@@ -263,9 +261,6 @@ def test_variant_dtype_mismatch_is_exit_2(edit, needle, repo_root, run_cli, tmp_
 
 
 def test_kit_capture_vllm_fused_cache_roundtrip(repo_root, run_cli, tmp_path):
-    import sys
-    sys.path.insert(0, str(repo_root / "scripts" / "dsa_dump"))
-    import dsa_dump
     import ml_dtypes
 
     _, attrs, t = load(repo_root / "golden" / "v4i_vllm_cuda_fp8.h5")
@@ -311,10 +306,6 @@ def test_return_value_scores_judged_at_the_kernels_indices(bug, repo_root, run_c
 
 
 def test_kit_capture_ascend_qli_return_value(repo_root, run_cli, tmp_path):
-    import sys
-    sys.path.insert(0, str(repo_root / "scripts" / "dsa_dump"))
-    import dsa_dump
-
     _, attrs, t = load(repo_root / "golden" / "v4i_prefill_chunked_short.h5")
     k = int(attrs["sparse_count"])
     idx, vals = npu_model(t, k, values=True)

@@ -9,6 +9,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+import dsa_dump
+
 GOLDENS = ["v4ip_a3_pairs", "v4ip_kernel_amax0_flat"]
 
 
@@ -107,10 +109,6 @@ def test_padding_written_fails(repo_root, run_cli, tmp_path):
 
 
 def test_kit_capture_ascend_indexer_prolog(repo_root, run_cli, tmp_path):
-    import sys
-    sys.path.insert(0, str(repo_root / "scripts" / "dsa_dump"))
-    import dsa_dump
-
     ins, exp, attrs = load(repo_root / "golden" / "v4ip_a3_pairs.h5")
     out = model(ins, attrs)
     bf = lambda a: a.view(ml_dtypes.bfloat16)  # noqa: E731  (engine tensors: bf16 / fp16 arrays)
@@ -226,10 +224,6 @@ def test_qpath_needs_the_kernels_q_rot(repo_root, run_cli, tmp_path):
 
 
 def test_kit_capture_qpath_roundtrip(repo_root, run_cli, tmp_path):
-    import sys
-    sys.path.insert(0, str(repo_root / "scripts" / "dsa_dump"))
-    import dsa_dump
-
     name = "v4ip_qpath_ascend"
     with h5py.File(repo_root / "golden" / f"{name}.h5", "r") as h:
         ins = {k: h[name]["inputs"][k][()] for k in h[name]["inputs"]}

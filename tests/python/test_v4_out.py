@@ -9,6 +9,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+import dsa_dump
+
 GOLDENS = ["v4out_small_groups", "v4out_nonfinite"]
 BF16 = ml_dtypes.bfloat16
 
@@ -96,10 +98,6 @@ def test_mismatched_weights_are_exit_2(repo_root, run_cli, tmp_path):
 
 
 def test_kit_capture_roundtrip(repo_root, run_cli, tmp_path):
-    import sys
-    sys.path.insert(0, str(repo_root / "scripts" / "dsa_dump"))
-    import dsa_dump
-
     _, attrs, t = load(repo_root / "golden" / "v4out_small_groups.h5")
     rot, lora, out = model(t, attrs)
     f = tmp_path / "kit.h5"

@@ -7,12 +7,13 @@ applied at the end). All must pass `check` on every committed golden; seeded bug
 define and unmapped blocks are exit 2 naming the tensor."""
 import json
 import shutil
-import sys
 
 import h5py
 import ml_dtypes
 import numpy as np
 import pytest
+
+import dsa_dump
 
 GOLDENS = ["v4sa_c4_flash_mtp", "v4sa_c128_prefill", "v4sa_swa_only", "v4sa_nonfinite"]
 BF16 = ml_dtypes.bfloat16
@@ -180,9 +181,6 @@ def test_model_bugs_fail(bug, repo_root, run_cli, tmp_path):
 
 
 def test_kit_capture_roundtrip(repo_root, run_cli, tmp_path):
-    sys.path.insert(0, str(repo_root / "scripts" / "dsa_dump"))
-    import dsa_dump
-
     _, attrs, t = load(repo_root / "golden" / "v4sa_c4_flash_mtp.h5")
     out = model_fp32(t, attrs, "a3", 16)
     f = tmp_path / "kit.h5"
