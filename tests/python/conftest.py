@@ -3,8 +3,8 @@
 DSA_CHECK_BIN (default build/dsa-check, relative to the repo root) names the CLI; the build directory is the
 binary's directory (or DSA_BUILD_DIR). Helper tools built by tests/CMakeLists.txt sit beside the CLI.
 
-Import paths are set once, by the repo root's pytest.ini (pythonpath = scripts/dsa_dump scripts/examples): the tests
-import `dsa_dump` (the capture kit) and the examples directly.
+Import paths are set once, by the repo root's pytest.ini (pythonpath = . scripts/dsa_dump scripts/examples): the
+tests import `reference` (the numpy models), `dsa_dump` (the capture kit) and the examples directly.
 """
 import json
 import os

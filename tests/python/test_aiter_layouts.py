@@ -4,15 +4,15 @@ layout code (ROCm/aiter e4048607a535ace3a2b51ded31b1c8c2d45c0879):
                      values as (page_size//16, D//32, 2, 16, 16) and permutes (0, 3, 1, 2, 4) to [page_size, D];
                      scales: page_size fp32 after the values (aiter/ops/triton/attention/pa_mqa_logits.py)
   aiter_rowmajor_p1  page_size 1: 128 codes then the fp32 scale (132-byte records)
-and the paged logits goldens in those layouts recomputed in numpy (fp64 from the codes, rounded to fp32)."""
+(reference.indexer.page_tokens) and the paged logits goldens in those layouts recomputed in numpy
+(reference.indexer.paged_logits: fp64 from the codes, compared with the fp32 goldens)."""
 import h5py
 import ml_dtypes
 import numpy as np
 import pytest
 
 import dsa_dump
-
-E4M3 = np.arange(256, dtype=np.uint8).view(ml_dtypes.float8_e4m3fn).astype(np.float64)
+from reference import indexer as ref
 
 
 def load(path):
@@ -20,18 +20,6 @@ def load(path):
         g = f[next(iter(f))]
         return ({k: g["inputs"][k][()] for k in g["inputs"]}, {k: g["expected"][k][()] for k in g["expected"]},
                 {k: (v.decode() if isinstance(v, bytes) else v) for k, v in g.attrs.items()})
-
-
-def page_tokens(page, layout, D=128):
-    """One page's bytes [page_size, 1, D+4] -> (codes [page_size, D], scales [page_size]) as aiter reads them."""
-    ps = page.shape[0]
-    flat = page.reshape(-1)
-    vals, sc = flat[: ps * D], flat[ps * D:].view(np.float32)
-    if layout == "aiter_preshuffle":
-        codes = vals.reshape(ps // 16, D // 32, 2, 16, 16).transpose(0, 3, 1, 2, 4).reshape(ps, D)
-    else:
-        codes = vals.reshape(ps, D)
-    return codes, sc
 
 
 @pytest.mark.parametrize("name", ["kcache_aiter_preshuffle", "kcache_aiter_rowmajor_p1"])
@@ -44,7 +32,7 @@ def test_store_puts_every_token_where_aiter_reads_it(repo_root, name):
     for i, s in enumerate(ins["slot_mapping"]):
         if s < 0:
             continue
-        codes, sc = page_tokens(cache[s // ps], attrs["layout"])
+        codes, sc = ref.page_tokens(cache[s // ps], attrs["layout"])
         assert np.array_equal(codes[s % ps], ins["k_fp8"][i]), (name, i)
         assert sc[s % ps].tobytes() == ins["k_scale"][i].tobytes()
         written += 1
@@ -53,31 +41,20 @@ def test_store_puts_every_token_where_aiter_reads_it(repo_root, name):
     touched = {int(s) for s in ins["slot_mapping"] if s >= 0}
     for s in range(cache.shape[0] * ps):
         if s not in touched:
-            a, sa = page_tokens(cache[s // ps], attrs["layout"])
-            b, sb = page_tokens(ins["kv_cache_in"][s // ps], attrs["layout"])
+            a, sa = ref.page_tokens(cache[s // ps], attrs["layout"])
+            b, sb = ref.page_tokens(ins["kv_cache_in"][s // ps], attrs["layout"])
             assert np.array_equal(a[s % ps], b[s % ps]) and sa[s % ps].tobytes() == sb[s % ps].tobytes()
 
 
 @pytest.mark.parametrize("name", ["paged_aiter_preshuffle", "paged_aiter_rowmajor_p1", "paged_cutedsl_target_verify"])
 def test_paged_logits_read_the_layout(repo_root, name):
     ins, exp, attrs = load(repo_root / "golden" / f"{name}.h5")
-    layout = attrs.get("layout", "indexer_kcache_planar")
-    q, cache, w, bt, cl = ins["q"], ins["kv_cache"], ins["weights"], ins["block_table"], ins["context_lens"]
-    B, NN, H, D = q.shape
-    ps = cache.shape[1]
     lg = exp["logits"]
     checked = 0
-    for b in range(B):
-        for t in range(NN):
-            r = b * NN + t
-            n = int(cl[b]) - NN + t + 1 if cl.ndim == 1 else int(cl[b, t])
-            for j in range(max(n, 0)):
-                codes, sc = page_tokens(cache[bt[b, j // ps]], layout, D)
-                k = E4M3[codes[j % ps]]
-                s = E4M3[q[b, t]] @ k  # exact in fp64
-                v = float(np.sum(np.maximum(s, 0.0) * w[r].astype(np.float64))) * float(sc[j % ps])
-                assert np.isclose(lg[r, j], v, rtol=1e-6, atol=1e-30), (name, r, j, lg[r, j], v)
-                checked += 1
+    for r, row in enumerate(ref.paged_logits(ins, attrs.get("layout", "indexer_kcache_planar"))):
+        for j, v in enumerate(row):
+            assert np.isclose(lg[r, j], v, rtol=1e-6, atol=1e-30), (name, r, j, lg[r, j], v)
+            checked += 1
     assert checked >= 70
 
 

@@ -1,8 +1,8 @@
 """Tests of the Python capture kit scripts/dsa_dump against the C++ CLI (numpy + h5py + ml_dtypes; torch parts
 are in test_dsa_dump_torch.py and skip without torch).
 
-Expected values come from first principles (numpy / ml_dtypes) or from the real DeepGEMM data in shared/data,
-never from the kit itself."""
+Expected values come from first principles (the numpy models of reference/, numpy / ml_dtypes) or from the real
+DeepGEMM data in shared/data, never from the kit itself."""
 import json
 import os
 import subprocess
@@ -16,6 +16,7 @@ import pytest
 
 import dsa_dump
 from dsa_dump import schema as dsa_schema
+from reference import indexer as ref
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -39,19 +40,6 @@ def inspect_json(cli, path, tmp_path):
 def has_check(cli):
     """True once the `check` subcommand is built (listed under Subcommands in --help)."""
     return any(line.split()[:1] == ["check"] for line in run(cli, "--help").stdout.splitlines())
-
-
-def act_quant_ue8m0(x_bf16, block=128):
-    """indexer.quant from first principles (spec v32 §2.5), numpy + ml_dtypes."""
-    T, K = x_bf16.shape
-    xf = x_bf16.astype(np.float32).reshape(T, K // block, block)
-    amax = np.maximum(np.abs(xf).max(-1), np.float32(1e-4)).astype(np.float32)
-    t = (amax * np.float32(1.0 / 448.0)).astype(np.float32)
-    bits = t.view(np.uint32)
-    e = ((bits >> 23) & 0xFF).astype(np.int64) - 127 + ((bits & 0x7FFFFF) != 0)
-    s = np.ldexp(np.float32(1.0), e).astype(np.float32)
-    y = np.clip(xf / s[..., None], -448, 448).astype(ml_dtypes.float8_e4m3fn).reshape(T, K)
-    return y, s
 
 
 def rand_bf16(shape, seed, scale=3.0):
@@ -162,7 +150,7 @@ def test_dsa_dump_fp8_decoder_matches_ml_dtypes():
 
 def test_dsa_dump_valid_cases_of_every_stage_pass_inspect(cli, tmp_path):
     x = rand_bf16((6, 256), 4)
-    y, s = act_quant_ue8m0(x)
+    y, s = ref.act_quant_ue8m0(x)
     R, C, k = 3, 40, 8
     logits = np.random.default_rng(5).standard_normal((R, C)).astype(np.float32)
     lengths = np.array([40, 5, 20], dtype=np.int64)  # int64 as torch gives: widened exactly to int32
@@ -188,7 +176,7 @@ def test_dsa_dump_valid_cases_of_every_stage_pass_inspect(cli, tmp_path):
 # ---- schema errors: same text in Python and C++ ----
 def _bad_cases():
     x = rand_bf16((4, 256), 6)
-    y, s = act_quant_ue8m0(x)
+    y, s = ref.act_quant_ue8m0(x)
     q = np.zeros((3, 64, 128), dtype=ml_dtypes.float8_e4m3fn)
     kv = np.zeros((10, 128), dtype=ml_dtypes.float8_e4m3fn)
     ks = np.zeros(3, np.int32)
@@ -236,7 +224,7 @@ def test_dsa_dump_indexer_quant_check_passes_and_catches_a_flip(cli, tmp_path):
     if not has_check(cli):
         pytest.skip("dsa-check check is not built yet")
     x = rand_bf16((16, 512), 7, scale=10.0)
-    y, s = act_quant_ue8m0(x)
+    y, s = ref.act_quant_ue8m0(x)
     good = str(tmp_path / "quant.h5")
     dsa_dump.capture_act_quant(x, y, s, scale_fmt="ue8m0", out=good)
     p = run(cli, "check", good)
@@ -294,7 +282,7 @@ def test_dsa_dump_real_deepgemm_paged_logits(cli, tmp_path, shared_dir):
 
 # ---- the capture wrapper ----
 def _np_act_quant(x, block_size=128, scale_fmt="ue8m0"):
-    y, s = act_quant_ue8m0(x.reshape(-1, x.shape[-1]), block_size)
+    y, s = ref.act_quant_ue8m0(x.reshape(-1, x.shape[-1]), block_size)
     return y.reshape(x.shape), s.reshape(x.shape[:-1] + (x.shape[-1] // block_size,))
 
 
@@ -393,7 +381,7 @@ def test_dsa_dump_writer_is_atomic(tmp_path):
 # ---- goldens ----
 def test_dsa_dump_run_golden_keeps_inputs_and_adds_outputs(cli, tmp_path):
     x = rand_bf16((8, 256), 9, scale=20.0)
-    y, s = act_quant_ue8m0(x)
+    y, s = ref.act_quant_ue8m0(x)
     golden = str(tmp_path / "golden.h5")
     with dsa_dump.DumpWriter(golden) as w:
         w.add_case("g0", "indexer.quant", {"x": x}, expected={"y": y, "scale": s}, attrs={"scale_fmt": "ue8m0"})
@@ -455,12 +443,12 @@ def test_nan_codes_of_torch_cuda_are_not_errors(cli, tmp_path):
     and fail under --nan-bits exact; a NaN where the reference is finite still fails."""
     x = rand_bf16((2, 256), 5)
     x[1, 7] = np.nan  # row 1: only block 0 sees the NaN
-    y_ok, s_ok = act_quant_ue8m0(x[:1])
+    y_ok, s_ok = ref.act_quant_ue8m0(x[:1])
     y = np.zeros((2, 256), np.uint8)
     s = np.zeros((2, 2), np.float32)
     y[0] = y_ok.view(np.uint8)[0]
     s[0] = s_ok[0]
-    y1, s1 = act_quant_ue8m0(x[1:, 128:])  # the clean block of row 1
+    y1, s1 = ref.act_quant_ue8m0(x[1:, 128:])  # the clean block of row 1
     y[1, 128:] = y1.view(np.uint8)[0]
     s[1, 1] = s1[0, 0]
     y[1, :128] = 0x7F                       # torch CUDA: every code of a NaN block is 0x7F

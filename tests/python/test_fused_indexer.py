@@ -1,14 +1,13 @@
 """indexer.fused (#17 item 3): a fused indexer's top-k judged against exact logits. The committed goldens' expected
-indices are checked here against an independent numpy model (exact fp64 q.k from the fp8 codes, ReLU-weighted head
-sum, kv scale; canonical top-k by score then position), and kernel outputs built from it pass or fail as they must."""
+indices are checked here against the independent numpy model of reference/indexer.py (paged_logits: exact fp64 q.k
+from the fp8 codes, ReLU-weighted head sum, kv scale; canonical_order: top-k by score then position), and kernel
+outputs built from it pass or fail as they must."""
 import h5py
 import ml_dtypes
-import numpy as np
 import pytest
 
 import dsa_dump
-
-E4M3 = np.arange(256, dtype=np.uint8).view(ml_dtypes.float8_e4m3fn).astype(np.float64)
+from reference import indexer as ref
 
 
 def load(path):
@@ -18,49 +17,25 @@ def load(path):
                 {k: (v.decode() if isinstance(v, bytes) else v) for k, v in g.attrs.items()})
 
 
-def numpy_logits(ins, layout):
-    """[R, n_r] exact logits per row (float64) from first principles."""
-    q, cache, w, bt, cl = ins["q"], ins["kv_cache"], ins["weights"], ins["block_table"], ins["context_lens"]
-    B, NN, H, D = q.shape
-    ps = cache.shape[1]
-    rows = []
-    for b in range(B):
-        for t in range(NN):
-            n = int(cl[b]) - NN + t + 1 if cl.ndim == 1 else int(cl[b, t])
-            out = np.empty(max(n, 0))
-            for j in range(max(n, 0)):
-                page = cache[bt[b, j // ps]].reshape(-1)
-                vals, sc = page[: ps * D], page[ps * D:].view(np.float32)
-                if layout == "aiter_preshuffle":
-                    codes = vals.reshape(ps // 16, D // 32, 2, 16, 16).transpose(0, 3, 1, 2, 4).reshape(ps, D)
-                else:
-                    codes = vals.reshape(ps, D)
-                s = E4M3[q[b, t]] @ E4M3[codes[j % ps]]
-                out[j] = float(np.sum(np.maximum(s, 0.0) * w[b * NN + t].astype(np.float64))) * float(sc[j % ps])
-            rows.append(out)
-    return rows
-
-
 @pytest.mark.parametrize("name", ["fused_decode_mtp", "fused_aiter_preshuffle"])
 def test_expected_indices_are_the_numpy_top_k(repo_root, name):
     ins, exp, attrs = load(repo_root / "golden" / f"{name}.h5")
     k = int(attrs["k"])
-    for r, row in enumerate(numpy_logits(ins, attrs.get("layout", "indexer_kcache_planar"))):
+    for r, row in enumerate(ref.paged_logits(ins, attrs.get("layout", "indexer_kcache_planar"))):
         got = exp["indices"][r]
         if len(row) <= k:  # fast path
             assert list(got[: len(row)]) == list(range(len(row))) and (got[len(row):] == -1).all()
             continue
-        order = sorted(range(len(row)), key=lambda p: (-row[p], p))
-        assert set(got.tolist()) == set(order[:k]), (name, r)
+        assert set(got.tolist()) == set(ref.canonical_order(row)[:k]), (name, r)
 
 
 def test_kernel_outputs_pass_or_fail(repo_root, run_cli, tmp_path):
     src = repo_root / "golden" / "fused_decode_mtp.h5"
     ins, exp, attrs = load(src)
     k = int(attrs["k"])
-    logits = numpy_logits(ins, "indexer_kcache_planar")
+    logits = ref.paged_logits(ins, "indexer_kcache_planar")
     r = next(i for i, row in enumerate(logits) if len(row) > k)
-    order = sorted(range(len(logits[r])), key=lambda p: (-logits[r][p], p))
+    order = ref.canonical_order(logits[r])
 
     def run(indices):
         path = tmp_path / "k.h5"

@@ -1,10 +1,10 @@
-"""DeepSeek-V4 "MODEL1" sparse MLA (FlashMLA @9241ae3, spec v4 §9) through the capture kit and the CLI, against an
-independent numpy model written from FlashMLA's tests/quant.py semantics: the 584-byte layout (per block, 576-byte
-token records of 448 e4m3 NoPE codes + 64 bf16 RoPE values, then 8-byte records of 7 e8m0 tile scales + a pad byte),
-pow2 tile scales 2^ceil(log2(max(amax/448, 1e-4))), and the sparse decode over a main and an extra KV scope in one
-softmax (keys = values = 512 dims), topk_length / extra_topk_length, sinks (out * 1/(1 + e^(sink - lse)), lse
-sink-exclusive), lonely rows out 0 / lse +inf. The model must pass; the model with a bug (extra scope dropped,
-extra_topk_length ignored, cache read as AoS records) must fail."""
+"""DeepSeek-V4 "MODEL1" sparse MLA (FlashMLA @9241ae3, spec v4 §9) through the capture kit and the CLI, against the
+independent numpy model of reference/mla.py (model1_*), written from FlashMLA's tests/quant.py semantics: the 584-byte
+layout (per block, 576-byte token records of 448 e4m3 NoPE codes + 64 bf16 RoPE values, then 8-byte records of 7 e8m0
+tile scales + a pad byte), pow2 tile scales 2^ceil(log2(max(amax/448, 1e-4))), and the sparse decode over a main and
+an extra KV scope in one softmax (keys = values = 512 dims), topk_length / extra_topk_length, sinks
+(out * 1/(1 + e^(sink - lse)), lse sink-exclusive), lonely rows out 0 / lse +inf. The model must pass; the model with a
+bug (extra scope dropped, extra_topk_length ignored, cache read as AoS records) must fail."""
 import subprocess
 
 import ml_dtypes
@@ -12,68 +12,10 @@ import numpy as np
 import pytest
 
 import dsa_dump
+from reference import mla as ref
 
-BF16, E4M3 = ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn
-NOPE, ROPE, TILE, TILES, TOK, REC = 448, 64, 64, 7, 576, 584
-
-
-def quantize_model1(k):
-    """k [nb, bs, 512] bf16 -> the MODEL1 cache bytes [nb, bs, 1, 584] (FlashMLA quantize_k_cache, pad byte 0)."""
-    nb, bs, _ = k.shape
-    out = np.zeros((nb, bs * REC), np.uint8)
-    kf = k.astype(np.float32)
-    tok = out[:, : bs * TOK].reshape(nb, bs, TOK)
-    sc = out[:, bs * TOK:].reshape(nb, bs, 8)
-    tok[:, :, NOPE:] = k[:, :, NOPE:].view(np.uint8).reshape(nb, bs, 2 * ROPE)
-    for j in range(TILES):
-        x = kf[:, :, j * TILE:(j + 1) * TILE]
-        s = np.maximum(np.abs(x).max(axis=-1) / np.float32(448.0), np.float32(1e-4)).astype(np.float32)
-        e = np.ceil(np.log2(s.astype(np.float64))).astype(np.int64)
-        scale = np.ldexp(np.float32(1.0), e).astype(np.float32)
-        tok[:, :, j * TILE:(j + 1) * TILE] = (x / scale[..., None]).astype(E4M3).view(np.uint8)
-        sc[:, :, j] = (e + 127).astype(np.uint8)
-    return out.reshape(nb, bs, 1, REC)
-
-
-def dequant_model1(cache, aos=False):
-    """The keys [nb*bs, 512] (float64) a reader sees: bf16(fp8 * 2^(e-127)) and the bf16 RoPE."""
-    nb, bs = cache.shape[0], cache.shape[1]
-    flat = cache.reshape(nb, bs * REC)
-    if aos:
-        tok, sc = flat.reshape(nb, bs, REC)[:, :, :TOK], flat.reshape(nb, bs, REC)[:, :, TOK:]
-    else:
-        tok, sc = flat[:, : bs * TOK].reshape(nb, bs, TOK), flat[:, bs * TOK:].reshape(nb, bs, 8)
-    codes = np.ascontiguousarray(tok[:, :, :NOPE]).view(E4M3).astype(np.float32)
-    with np.errstate(all="ignore"):
-        scale = np.where(sc[:, :, :TILES] == 255, np.nan, np.ldexp(1.0, sc[:, :, :TILES].astype(np.int64) - 127)).astype(np.float32)
-        nope = (codes * np.repeat(scale, TILE, axis=-1)).astype(BF16).astype(np.float64)
-    rope = np.ascontiguousarray(tok[:, :, NOPE:]).view(BF16).astype(np.float64)
-    return np.concatenate([nope, rope], axis=-1).reshape(nb * bs, 512)
-
-
-def decode_model1(q, cache, idx, xcache, xidx, scale, sink, tl, xtl, bug=None):
-    b, s_q, h, _ = q.shape
-    K, XK = dequant_model1(cache, bug == "aos"), dequant_model1(xcache, bug == "aos")
-    out = np.zeros((b, s_q, h, 512))
-    lse = np.zeros((b, h, s_q))
-    with np.errstate(all="ignore"):
-        for i in range(b):
-            for s in range(s_q):
-                sel = [K[t] for t in idx[i, s, : tl[i]] if t != -1]
-                if bug != "no_extra":
-                    sel += [XK[t] for t in xidx[i, s, : (xidx.shape[2] if bug == "no_xtl" else xtl[i])] if t != -1]
-                if not sel:
-                    lse[i, :, s] = np.inf
-                    continue
-                kv = np.array(sel)
-                z = scale * (q[i, s].astype(np.float64) @ kv.T)
-                m = z.max(axis=1, keepdims=True)
-                p = np.exp(z - m)
-                l_ = np.log(p.sum(axis=1)) + m[:, 0]
-                o = (p @ kv) / p.sum(axis=1, keepdims=True)
-                out[i, s] = o / (1.0 + np.exp(sink.astype(np.float64) - l_))[:, None]
-                lse[i, :, s] = l_
-    return out.astype(BF16), lse.astype(np.float32)
+BF16 = ml_dtypes.bfloat16
+NOPE, TOK, REC = ref.NOPE, ref.TOK, ref.REC
 
 
 def rows(rng, b, s_q, topk, cap, invalid=0.15):
@@ -98,7 +40,7 @@ def case(seed=3):
 
 
 def capture_decode(c, out, lse, path):
-    cache, xcache = quantize_model1(c["k"]), quantize_model1(c["xk"])
+    cache, xcache = ref.model1_quantize(c["k"]), ref.model1_quantize(c["xk"])
     dsa_dump.capture_flash_mla_with_kvcache(
         c["q"], cache, c["idx"], (out, lse), softmax_scale=c["scale"], attn_sink=c["sink"], topk_length=c["tl"],
         extra_k_cache=cache_view(xcache), extra_page_size=c["xk"].shape[1], extra_indices_in_kvcache=c["xidx"], extra_topk_length=c["xtl"], out=str(path))
@@ -121,25 +63,13 @@ def test_model1_store_numpy_writer_is_bitexact(cli, tmp_path):
     slots = rng.permutation(nb * bs)[:T].astype(np.int64)
     slots[::9] = -1
     before = rng.integers(0, 256, (nb, bs, 1, REC), dtype=np.uint8)
-    ref = np.zeros((nb * bs, 512), BF16)
-    written = np.zeros(nb * bs, bool)
-    for t in range(T):
-        if slots[t] >= 0:
-            ref[slots[t]], written[slots[t]] = kv[t], True
-    full = quantize_model1(ref.reshape(nb, bs, 512))
-    after = before.copy().reshape(nb, bs * REC)
-    fb = full.reshape(nb, bs * REC)
-    for sl in np.nonzero(written)[0]:
-        p, o = divmod(int(sl), bs)
-        after[p, o * TOK:(o + 1) * TOK] = fb[p, o * TOK:(o + 1) * TOK]
-        after[p, bs * TOK + o * 8: bs * TOK + (o + 1) * 8] = fb[p, bs * TOK + o * 8: bs * TOK + (o + 1) * 8]
+    after = ref.model1_store(kv, slots, before)
     f = tmp_path / "store.h5"
-    dsa_dump.capture_mla_kcache_store(kv[:, :NOPE], kv[:, NOPE:], slots, before, after.reshape(nb, bs, 1, REC),
-                                      scale_fmt="pow2", out=str(f))
+    dsa_dump.capture_mla_kcache_store(kv[:, :NOPE], kv[:, NOPE:], slots, before, after, scale_fmt="pow2", out=str(f))
     p = subprocess.run([cli, "check", str(f)], capture_output=True, text=True)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "BITEXACT" in p.stdout
-    bad = after.copy()
+    bad = after.reshape(nb, bs * REC).copy()
     bad[0, bs * TOK + 8 * 5 + 2] ^= 1  # one scale byte of page 0 token 5
     f2 = tmp_path / "bad.h5"
     dsa_dump.capture_mla_kcache_store(kv[:, :NOPE], kv[:, NOPE:], slots, before, bad.reshape(nb, bs, 1, REC), out=str(f2))
@@ -149,8 +79,8 @@ def test_model1_store_numpy_writer_is_bitexact(cli, tmp_path):
 
 def test_model1_decode_with_extra_scope_passes(cli, tmp_path):
     c = case()
-    cache, xcache = quantize_model1(c["k"]), quantize_model1(c["xk"])
-    out, lse = decode_model1(c["q"], cache, c["idx"], xcache, c["xidx"], c["scale"], c["sink"], c["tl"], c["xtl"])
+    cache, xcache = ref.model1_quantize(c["k"]), ref.model1_quantize(c["xk"])
+    out, lse = ref.model1_decode(c["q"], cache, c["idx"], xcache, c["xidx"], c["scale"], c["sink"], c["tl"], c["xtl"])
     f = tmp_path / "d.h5"
     capture_decode(c, out, lse, f)
     p = subprocess.run([cli, "check", str(f)], capture_output=True, text=True)
@@ -160,8 +90,8 @@ def test_model1_decode_with_extra_scope_passes(cli, tmp_path):
 @pytest.mark.parametrize("bug", ["no_extra", "no_xtl", "aos"])
 def test_model1_decode_bugs_fail(cli, tmp_path, bug):
     c = case()
-    cache, xcache = quantize_model1(c["k"]), quantize_model1(c["xk"])
-    out, lse = decode_model1(c["q"], cache, c["idx"], xcache, c["xidx"], c["scale"], c["sink"], c["tl"], c["xtl"], bug)
+    cache, xcache = ref.model1_quantize(c["k"]), ref.model1_quantize(c["xk"])
+    out, lse = ref.model1_decode(c["q"], cache, c["idx"], xcache, c["xidx"], c["scale"], c["sink"], c["tl"], c["xtl"], bug)
     f = tmp_path / "d.h5"
     capture_decode(c, out, lse, f)
     p = subprocess.run([cli, "check", str(f)], capture_output=True, text=True)
@@ -177,8 +107,8 @@ def test_model1_bad_inputs_are_exit_2(cli, tmp_path, edit, needle):
     import h5py
 
     c = case()
-    cache, xcache = quantize_model1(c["k"]), quantize_model1(c["xk"])
-    out, lse = decode_model1(c["q"], cache, c["idx"], xcache, c["xidx"], c["scale"], c["sink"], c["tl"], c["xtl"])
+    cache, xcache = ref.model1_quantize(c["k"]), ref.model1_quantize(c["xk"])
+    out, lse = ref.model1_decode(c["q"], cache, c["idx"], xcache, c["xidx"], c["scale"], c["sink"], c["tl"], c["xtl"])
     f = tmp_path / "d.h5"
     capture_decode(c, out, lse, f)
     with h5py.File(f, "r+") as h:

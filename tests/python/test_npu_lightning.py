@@ -1,18 +1,22 @@
-"""indexer.npu_lightning (Ascend V3.2 npu_lightning_indexer and its context-parallel split) against an independent
-numpy model of the A2/A3 kernel (ops-transformer lightning_indexer): fp32 dots of the bf16/fp16 q and k (numpy's own
-order), ReLU, fp32 multiply by the head weight, head sum in fp32 as 16 lanes (lane r adds heads r, r+16, r+32, r+48)
-then a tree 8/4/2/1 -- also in a second tree order of the same depth -- top-k descending with ties to the lower index,
--1 padded. The model's outputs must pass `check` on every committed golden; the model with a bug must fail; a CP
-split whose second half got the first half's kv lengths fails when the dump carries the rows' positions (with a note
-naming the disagreeing row), and passes unnoticed without them; bad metadata is exit 2 naming the tensor."""
+"""indexer.npu_lightning (Ascend V3.2 npu_lightning_indexer and its context-parallel split) against the independent
+numpy model of the A2/A3 kernel (ops-transformer lightning_indexer) in reference/indexer.py (npu_lightning): fp32 dots
+of the bf16/fp16 q and k (numpy's own order), ReLU, fp32 multiply by the head weight, head sum in fp32 as 16 lanes
+(lane r adds heads r, r+16, r+32, r+48) then a tree 8/4/2/1 -- also in a second tree order of the same depth --
+top-k descending with ties to the lower index, -1 padded. The model's outputs must pass `check` on every committed
+golden; the model with a bug must fail; a CP split whose second half got the first half's kv lengths fails when the
+dump carries the rows' positions (with a note naming the disagreeing row), and passes unnoticed without them; bad
+metadata is exit 2 naming the tensor."""
 import json
 import shutil
 
 import h5py
+import ml_dtypes
 import numpy as np
 import pytest
 
 import dsa_dump
+from reference import indexer as ref
+from reference import numerics as num
 
 GOLDENS = ["linpu_prefill_decode", "linpu_cp_split", "linpu_ties_fp16", "linpu_nonfinite"]
 
@@ -21,90 +25,6 @@ def load(path):
     with h5py.File(path, "r") as f:
         g = f[next(iter(f))]
         return dict(g.attrs), {k: g["inputs"][k][()] for k in g["inputs"]}
-
-
-def as_f32(a, dtype_attr):
-    if dtype_attr in ("bf16", "bfloat16"):
-        return (a.astype(np.uint32) << 16).view(np.float32)
-    if dtype_attr in ("fp16", "float16"):
-        return a.view(np.float16).astype(np.float32)
-    return a.astype(np.float32)
-
-
-def head_sum(p, tree):
-    """p [H, n] fp32 products -> fp32 sums: 16 lanes of H/16 heads, then a 4-level tree (depth H/16 - 1 + 4)."""
-    H = p.shape[0]
-    lanes = [p[r].copy() for r in range(16)]
-    groups = range(1, H // 16) if tree == "a3" else range(H // 16 - 1, 0, -1)
-    if tree != "a3":
-        lanes = [p[(H // 16 - 1) * 16 + r].copy() for r in range(16)]
-        groups = range(H // 16 - 2, -1, -1)
-    for g in groups:
-        for r in range(16):
-            lanes[r] = (lanes[r] + p[g * 16 + r]).astype(np.float32)
-    while len(lanes) > 1:
-        half = len(lanes) // 2
-        if tree == "a3":
-            lanes = [(lanes[r] + lanes[r + half]).astype(np.float32) for r in range(half)]
-        else:  # neighbours first: another tree of the same depth
-            lanes = [(lanes[2 * r + 1] + lanes[2 * r]).astype(np.float32) for r in range(half)]
-    return lanes[0]
-
-
-def rows_of(t, cp, use_positions=True, kv_next=None):
-    T = t["query"].shape[0]
-    calls = [(0, (T + 1) // 2 if cp else T, t["actual_seq_lengths_query"], t["actual_seq_lengths_key"])]
-    if cp:
-        calls.append(((T + 1) // 2, T - (T + 1) // 2, t["actual_seq_lengths_query_next"],
-                      t["actual_seq_lengths_key_next"] if kv_next is None else kv_next))
-    rows = [None] * T
-    for row0, _, aq, ak in calls:
-        start = 0
-        for b in range(len(aq)):
-            qlen = int(aq[b]) - start
-            for i in range(qlen):
-                rows[row0 + start + i] = (b, int(ak[b]) - qlen + i)
-            start = int(aq[b])
-    if use_positions and "positions" in t:
-        rows = [(b, int(p)) for (b, _), p in zip(rows, t["positions"])]
-    return rows
-
-
-def npu_model(t, attrs, tree="a3", bug=None, use_positions=False, kv_next=None):
-    with np.errstate(all="ignore"):  # inf * 0 and NaN weights in the nonfinite golden, as on the device
-        return _npu_model(t, attrs, tree, bug, use_positions, kv_next)
-
-
-def _npu_model(t, attrs, tree, bug, use_positions, kv_next):
-    dq = attrs.get("_dtype_query", "bf16")
-    q = as_f32(t["query"], dq)
-    key = as_f32(t["key"], dq)
-    key = key.reshape(key.shape[0] * key.shape[1], -1)
-    w = as_f32(t["weights"], attrs.get("_dtype_weights", dq))
-    bt = t["block_table"].astype(np.int64)
-    bs = t["key"].shape[1]
-    k = int(attrs["sparse_count"])
-    cp = attrs.get("cp_split", "none") == "prev_next"
-    T, H, _ = q.shape
-    out = np.full((T, 1, k), -1, np.int32)
-    for row, (b, pos) in enumerate(rows_of(t, cp, use_positions, kv_next)):
-        nvis = pos + 1 + (1 if bug == "visibility" else 0)
-        if nvis <= 0:
-            continue
-        j = np.arange(nvis)
-        kk = key[bt[b, j // bs] * bs + j % bs]
-        dots = (q[row] @ kk.T).astype(np.float32)                     # [H, nvis], fp32 (numpy's order)
-        wr = np.ones(H, np.float32) if bug == "weights" else w[row]
-        if bug == "relu_after":
-            p = np.maximum(wr[:, None] * dots, 0).astype(np.float32)
-        else:
-            p = (wr[:, None] * np.maximum(dots, 0)).astype(np.float32)
-        score = head_sum(p, tree)
-        # descending, ties -> lower index; NaN first (the tool's documented rule, as torch.topk: the Ascend sort's
-        # NaN order is not documented)
-        sel = np.lexsort((j, -score.astype(np.float64), ~np.isnan(score)))[: min(k, nvis)]
-        out[row, 0, : len(sel)] = sel
-    return out
 
 
 def dtypes(path):
@@ -135,7 +55,7 @@ def case(repo_root, name):
 def test_npu_model_passes_in_two_tree_orders(name, repo_root, run_cli, tmp_path):
     src, attrs, t = case(repo_root, name)
     for tree in ("a3", "other"):
-        idx = npu_model(t, attrs, tree, use_positions=True)
+        idx = ref.npu_lightning(t, attrs, tree, use_positions=True)
         f = tmp_path / f"{tree}.h5"
         with_output(src, f, idx)
         p = run_cli("check", f, "--json", tmp_path / "r.json")
@@ -149,10 +69,10 @@ def test_npu_model_passes_in_two_tree_orders(name, repo_root, run_cli, tmp_path)
 
 def test_goldens_cover_selection_short_rows_and_ties(repo_root):
     _, attrs, t = case(repo_root, "linpu_prefill_decode")
-    valid = (npu_model(t, attrs)[:, 0, :] >= 0).sum(axis=1)
+    valid = (ref.npu_lightning(t, attrs)[:, 0, :] >= 0).sum(axis=1)
     assert (valid == 2048).any() and ((valid > 0) & (valid < 2048)).any()
     _, attrs, t = case(repo_root, "linpu_ties_fp16")
-    q = as_f32(t["query"], "fp16")
+    q = num.as_f32(t["query"], "fp16")
     assert t["weights"].dtype == np.float32 and q.dtype == np.float32
 
 
@@ -160,7 +80,7 @@ def test_goldens_cover_selection_short_rows_and_ties(repo_root):
 def test_npu_model_with_a_bug_fails(bug, repo_root, run_cli, tmp_path):
     src, attrs, t = case(repo_root, "linpu_prefill_decode")
     f = tmp_path / "bug.h5"
-    with_output(src, f, npu_model(t, attrs, bug=bug))
+    with_output(src, f, ref.npu_lightning(t, attrs, bug=bug))
     p = run_cli("check", f, "--json", tmp_path / "r.json")
     assert p.returncode == 1, p.stdout + p.stderr
     assert json.loads((tmp_path / "r.json").read_text())["results"][0]["verdict"] in ("FAIL", "STRUCTURE")
@@ -169,7 +89,7 @@ def test_npu_model_with_a_bug_fails(bug, repo_root, run_cli, tmp_path):
 def test_cp_split_with_mixed_metadata_fails_only_with_positions(repo_root, run_cli, tmp_path):
     src, attrs, t = case(repo_root, "linpu_cp_split")
     kv_prev = t["actual_seq_lengths_key"]
-    idx = npu_model(t, attrs, kv_next=kv_prev)  # the engine's bug: the second half gets the first half's kv lengths
+    idx = ref.npu_lightning(t, attrs, kv_next=kv_prev)  # the engine's bug: the second half gets the first half's kv lengths
 
     def mix(g):
         g["inputs/actual_seq_lengths_key_next"][...] = kv_prev
@@ -208,10 +128,9 @@ def test_bad_metadata_is_exit_2(edit, tensor, repo_root, run_cli, tmp_path):
 
 def test_kit_capture_cp_pairs_roundtrip(repo_root, run_cli, tmp_path):
     _, attrs, t = case(repo_root, "linpu_cp_split")
-    idx = npu_model(t, attrs, use_positions=True)[:, 0, :]  # the op's [T, k] output
+    idx = ref.npu_lightning(t, attrs, use_positions=True)[:, 0, :]  # the op's [T, k] output
     T = idx.shape[0]
     h = (T + 1) // 2
-    import ml_dtypes
     bf = lambda a: a.view(ml_dtypes.bfloat16)  # noqa: E731
     f = tmp_path / "kit.h5"
     dsa_dump.capture_ascend_li(

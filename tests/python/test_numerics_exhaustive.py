@@ -3,9 +3,9 @@
 Every table is generated at test time: input bit patterns are built here, run through the C++ conversions by
 the `dsa_numerics_tables` tool (tests/tools/numerics_tables.cpp, which also checks that its f32 and exact-double
 routes agree) and compared with ml_dtypes (bf16, float8) or numpy (float16). Where a reference rounds twice
-(ml_dtypes/numpy cast float64 through float32) the expected bits come from an exact rational oracle instead.
+(ml_dtypes/numpy cast float64 through float32) the expected bits come from an exact rational oracle instead
+(reference.numerics.encode).
 """
-import fractions
 import math
 import subprocess
 import warnings
@@ -13,6 +13,8 @@ import warnings
 import ml_dtypes
 import numpy as np
 import pytest
+
+from reference import numerics as num
 
 # Casting NaN/inf/out-of-range values is the point of these tests: numpy's cast warnings are expected.
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
@@ -52,55 +54,11 @@ def assert_bits_equal(got, want, inputs, what):
         pytest.fail(f"{what}: {bad.size} of {len(got)} differ\n" + "\n".join(rows))
 
 
-# ---- exact oracle (rational arithmetic, independent of both C++ and ml_dtypes) ----
-FORMATS = {  # ebits, mbits, has_inf, canonical positive NaN
-    "bf16": (8, 7, True, 0x7FC0),
-    "fp16": (5, 10, True, 0x7E00),
-    "e5m2": (5, 2, True, 0x7E),
-    "e4m3": (4, 3, False, 0x7F),
-}
-
-
-def oracle(x: float, fmt: str) -> int:
-    """One round-to-nearest-even of the exact value of the double x into `fmt` (OCP/IEEE rules, see README)."""
-    ebits, mbits, has_inf, qnan = FORMATS[fmt]
-    sign = (1 << (ebits + mbits)) if math.copysign(1.0, x) < 0 else 0
-    inf = sign | (((1 << ebits) - 1) << mbits)
-    if math.isnan(x):
-        return sign | qnan
-    if math.isinf(x):
-        return inf if has_inf else sign | qnan
-    a = fractions.Fraction(abs(x))
-    if a == 0:
-        return sign
-    bias = (1 << (ebits - 1)) - 1
-    emin = 1 - bias
-    e = emin  # the binade: 2^e <= a < 2^(e+1), or emin for subnormals
-    while fractions.Fraction(2) ** (e + 1) <= a:
-        e += 1
-    q = fractions.Fraction(2) ** (e - mbits)
-    r = a / q
-    n = math.floor(r)
-    rem = r - n
-    if rem > fractions.Fraction(1, 2) or (rem == fractions.Fraction(1, 2) and n % 2 == 1):
-        n += 1
-    v = n * q
-    if has_inf:
-        max_finite = (2 - fractions.Fraction(2) ** -mbits) * fractions.Fraction(2) ** ((1 << ebits) - 2 - bias)
-    else:
-        max_finite = (2 - fractions.Fraction(2) ** (1 - mbits)) * fractions.Fraction(2) ** ((1 << ebits) - 1 - bias)
-    if v > max_finite:
-        return inf if has_inf else sign | qnan
-    if v < fractions.Fraction(2) ** emin:
-        return sign | int(n)
-    eb = e if n < (2 << mbits) else e + 1
-    mant = int(v / fractions.Fraction(2) ** (eb - mbits)) - (1 << mbits)
-    return sign | ((eb + bias) << mbits) | mant
-
-
+# ---- the exact oracle (rational arithmetic, independent of both C++ and ml_dtypes): reference.numerics.encode ----
 def test_oracle_self_check():
     # Hand-derived codes: 448 = 1.75*2^8 (0x7E), 464 ties to 448, 465 -> NaN; e5m2 61440 ties to inf;
     # smallest e4m3 subnormal 2^-9 (0x01), 1.5*2^-9 ties to 2*2^-9 (0x02); bf16 1 + 2^-8 + 2^-40 rounds up.
+    oracle = num.encode
     assert oracle(448.0, "e4m3") == 0x7E and oracle(464.0, "e4m3") == 0x7E and oracle(465.0, "e4m3") == 0x7F
     assert oracle(-480.0, "e4m3") == 0xFF and oracle(61440.0, "e5m2") == 0x7C and oracle(57344.0, "e5m2") == 0x7B
     assert oracle(2.0**-9, "e4m3") == 0x01 and oracle(1.5 * 2.0**-9, "e4m3") == 0x02 and oracle(2.0**-10, "e4m3") == 0
@@ -193,14 +151,14 @@ def test_f32_to_low_precision_sample(dst, numerics_tables_bin, tmp_path):
     nan = np.isnan(x)
     assert_bits_equal(got[~nan], want[~nan], x[~nan], f"f32 -> {dst} (non-NaN)")
     sign = (x.view(np.uint32)[nan] >> 31).astype(np.uint64)
-    canon = FORMATS[dst][3] | (sign << (FORMATS[dst][0] + FORMATS[dst][1]))
+    canon = num.FORMATS[dst][3] | (sign << (num.FORMATS[dst][0] + num.FORMATS[dst][1]))
     assert np.all(got[nan] == canon), f"f32 NaN -> {dst}: canonical quiet NaN with the sign kept"
 
 
 def boundary_values(fmt: str):
     """Representable values of `fmt` near the ends of its range, the midpoints between neighbours (ties) and
     the nearest floats on either side of each midpoint."""
-    ebits, mbits, has_inf, _ = FORMATS[fmt]
+    ebits, mbits, has_inf, _ = num.FORMATS[fmt]
     n = 1 << (ebits + mbits)
     if n <= 256:
         codes = range(n)
@@ -210,7 +168,7 @@ def boundary_values(fmt: str):
         top = ((1 << ebits) - 1) << mbits
         codes = [*range(0, 40), *range((1 << mbits) - 20, (1 << mbits) + 20), *range(one - 20, one + 20),
                  *range(top - 40, top)]
-    vals = sorted({float(cxx_free_decode(fmt, int(c))) for c in codes} - {math.nan})
+    vals = sorted({float(num.decode(fmt, int(c))) for c in codes} - {math.nan})
     vals = [v for v in vals if math.isfinite(v)]
     out = set()
     for lo, hi in zip(vals, vals[1:]):
@@ -226,19 +184,6 @@ def boundary_values(fmt: str):
     return np.concatenate([pos, -pos])
 
 
-def cxx_free_decode(fmt, code):
-    """Value of a code from its fields (independent decode for building test inputs)."""
-    ebits, mbits, has_inf, _ = FORMATS[fmt]
-    bias = (1 << (ebits - 1)) - 1
-    e = (code >> mbits) & ((1 << ebits) - 1)
-    m = code & ((1 << mbits) - 1)
-    if has_inf and e == (1 << ebits) - 1:
-        return math.nan
-    if not has_inf and e == (1 << ebits) - 1 and m == (1 << mbits) - 1:
-        return math.nan
-    return math.ldexp(m, 1 - bias - mbits) if e == 0 else math.ldexp(m + (1 << mbits), e - bias - mbits)
-
-
 @pytest.mark.parametrize("dst", ["e4m3", "e5m2", "fp16", "bf16"])
 def test_f32_ties_and_boundaries(dst, numerics_tables_bin, tmp_path):
     x = boundary_values(dst if dst != "bf16" else "e4m3")  # bf16: reuse the fp8 grid (all exact in f32)
@@ -246,7 +191,7 @@ def test_f32_ties_and_boundaries(dst, numerics_tables_bin, tmp_path):
         x = np.concatenate([x, boundary_values("fp16")])
     got = cxx(numerics_tables_bin, tmp_path, "f32", dst, x)
     assert_bits_equal(got, ref(x, dst), x, f"f32 ties/boundaries -> {dst} vs ml_dtypes/numpy")
-    assert_bits_equal(got, np.array([oracle(float(v), dst) for v in x], dtype=got.dtype), x,
+    assert_bits_equal(got, np.array([num.encode(float(v), dst) for v in x], dtype=got.dtype), x,
                       f"f32 ties/boundaries -> {dst} vs exact oracle")
 
 
@@ -259,7 +204,8 @@ def test_f64_rounds_once(dst, numerics_tables_bin, tmp_path):
                         464 + 2.0**-30, 464 - 2.0**-30, 61440 - 2.0**-20, 65520 - 2.0**-20, 2.0**-10 + 2.0**-60,
                         1e-300, -1e-300, 1e300, -1e300, 5e-324, math.inf, -math.inf, math.nan, -math.nan])])
     got = cxx(numerics_tables_bin, tmp_path, "f64", dst, x)
-    assert_bits_equal(got, np.array([oracle(float(v), dst) for v in x], dtype=got.dtype), x, f"f64 -> {dst} vs exact oracle")
+    assert_bits_equal(got, np.array([num.encode(float(v), dst) for v in x], dtype=got.dtype), x,
+                      f"f64 -> {dst} vs exact oracle")
     # The case that tells one rounding from two: ml_dtypes < 0.7 casts f64 -> bf16 through f32 (0x3F80), 0.7+ rounds
     # once like us (0x3F81); either way the oracle, not ml_dtypes, is the reference here.
     if dst == "bf16":

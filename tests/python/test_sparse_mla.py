@@ -2,11 +2,11 @@
 attn.sparse_mla_prefill (FlashMLA flash_mla_sparse_fwd) and attn.sparse_mla_decode (flash_mla_with_kvcache, sparse
 fp8).
 
-Expected values come from an independent float64 numpy reference written from the stage definitions (softmax over
-the selected keys, invalid-index and topk_length masks, sinks, lse bases, the 656-byte token record), never from
-the C++ reference or the kit. Outputs are rounded once to their stored dtype (bf16 / fp32), so a correct reference
-passes `dsa-check check` (exit 0); seeded bugs must fail (exit 1); an index the kernel would read out of bounds is an
-input error (exit 2). Skips cleanly when the binary does not have these stages yet."""
+Expected values come from the independent float64 numpy models of reference/mla.py, written from the stage
+definitions (softmax over the selected keys, invalid-index and topk_length masks, sinks, lse bases, the 656-byte token
+record), never from the C++ reference or the kit. Outputs are rounded once to their stored dtype (bf16 / fp32), so
+a correct reference passes `dsa-check check` (exit 0); seeded bugs must fail (exit 1); an index the kernel would read
+out of bounds is an input error (exit 2). Skips cleanly when the binary does not have these stages yet."""
 import json
 import os
 import subprocess
@@ -16,10 +16,11 @@ import numpy as np
 import pytest
 
 import dsa_dump
+from reference import mla as ref
+from reference import numerics as num
 
 CLI_STAGES = ("mla.kcache_store", "attn.sparse_mla_prefill", "attn.sparse_mla_decode")  # else `cli` skips the module
 MLA_SCALE = 0.1352337788608801  # V3.2: 192^-0.5 * mscale^2
-LOG2E = 1.0 / np.log(2.0)
 BF16 = ml_dtypes.bfloat16
 E4M3 = ml_dtypes.float8_e4m3fn
 
@@ -36,155 +37,8 @@ def check(cli, path, tmp_path):
     return p.returncode, p.stdout + p.stderr, results
 
 
-# ---- rounding helpers (float64 -> stored dtypes, one rounding each) ----
-def to_bf16(x):
-    """float64 -> bf16 with a single round-to-nearest-even (8 significant bits; the values here are normal)."""
-    x = np.asarray(x, dtype=np.float64)
-    with np.errstate(invalid="ignore"):
-        m, e = np.frexp(x)
-        r = np.ldexp(np.rint(np.ldexp(m, 8)), e - 8)
-    r = np.where(np.isfinite(x), r, x)
-    return r.astype(np.float32).astype(BF16)  # exact: r has at most 8 significant bits
-
-
-def f64(a):
-    return np.asarray(a).astype(np.float64)
-
-
 def rand_bf16(rng, shape, scale=1.0):
-    return to_bf16(rng.standard_normal(shape) * scale)
-
-
-# ---- the 656-byte MLA cache writer (numpy) ----
-def ceil_pow2_f32(t):
-    """2^ceil(log2 t) for positive normal float32 t, from the bits (exact)."""
-    bits = np.asarray(t, dtype=np.float32).view(np.uint32)
-    e = ((bits >> 23) & 0xFF).astype(np.int64) - 127 + ((bits & 0x7FFFFF) != 0)
-    return np.ldexp(np.float32(1.0), e).astype(np.float32)
-
-
-def tile_scales(kv_c, fmt):
-    """[T, 4] fp32 tile scales of kv_c [T, 512] bf16."""
-    x = kv_c.astype(np.float32).reshape(-1, 4, 128)
-    amax = np.abs(x).max(-1)
-    if fmt == "pow2":  # 2^ceil(log2(max(fl32(amax / 448), 1e-4)))
-        return ceil_pow2_f32(np.maximum(amax / np.float32(448.0), np.float32(1e-4)))
-    if fmt == "ue8m0":  # 2^ceil(log2(fl32(max(amax, 1e-4) * fl32(1/448))))
-        return ceil_pow2_f32(np.maximum(amax, np.float32(1e-4)) * np.float32(1.0 / 448.0))
-    if fmt == "amax448":  # fl32(amax / 448), not a power of two (the data here has no all-zero tile)
-        return (amax / np.float32(448.0)).astype(np.float32)
-    raise ValueError(fmt)
-
-
-def mla_records(kv_c, k_pe, fmt):
-    """[T, 656] uint8 token records: 512 e4m3 codes of c / s (clamped to +-448), 4 fp32 LE scales, 64 bf16 k_pe."""
-    T = kv_c.shape[0]
-    s = tile_scales(kv_c, fmt)
-    x = kv_c.astype(np.float32).reshape(T, 4, 128)
-    codes = np.clip(x / s[..., None], -448.0, 448.0).astype(E4M3).reshape(T, 512)
-    rec = np.empty((T, 656), np.uint8)
-    rec[:, :512] = codes.view(np.uint8)
-    rec[:, 512:528] = s.astype("<f4").view(np.uint8).reshape(T, 16)
-    rec[:, 528:] = k_pe.view("<u2").view(np.uint8).reshape(T, 128)
-    return rec
-
-
-def mla_store(kv_c, k_pe, slot_mapping, cache_in, fmt):
-    """cache_in [P, ps, 1, 656] uint8 with the records of every token whose slot is not -1 written at its slot."""
-    cache = cache_in.copy()
-    flat = cache.reshape(-1, 656)
-    rec = mla_records(kv_c, k_pe, fmt)
-    for t, slot in enumerate(np.asarray(slot_mapping).tolist()):
-        if slot != -1:
-            flat[slot] = rec[t]
-    return cache
-
-
-def mla_dequant(cache, dequant):
-    """(K [N, 576] float64 with bf16 values, V = K[:, :512]) of every slot of the cache, as the decode reads it."""
-    flat = cache.reshape(-1, 656)
-    N = flat.shape[0]
-    codes = np.ascontiguousarray(flat[:, :512]).view(E4M3).astype(np.float64)
-    scales = np.ascontiguousarray(flat[:, 512:528]).view("<f4").reshape(N, 4)
-    rope = np.ascontiguousarray(flat[:, 528:]).view("<u2").view(BF16).astype(np.float64)
-    if dequant == "bf16_scale":  # bf16(bf16(fp8) * bf16(scale)): the product of two bf16 values is exact in fp64
-        s = np.repeat(scales.astype(BF16).astype(np.float64), 128, axis=1)
-        nope = to_bf16(codes * s).astype(np.float64)
-    else:  # bf16(fl32(fp8 * scale))
-        s = np.repeat(scales, 128, axis=1)
-        nope = f64((codes.astype(np.float32) * s).astype(np.float32))
-        nope = to_bf16(nope).astype(np.float64)
-    return np.concatenate([nope, rope], axis=1)
-
-
-# ---- the attention math (float64) ----
-def attend(qrow, K, scale, d_score, sink, bug):
-    """One query row: qrow [h, d] and the selected keys K [n, d] (n >= 1, duplicates included). Returns (out [h, 512],
-    max logit [h], natural lse [h]) in float64."""
-    # einsum (no BLAS): a multi-threaded BLAS spins badly on a loaded 2-core machine for these small products
-    z = scale * np.einsum("hd,nd->hn", qrow[:, :d_score], K[:, :d_score])  # [h, n]
-    m = z.max(axis=1)
-    e = np.exp(z - m[:, None])
-    l = e.sum(axis=1)
-    lse = m + np.log(l)
-    p = e if bug == "unnormalized" else e / l[:, None]
-    o = np.einsum("hn,nd->hd", p, K[:, :512])
-    if sink is not None and bug != "sink_ignored":
-        o = o / (1.0 + np.exp(sink - lse))[:, None]
-    return o, m, lse
-
-
-def prefill_ref(q, kv, indices, sm_scale, attn_sink=None, topk_length=None, lse_base="e", lse_includes_sink=False,
-                bug=None):
-    """flash_mla_sparse_fwd from its definition. q [s_q, h, d] bf16, kv [s_kv, 1, d] bf16, indices [s_q, 1, topk].
-    Returns (out bf16 [s_q, h, 512], max_logits f32 [s_q, h], lse f32 [s_q, h])."""
-    s_q, h, d = q.shape
-    s_kv = kv.shape[0]
-    qf, kvf = f64(q), f64(kv).reshape(s_kv, d)
-    sink = None if attn_sink is None else f64(attn_sink)
-    out = np.zeros((s_q, h, 512))
-    ml = np.full((s_q, h), -np.inf)
-    lse = np.full((s_q, h), np.inf)
-    d_score = 512 if bug == "rope_dropped" else d
-    for i in range(s_q):
-        L = indices.shape[-1] if topk_length is None else int(topk_length[i])
-        idx = indices[i].reshape(-1)[:L].astype(np.int64)
-        sel = idx[(idx >= 0) & (idx < s_kv)]
-        if sel.size == 0:  # lonely row: out 0, max_logits -inf, lse +inf (natural) ...
-            if lse_includes_sink and sink is not None:
-                lse[i] = sink  # ... but a sink-inclusive lse is log(0 + e^sink) = sink
-            continue
-        o, m, ls = attend(qf[i], kvf[sel], sm_scale, d_score, sink, bug)
-        out[i], ml[i], lse[i] = o, m, (np.logaddexp(ls, sink) if (lse_includes_sink and sink is not None) else ls)
-    if lse_base == "2":
-        ml = ml * LOG2E
-        lse = np.where(np.isinf(lse), -np.inf, lse * LOG2E)  # lonely rows: -inf in the 2025 release
-    return to_bf16(out), ml.astype(np.float32), lse.astype(np.float32)
-
-
-def decode_ref(q, cache, indices, softmax_scale, attn_sink=None, topk_length=None, dequant="bf16_scale",
-               lse_includes_sink=False, bug=None):
-    """flash_mla_with_kvcache (sparse fp8) from its definition. q [b, s_q, h, 576] bf16, cache [nb, ps, 1, 656] u8,
-    indices [b, s_q, topk] (only -1 is invalid). Returns (out bf16 [b, s_q, h, 512], lse f32 [b, h, s_q])."""
-    b, s_q, h, d = q.shape
-    K = mla_dequant(cache, dequant)
-    qf = f64(q)
-    sink = None if attn_sink is None else f64(attn_sink)
-    out = np.zeros((b, s_q, h, 512))
-    lse = np.full((b, h, s_q), np.inf)
-    for bi in range(b):
-        L = indices.shape[-1] if topk_length is None else int(topk_length[bi])
-        for si in range(s_q):
-            idx = indices[bi, si, :L].astype(np.int64)
-            sel = np.where(idx == -1, 0, idx) if bug == "minus1_as_token0" else idx[idx != -1]
-            if sel.size == 0:  # lonely row: out 0, lse +inf (sink-inclusive: log(0 + e^sink) = sink)
-                if lse_includes_sink and sink is not None:
-                    lse[bi, :, si] = sink
-                continue
-            o, _, ls = attend(qf[bi, si], K[sel], softmax_scale, 512 if bug == "rope_dropped" else d, sink, bug)
-            out[bi, si] = o
-            lse[bi, :, si] = np.logaddexp(ls, sink) if (lse_includes_sink and sink is not None) else ls
-    return to_bf16(out), lse.astype(np.float32)
+    return num.to_bf16(rng.standard_normal(shape) * scale)
 
 
 # ---- inputs ----
@@ -222,7 +76,7 @@ def decode_inputs(seed, b=3, s_q=2, h=32, topk=128, pages=8, ps=64, fmt="pow2"):
     kv_c = rand_bf16(rng, (N, 512))
     k_pe = rand_bf16(rng, (N, 64))
     slots = rng.permutation(N)  # token t lands in slot slots[t]: every slot written, in scattered order
-    cache = mla_store(kv_c, k_pe, slots, rng.integers(0, 256, (pages, ps, 1, 656), dtype=np.uint8), fmt)
+    cache = ref.kcache_store(kv_c, k_pe, slots, rng.integers(0, 256, (pages, ps, 1, 656), dtype=np.uint8), fmt)
     idx = np.stack([[rng.permutation(np.arange(1, N))[:topk] for _ in range(s_q)] for _ in range(b)]).astype(np.int32)
     idx[0, 0, topk * 3 // 4:] = -1         # trailing -1
     idx[0, -1, :topk // 3] = -1            # leading -1
@@ -240,23 +94,23 @@ def test_sparse_mla_prefill_reference_passes_base_e_sinks_topk_length_lonely_dup
     s_q = q.shape[0]
     tl = np.full(s_q, idx.shape[-1], np.int32)
     tl[8], tl[9], tl[10] = 0, 1, 77        # empty (lonely), one key, a prefix
-    _, _, lse0 = prefill_ref(q, kv, idx, MLA_SCALE, topk_length=tl)
+    _, _, lse0 = ref.sparse_mla_prefill(q, kv, idx, MLA_SCALE, topk_length=tl)
     sink = sinks_near_lse(lse0.astype(np.float64), rng)
     sink[3] = -np.inf                      # -inf: no effect
     path = tmp_path / "prefill_e.h5"
     with dsa_dump.DumpWriter(str(path)) as w:
-        o, m, ls = prefill_ref(q, kv, idx, MLA_SCALE, attn_sink=sink, topk_length=tl)
-        assert np.isinf(ls[6]).all() and (ls[6] > 0).all() and not f64(o[6]).any()
+        o, m, ls = ref.sparse_mla_prefill(q, kv, idx, MLA_SCALE, attn_sink=sink, topk_length=tl)
+        assert np.isinf(ls[6]).all() and (ls[6] > 0).all() and not num.f64(o[6]).any()
         dsa_dump.capture_flash_mla_sparse_fwd(q, kv, idx, MLA_SCALE, o, m, ls, attn_sink=sink, topk_length=tl,
                                               out=w, name="sinks_topk_length")
-        o, m, ls = prefill_ref(q, kv, idx, MLA_SCALE)
+        o, m, ls = ref.sparse_mla_prefill(q, kv, idx, MLA_SCALE)
         dsa_dump.capture_flash_mla_sparse_fwd(q, kv[:, 0, :], idx[:, 0, :], MLA_SCALE, o, m, ls, out=w,
                                               name="plain_2d_views")  # kv [s_kv, d], indices [s_q, topk]
-        o, m, ls = prefill_ref(q, kv, idx, MLA_SCALE, attn_sink=sink, lse_includes_sink=True)
+        o, m, ls = ref.sparse_mla_prefill(q, kv, idx, MLA_SCALE, attn_sink=sink, lse_includes_sink=True)
         dsa_dump.capture_flash_mla_sparse_fwd(q, kv, idx, MLA_SCALE, o, m, ls, attn_sink=sink, lse_includes_sink=True,
                                               out=w, name="lse_includes_sink")
         q5, kv5, idx5 = prefill_inputs(2, s_q=16, h=16, d=512, s_kv=400, topk=256)
-        o, m, ls = prefill_ref(q5, kv5, idx5, MLA_SCALE)
+        o, m, ls = ref.sparse_mla_prefill(q5, kv5, idx5, MLA_SCALE)
         dsa_dump.capture_flash_mla_sparse_fwd(q5, kv5, idx5.astype(np.int64), MLA_SCALE, o, m, ls, out=w,
                                               name="d_qk_512")
     c = {x.name: x for x in dsa_dump.read_dump(str(path))}
@@ -274,7 +128,7 @@ def test_sparse_mla_prefill_reference_passes_lse_base_2(cli, tmp_path):
     q, kv, idx = prefill_inputs(3)
     tl = np.full(q.shape[0], idx.shape[-1], np.int32)
     tl[9] = 0
-    o, m, ls = prefill_ref(q, kv, idx, MLA_SCALE, topk_length=tl, lse_base="2")
+    o, m, ls = ref.sparse_mla_prefill(q, kv, idx, MLA_SCALE, topk_length=tl, lse_base="2")
     assert np.isneginf(ls[6]).all() and np.isneginf(m[6]).all()
     path = tmp_path / "prefill_2.h5"
     dsa_dump.capture_flash_mla_sparse_fwd(q, kv, idx, MLA_SCALE, o, m, ls, topk_length=tl, lse_base="2", out=path)
@@ -291,10 +145,10 @@ def test_sparse_mla_decode_reference_passes_pow2_and_non_pow2_scales(cli, tmp_pa
             q, cache, idx = decode_inputs(5 if fmt == "pow2" else 6, fmt=fmt)
             b = q.shape[0]
             tl = np.array([idx.shape[-1], 100, 64][:b], np.int32)
-            _, lse0 = decode_ref(q, cache, idx, MLA_SCALE, dequant=dequant)
+            _, lse0 = ref.sparse_mla_decode(q, cache, idx, MLA_SCALE, dequant=dequant)
             sink = sinks_near_lse(np.moveaxis(lse0.astype(np.float64), 1, 2).reshape(-1, q.shape[2]), rng)
-            o, ls = decode_ref(q, cache, idx, MLA_SCALE, attn_sink=sink, topk_length=tl, dequant=dequant)
-            assert np.isposinf(ls[1, :, 1]).all() and not f64(o[1, 1]).any()  # the lonely row
+            o, ls = ref.sparse_mla_decode(q, cache, idx, MLA_SCALE, attn_sink=sink, topk_length=tl, dequant=dequant)
+            assert np.isposinf(ls[1, :, 1]).all() and not num.f64(o[1, 1]).any()  # the lonely row
             # engines hand the cache as float8 [num_blocks, page_size, 656] and may flatten indices to [b*s_q, topk]
             cache_view = cache.reshape(cache.shape[0], cache.shape[1], 656).view(E4M3)
             dsa_dump.capture_flash_mla_with_kvcache(
@@ -302,17 +156,18 @@ def test_sparse_mla_decode_reference_passes_pow2_and_non_pow2_scales(cli, tmp_pa
                 block_table=np.arange(8, dtype=np.int32).reshape(1, 8).repeat(b, 0),
                 cache_seqlens=np.full(b, 512, np.int32), attn_sink=sink, topk_length=tl, dequant=dequant, out=w,
                 name=f"{fmt}_{dequant}_sinks")
-            o, ls = decode_ref(q, cache, idx, MLA_SCALE, dequant=dequant)
+            o, ls = ref.sparse_mla_decode(q, cache, idx, MLA_SCALE, dequant=dequant)
             dsa_dump.capture_flash_mla_with_kvcache(q, cache, idx, o, ls, softmax_scale=MLA_SCALE, dequant=dequant,
                                                     out=w, name=f"{fmt}_{dequant}_plain")
             if dequant == "bf16_scale":
-                o, ls = decode_ref(q, cache, idx, MLA_SCALE, attn_sink=sink, dequant=dequant, lse_includes_sink=True)
+                o, ls = ref.sparse_mla_decode(q, cache, idx, MLA_SCALE, attn_sink=sink, dequant=dequant,
+                                              lse_includes_sink=True)
                 assert (ls[1, :, 1] == sink).all()  # the lonely row: log(0 + e^sink)
                 dsa_dump.capture_flash_mla_with_kvcache(q, cache, idx, o, ls, softmax_scale=MLA_SCALE, attn_sink=sink,
                                                         dequant=dequant, lse_includes_sink=True, out=w,
                                                         name=f"{fmt}_{dequant}_lse_includes_sink")
         q1, cache1, idx1 = decode_inputs(7, b=2, s_q=1, h=16, topk=64)
-        o, ls = decode_ref(q1, cache1, idx1, 576 ** -0.5)  # FlashMLA's default scale, q handed as [b, h, 576]
+        o, ls = ref.sparse_mla_decode(q1, cache1, idx1, 576 ** -0.5)  # FlashMLA's default scale, q handed as [b, h, 576]
         dsa_dump.capture_flash_mla_with_kvcache(q1[:, 0], cache1, idx1, o[:, 0], ls[:, :, 0], out=w,
                                                 name="s_q1_default")
     c = {x.name: x for x in dsa_dump.read_dump(str(path))}
@@ -332,15 +187,15 @@ def _prefill_bug_case(bug, path):
     q, kv, idx = prefill_inputs(8, s_q=16, lonely=False)
     sink = None
     if bug == "sink_ignored":
-        _, _, lse0 = prefill_ref(q, kv, idx, MLA_SCALE)
+        _, _, lse0 = ref.sparse_mla_prefill(q, kv, idx, MLA_SCALE)
         sink = sinks_near_lse(lse0.astype(np.float64), rng)
     kw = dict(attn_sink=sink)
     if bug == "wrong_lse_base":   # log2 units reported as natural
-        o, m, ls = prefill_ref(q, kv, idx, MLA_SCALE, lse_base="2")
+        o, m, ls = ref.sparse_mla_prefill(q, kv, idx, MLA_SCALE, lse_base="2")
     elif bug == "sm_scale_576":   # FlashMLA's default 1/sqrt(576) instead of the MLA scale the engine passed
-        o, m, ls = prefill_ref(q, kv, idx, 576 ** -0.5)
+        o, m, ls = ref.sparse_mla_prefill(q, kv, idx, 576 ** -0.5)
     else:
-        o, m, ls = prefill_ref(q, kv, idx, MLA_SCALE, bug=bug, **kw)
+        o, m, ls = ref.sparse_mla_prefill(q, kv, idx, MLA_SCALE, bug=bug, **kw)
     dsa_dump.capture_flash_mla_sparse_fwd(q, kv, idx, MLA_SCALE, o, m, ls, out=path, **kw)
 
 
@@ -359,7 +214,7 @@ def test_sparse_mla_prefill_seeded_bug_fails(cli, tmp_path, bug):
 @pytest.mark.parametrize("bug", ["minus1_as_token0", "unnormalized", "rope_dropped"])
 def test_sparse_mla_decode_seeded_bug_fails(cli, tmp_path, bug):
     q, cache, idx = decode_inputs(9)
-    o, ls = decode_ref(q, cache, idx, MLA_SCALE, bug=bug)
+    o, ls = ref.sparse_mla_decode(q, cache, idx, MLA_SCALE, bug=bug)
     path = tmp_path / f"decode_{bug}.h5"
     dsa_dump.capture_flash_mla_with_kvcache(q, cache, idx, o, ls, softmax_scale=MLA_SCALE, out=path)
     rc, text, res = check(cli, path, tmp_path)
@@ -371,7 +226,7 @@ def test_sparse_mla_decode_seeded_bug_fails(cli, tmp_path, bug):
 @pytest.mark.parametrize("bad", ["one_past_the_cache", "minus_two"])
 def test_sparse_mla_decode_out_of_range_index_is_an_input_error(cli, tmp_path, bad):
     q, cache, idx = decode_inputs(10, b=2, h=16, topk=64)
-    o, ls = decode_ref(q, cache, idx, MLA_SCALE)
+    o, ls = ref.sparse_mla_decode(q, cache, idx, MLA_SCALE)
     cap = cache.shape[0] * cache.shape[1]
     idx = idx.copy()
     idx[1, 0, 5] = cap if bad == "one_past_the_cache" else -2
@@ -392,12 +247,12 @@ def _kcache_inputs(seed, T=40, pages=3, ps=64):
     rng = np.random.default_rng(seed)
     kv_c = rand_bf16(rng, (T, 512), 3.0)
     kv_c[0, :128] = 0                                  # all-zero tile: the eps decides (pow2 2^-13, ue8m0 2^-22)
-    kv_c[1, 128:256] = to_bf16(rng.standard_normal(128) * 1e-6)  # tiny tile, e4m3 subnormal codes
-    kv_c[2, 256:384] = np.clip(f64(kv_c[2, 256:384]), -440, 440)
+    kv_c[1, 128:256] = num.to_bf16(rng.standard_normal(128) * 1e-6)  # tiny tile, e4m3 subnormal codes
+    kv_c[2, 256:384] = np.clip(num.f64(kv_c[2, 256:384]), -440, 440)
     kv_c[2, 300] = 448.0                               # amax / 448 = 1 exactly (pow2 s = 1)
-    kv_c[3, 384:] = to_bf16(f64(kv_c[3, 384:]) * 100)  # large values
+    kv_c[3, 384:] = num.to_bf16(num.f64(kv_c[3, 384:]) * 100)  # large values
     kv_c[3, 400] = -448.0 * 4                          # amax = 448 * 2^2
-    kv_c[4, :128] = to_bf16(rng.standard_normal(128) * 1e-2)
+    kv_c[4, :128] = num.to_bf16(rng.standard_normal(128) * 1e-2)
     k_pe = rand_bf16(rng, (T, 1, 64))                  # vLLM hands k_pe as [T, 1, 64]
     slots = rng.permutation(pages * ps)[:T].astype(np.int64)
     slots[[5, T // 2, T - 1]] = -1                      # padded tokens
@@ -407,18 +262,18 @@ def _kcache_inputs(seed, T=40, pages=3, ps=64):
 
 def test_mla_kcache_store_numpy_writer_is_bitexact(cli, tmp_path):
     kv_c, k_pe, slots, cache_in = _kcache_inputs(41)
-    s_pow2, s_ue8m0 = tile_scales(kv_c, "pow2"), tile_scales(kv_c, "ue8m0")
+    s_pow2, s_ue8m0 = ref.tile_scales(kv_c, "pow2"), ref.tile_scales(kv_c, "ue8m0")
     assert s_pow2[0, 0] == 2.0 ** -13 and s_ue8m0[0, 0] == 2.0 ** -22 and s_pow2[2, 2] == 1.0
     assert (s_pow2 != s_ue8m0).any()
     path = tmp_path / "kcache.h5"
     with dsa_dump.DumpWriter(str(path)) as w:
         for fmt in ("pow2", "ue8m0"):
-            after = mla_store(kv_c, k_pe, slots, cache_in.reshape(3, 64, 1, 656), fmt)
+            after = ref.kcache_store(kv_c, k_pe, slots, cache_in.reshape(3, 64, 1, 656), fmt)
             # engine views: the cache as [P, ps, 656] uint8 before, as float8 [P, ps, 656] after
             dsa_dump.capture_mla_kcache_store(kv_c, k_pe, slots, cache_in, after.reshape(3, 64, 656).view(E4M3),
                                               scale_fmt=fmt, out=w, name=fmt)
         # a cache written with pow2 scales, declared ue8m0: the tiles whose scales differ fail
-        after = mla_store(kv_c, k_pe, slots, cache_in.reshape(3, 64, 1, 656), "pow2")
+        after = ref.kcache_store(kv_c, k_pe, slots, cache_in.reshape(3, 64, 1, 656), "pow2")
         dsa_dump.capture_mla_kcache_store(kv_c, k_pe, slots, cache_in, after, scale_fmt="ue8m0", out=w,
                                           name="pow2_declared_ue8m0")
     c = {x.name: x for x in dsa_dump.read_dump(str(path))}
@@ -434,12 +289,12 @@ def test_mla_kcache_store_numpy_writer_is_bitexact(cli, tmp_path):
 # the capture wrapper around FlashMLA-shaped kernels: returned tuples are recorded whole
 def test_capture_wrapper_records_flash_mla_calls(cli, tmp_path):
     def sparse_fwd(q, kv, indices, sm_scale, d_v=512, attn_sink=None, topk_length=None):
-        return prefill_ref(q, kv, indices, sm_scale, attn_sink=attn_sink, topk_length=topk_length)
+        return ref.sparse_mla_prefill(q, kv, indices, sm_scale, attn_sink=attn_sink, topk_length=topk_length)
 
     def with_kvcache(q, k_cache, block_table, cache_seqlens, head_dim_v, sched_meta, num_splits=None,
                      softmax_scale=None, causal=False, is_fp8_kvcache=False, indices=None, attn_sink=None,
                      topk_length=None):
-        return decode_ref(q, k_cache, indices, softmax_scale, attn_sink=attn_sink, topk_length=topk_length)
+        return ref.sparse_mla_decode(q, k_cache, indices, softmax_scale, attn_sink=attn_sink, topk_length=topk_length)
 
     d = tmp_path / "dumps"
     fwd = dsa_dump.capture(sparse_fwd, stage="attn.sparse_mla_prefill", out_dir=str(d),
@@ -486,9 +341,9 @@ def test_torch_views_are_stored_as_the_numpy_arrays(cli, tmp_path):
         return torch.from_numpy(a.copy()) if dtype is None else torch.from_numpy(a.copy()).to(dtype)
 
     kv_c, k_pe, slots, cache_in = _kcache_inputs(51, T=12, pages=2)
-    after = mla_store(kv_c, k_pe, slots, cache_in.reshape(2, 64, 1, 656), "pow2")
+    after = ref.kcache_store(kv_c, k_pe, slots, cache_in.reshape(2, 64, 1, 656), "pow2")
     q, cache, idx = decode_inputs(52, b=2, h=16, topk=64, pages=2)
-    o, ls = decode_ref(q, cache, idx, MLA_SCALE)
+    o, ls = ref.sparse_mla_decode(q, cache, idx, MLA_SCALE)
     a_np = tmp_path / "np.h5"
     a_t = tmp_path / "torch.h5"
     with dsa_dump.DumpWriter(str(a_np)) as w:

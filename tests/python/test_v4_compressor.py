@@ -1,103 +1,33 @@
-"""v4.compressor end to end through the capture kit and the CLI, against an independent float64 numpy model of the
-Ascend `compressor` op written from spec v4 §2 (closed form: 8-row overlap windows, per-channel softmax over rows,
-RMSNorm, interleaved RoPE at the group start, one bf16 rounding), never from the C++ reference. A correct model
-passes (exit 0), seeded bugs fail (exit 1), a step whose state rows are missing from the block table is an input
-error (exit 2)."""
+"""v4.compressor end to end through the capture kit and the CLI, against the independent float64 numpy model of the
+Ascend `compressor` op in reference/v4.py, written from spec v4 §2 (closed form: 8-row overlap windows, per-channel
+softmax over rows, RMSNorm, interleaved RoPE at the group start, one bf16 rounding), never from the C++ reference. A
+correct model passes (exit 0), seeded bugs fail (exit 1), a step whose state rows are missing from the block table is
+an input error (exit 2)."""
 import subprocess
 
-import ml_dtypes
 import numpy as np
 import pytest
 
 import dsa_dump
+from reference import numerics as num
+from reference import v4 as ref
 
 CLI_STAGES = ("v4.compressor",)  # the `cli` fixture (conftest.py) skips the module when the binary lacks it
-BF16 = ml_dtypes.bfloat16
 D, H, R_, COFF, BS, NB = 128, 32, 4, 2, 8, 8
 
 
-def bf16_rne(x):
-    """Round float64 values to bf16 (RNE) exactly, returned as float64 (no double rounding through float32)."""
-    x = np.asarray(x, dtype=np.float64)
-    m, e = np.frexp(x)
-    scale = np.ldexp(1.0, e - 8)
-    return np.where(x == 0, x, np.round(x / scale) * scale)
-
-
-def rope_row(pos):
-    """V4 compressed-layer table (YaRN base 160000, factor 16, original 65536), interleave-duplicated, fp32."""
-    base, dim = 160000.0, 64
-    f = 1.0 / base ** (np.arange(0, dim, 2) / dim)
-    low = max(np.floor(dim * np.log(65536 / (32 * 2 * np.pi)) / (2 * np.log(base))), 0)
-    high = min(np.ceil(dim * np.log(65536 / (1 * 2 * np.pi)) / (2 * np.log(base))), dim - 1)
-    ramp = np.clip((np.arange(dim // 2) - low) / (high - low), 0, 1)
-    f = f / 16 * ramp + f * (1 - ramp)
-    ang = pos * f
-    return np.repeat(np.cos(ang), 2).astype(np.float32), np.repeat(np.sin(ang), 2).astype(np.float32)
-
-
 def make(seed, starts, lens, bug=None):
+    """Random weights and per-request token histories (bf16 values), and the op's tensors from reference.v4.compressor:
+    requests with `starts` tokens already in the state cache and `lens` new tokens."""
     rng = np.random.default_rng(seed)
     C2 = COFF * D
-    B = len(starts)
-    wkv = bf16_rne(rng.standard_normal((C2, H)) / np.sqrt(H))
-    wg = bf16_rne(rng.standard_normal((C2, H)) / np.sqrt(H))
+    wkv = num.bf16_rne(rng.standard_normal((C2, H)) / np.sqrt(H))
+    wg = num.bf16_rne(rng.standard_normal((C2, H)) / np.sqrt(H))
     ape = rng.standard_normal((R_, C2)).astype(np.float32) * 0.5
-    gamma = bf16_rne(1 + 0.1 * rng.standard_normal(D))
-    xs = [bf16_rne(rng.standard_normal((32, H)))[:s + n] for s, n in zip(starts, lens)]  # independent of the split
-    kv = [x @ wkv.T for x in xs]                                   # float64: the exact projections
-    sc = [(x @ wg.T).astype(np.float32) + ape[np.arange(len(x)) % R_] for x in xs]
-    kv = [k.astype(np.float32) for k in kv]
-    table = np.zeros((B, NB), np.int32)
-    for b in range(B):
-        table[b] = 1 + b * NB + np.arange(NB)
-    state = np.full((1 + B * NB, BS, 2 * C2), np.nan, np.float32)
-    after = state.copy()
-    for b, (s, n) in enumerate(zip(starts, lens)):
-        for p in range(s + n):
-            blk, off = table[b][p // BS], p % BS
-            row = np.concatenate([kv[b][p], sc[b][p]])
-            if p < s:
-                state[blk, off] = row
-            after[blk, off] = row
-    rows, cos, sin = [], [], []
-    for b, (s, n) in enumerate(zip(starts, lens)):
-        for j in range(s // R_, (s + n) // R_):
-            prev = [(j * R_ - R_ + i, slice(0, D)) for i in range(R_)]
-            cur = [(j * R_ + i, slice(D, 2 * D)) for i in range(R_)]
-            if bug == "halves":
-                prev = [(p, slice(D, 2 * D)) for p, _ in prev]
-                cur = [(p, slice(0, D)) for p, _ in cur]
-            kvw = np.array([kv[b][p][h] if p >= 0 else np.zeros(D) for p, h in prev + cur], np.float64)
-            scw = np.array([sc[b][p][h] if p >= 0 else np.full(D, -np.inf) for p, h in prev + cur], np.float64)
-            w = np.exp(scw - scw.max(axis=0))
-            w /= w.sum(axis=0)
-            c = (w * kvw).sum(axis=0)
-            y = c / np.sqrt((c * c).sum() / D + 1e-6) * gamma
-            pos = j * R_ + (R_ - 1 if bug == "rope_pos" else 0)
-            cs, sn = rope_row(pos)
-            a, e = y[D - 64::2].copy(), y[D - 63::2].copy()
-            y[D - 64::2] = a * cs[0::2] - e * sn[0::2]
-            y[D - 63::2] = e * cs[1::2] + a * sn[1::2]
-            rows.append(bf16_rne(y))
-            c0, s0 = rope_row(j * R_)
-            cos.append(c0)
-            sin.append(s0)
-    T = sum(lens)
-    Rr = max(len(rows), min(T, T // R_ + B))
-    out = np.zeros((Rr, D))
-    cos_t = np.ones((Rr, 64), np.float32)
-    sin_t = np.zeros((Rr, 64), np.float32)
-    if rows:
-        out[:len(rows)] = rows
-        cos_t[:len(rows)] = cos
-        sin_t[:len(rows)] = sin
-    x = np.concatenate([x[s:] for x, s in zip(xs, starts)])
-    cu = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
-    return dict(x=x.astype(BF16), wkv=wkv.astype(BF16), wgate=wg.astype(BF16), state_cache=state, ape=ape,
-                norm_weight=gamma.astype(BF16), rope_sin=sin_t, rope_cos=cos_t, output=out.astype(BF16),
-                state_cache_after=after, state_block_table=table, cu_seqlens=cu,
-                start_pos=np.array(starts, np.int32))
+    gamma = num.bf16_rne(1 + 0.1 * rng.standard_normal(D))
+    xs = [num.bf16_rne(rng.standard_normal((32, H)))[:s + n] for s, n in zip(starts, lens)]  # independent of the split
+    return ref.compressor(xs, wkv, wg, ape, gamma, starts, lens, ratio=R_, coff=COFF, block_size=BS,
+                          blocks_per_request=NB, bug=bug)
 
 
 def run_check(cli, path):

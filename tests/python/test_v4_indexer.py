@@ -1,17 +1,20 @@
-"""v4.indexer (Ascend npu_vllm_quant_lightning_indexer) against an independent numpy model of the A3 pipeline
-(spec v4 §3.5): wq = fp16(w16 * qs16), I = q8 . k8 (int32), s = fp16(relu(I) * 2^-10), fp32 sums over the heads in
-two different orders (the cube's order is unknown), score = fl32(L * ks16), top-k descending with ties to the lower
-index, -1 padded, whole row -1 when nvis <= 0. The model's outputs must pass `check` on every committed golden; the
-model with a bug (visibility (p+2)//4, relu after the weighting, key scale dropped) must fail; bad request metadata is
-exit 2 naming the tensor."""
+"""v4.indexer (Ascend npu_vllm_quant_lightning_indexer) against the independent numpy model of the A3 pipeline in
+reference/v4.py (indexer_a3; spec v4 §3.5): wq = fp16(w16 * qs16), I = q8 . k8 (int32), s = fp16(relu(I) * 2^-10),
+fp32 sums over the heads in two different orders (the cube's order is unknown), score = fl32(L * ks16), top-k
+descending with ties to the lower index, -1 padded, whole row -1 when nvis <= 0. The model's outputs must pass `check`
+on every committed golden; the model with a bug (visibility (p+2)//4, relu after the weighting, key scale dropped)
+must fail; bad request metadata is exit 2 naming the tensor. The vllm-cuda and ref-bf16 variants likewise
+(reference.v4.indexer_float)."""
 import json
 import shutil
 
 import h5py
+import ml_dtypes
 import numpy as np
 import pytest
 
 import dsa_dump
+from reference import v4 as ref
 
 GOLDENS = ["v4i_flash_decode_mtp", "v4i_prefill_chunked_short", "v4i_ties", "v4i_pro_k1024", "v4i_nonfinite"]
 
@@ -22,62 +25,6 @@ def load(path):
         g = f[name]
         t = {k: g["inputs"][k][()] for k in g["inputs"]}
         return name, dict(g.attrs), t
-
-
-def npu_model(t, k, order="forward", bug=None, values=False):
-    """The indices [T, 1, k] (and with values=True the fp32 scores at them, -inf where -1)."""
-    with np.errstate(all="ignore"):  # inf * 0 in the nonfinite golden: NaN, as on the device
-        idx, val = _npu_model(t, k, order, bug)
-    return (idx, val) if values else idx
-
-
-def _npu_model(t, k, order, bug):
-    q = t["query"].astype(np.int32)                      # [T, H, D]
-    qs = t["query_dequant_scale"].view(np.float16)       # [T, H]
-    w = t["weights"].view(np.float16)
-    key = t["key"].reshape(t["key"].shape[0] * t["key"].shape[1], -1).astype(np.int32)
-    ks = t["key_dequant_scale"].reshape(-1).view(np.float16)
-    bt = t["block_table"]
-    aq = t["actual_seq_lengths_query"].astype(np.int64)
-    ak = t["actual_seq_lengths_key"].astype(np.int64)
-    bs = t["key"].shape[1]
-    T, H, _ = q.shape
-    out = np.full((T, 1, k), -1, np.int32)
-    vals = np.full((T, 1, k), -np.inf, np.float32)
-    start = 0
-    for b in range(len(aq)):
-        qlen = int(aq[b]) - start
-        kv = int(ak[b]) + (1 if bug == "visibility" else 0)
-        for i in range(qlen):
-            row = start + i
-            pos = kv - qlen + i
-            nvis = (pos + 1) // 4 if pos + 1 > 0 else 0
-            if nvis <= 0:
-                continue
-            j = np.arange(nvis)
-            slots = bt[b, j // bs].astype(np.int64) * bs + j % bs
-            wq = (w[row].astype(np.float32) * qs[row].astype(np.float32)).astype(np.float16)  # exact product, one RNE
-            I = q[row] @ key[slots].T                                                          # [H, nvis] int32
-            if bug == "relu_after":
-                s = (I.astype(np.float64) * 2.0**-10).astype(np.float16)
-                prods = np.maximum(wq.astype(np.float32)[:, None] * s.astype(np.float32), 0)
-            else:
-                s = (np.maximum(I, 0).astype(np.float64) * 2.0**-10).astype(np.float16)
-                prods = wq.astype(np.float32)[:, None] * s.astype(np.float32)              # exact in fp32
-            hs = range(H) if order == "forward" else range(H - 1, -1, -1)
-            L = np.zeros(nvis, np.float32)
-            for h in hs:
-                L = (L + prods[h]).astype(np.float32)
-            scale = np.ones(nvis, np.float32) if bug == "no_key_scale" else ks[slots].astype(np.float32)
-            score = (L * scale).astype(np.float32)
-            # descending score, ties -> lower index; NaN first (the tool's documented rule, as torch.topk: the Ascend
-            # sort's NaN order is not documented)
-            order_idx = np.lexsort((j, -score.astype(np.float64), ~np.isnan(score)))
-            sel = order_idx[: min(k, nvis)]
-            out[row, 0, : len(sel)] = sel
-            vals[row, 0, : len(sel)] = score[sel] * (np.float32(2.0) if bug == "values_doubled" else np.float32(1.0))
-        start += qlen
-    return out, vals
 
 
 def with_output(src, dst, idx):
@@ -96,7 +43,7 @@ def test_npu_model_passes_in_both_sum_orders(name, repo_root, run_cli, tmp_path)
     _, attrs, t = load(src)
     k = int(attrs["sparse_count"])
     for order in ("forward", "backward"):
-        idx = npu_model(t, k, order)
+        idx = ref.indexer_a3(t, k, order)
         f = tmp_path / f"{order}.h5"
         with_output(src, f, idx)
         p = run_cli("check", f, "--json", tmp_path / "r.json")
@@ -112,7 +59,7 @@ def test_npu_model_passes_in_both_sum_orders(name, repo_root, run_cli, tmp_path)
 
 def test_golden_rows_cover_nvis_zero_short_and_long(repo_root):
     _, attrs, t = load(repo_root / "golden" / "v4i_prefill_chunked_short.h5")
-    idx = npu_model(t, int(attrs["sparse_count"]))
+    idx = ref.indexer_a3(t, int(attrs["sparse_count"]))
     valid = (idx[:, 0, :] >= 0).sum(axis=1)
     assert (valid == 0).any() and ((valid > 0) & (valid < 512)).any() and (valid == 512).any()
 
@@ -123,7 +70,7 @@ def test_npu_model_with_a_bug_fails(bug, verdicts, repo_root, run_cli, tmp_path)
     src = repo_root / "golden" / "v4i_flash_decode_mtp.h5"
     _, attrs, t = load(src)
     f = tmp_path / "bug.h5"
-    with_output(src, f, npu_model(t, int(attrs["sparse_count"]), bug=bug))
+    with_output(src, f, ref.indexer_a3(t, int(attrs["sparse_count"]), bug=bug))
     p = run_cli("check", f, "--json", tmp_path / "r.json")
     assert p.returncode == 1, p.stdout + p.stderr
     r = json.loads((tmp_path / "r.json").read_text())["results"][0]
@@ -147,7 +94,7 @@ def test_bad_request_metadata_is_exit_2(edit, tensor, repo_root, run_cli, tmp_pa
 def test_kit_capture_ascend_qli_roundtrip(repo_root, run_cli, tmp_path):
     _, attrs, t = load(repo_root / "golden" / "v4i_flash_decode_mtp.h5")
     k = int(attrs["sparse_count"])
-    idx = npu_model(t, k)
+    idx = ref.indexer_a3(t, k)
     f = tmp_path / "kit.h5"
     # As the engine holds them: fp16 tensors as float16, the key cache [nblk, bs, 1, D] int8, i32 metadata.
     dsa_dump.capture_ascend_qli(
@@ -164,64 +111,7 @@ def test_kit_capture_ascend_qli_roundtrip(repo_root, run_cli, tmp_path):
                                     query_quant_mode=1, out=str(tmp_path / "x.h5"))
 
 
-# ---- the vllm-cuda and ref-bf16 variants: independent numpy models -------------------------------------------------
-
-def float_model(t, attrs, bug=None, order="forward"):
-    """vllm-cuda: fp32 dots of the e4m3 codes (numpy's order), relu, fp32 * weight, fp32 head sum, * key scale; the
-    selected set emitted in a shuffled order (an unsorted top-k kernel). ref-bf16: torch's bf16 tensors: I = bf16(fp32
-    dot), relu, bf16(w * I), bf16(fp32 sum over heads); sorted, ties to the lower index."""
-    import ml_dtypes
-    variant = attrs["variant"]
-    k = int(attrs["sparse_count"])
-    if variant == "vllm-cuda":
-        dec = lambda a: a.view(ml_dtypes.float8_e4m3fn).astype(np.float32)  # noqa: E731
-        ks = t["key_dequant_scale"].reshape(-1).astype(np.float32)
-        w = t["weights"].astype(np.float32)
-    else:
-        dec = lambda a: a.view(ml_dtypes.bfloat16).astype(np.float32)  # noqa: E731
-        ks = None
-        w = t["weights"].view(ml_dtypes.bfloat16).astype(np.float32)
-    bf = lambda a: a.astype(ml_dtypes.bfloat16).astype(np.float32)  # noqa: E731
-    q = dec(t["query"])
-    key = dec(t["key"]).reshape(t["key"].shape[0] * t["key"].shape[1], -1)
-    bt = t["block_table"]
-    aq, ak = t["actual_seq_lengths_query"].astype(np.int64), t["actual_seq_lengths_key"].astype(np.int64)
-    bs = t["key"].shape[1]
-    T, H, _ = q.shape
-    out = np.full((T, 1, k), -1, np.int32)
-    rng = np.random.default_rng(0)
-    start = 0
-    for b in range(len(aq)):
-        qlen = int(aq[b]) - start
-        for i in range(qlen):
-            row, pos = start + i, int(ak[b]) - qlen + i
-            nvis = (pos + 1) // 4 if pos + 1 > 0 else 0
-            if nvis <= 0:
-                continue
-            j = np.arange(nvis)
-            slots = bt[b, j // bs].astype(np.int64) * bs + j % bs
-            I = (q[row] @ key[slots].T).astype(np.float32)                         # [H, nvis]
-            if variant == "ref-bf16":
-                I = bf(I)
-            p = (w[row][:, None] * (I if bug == "relu_after" else np.maximum(I, 0))).astype(np.float32)
-            if bug == "relu_after":
-                p = np.maximum(p, 0)
-            if variant == "ref-bf16":
-                p = bf(p)
-            L = np.zeros(nvis, np.float32)
-            for h in (range(H) if order == "forward" else range(H - 1, -1, -1)):
-                L = (L + p[h]).astype(np.float32)
-            if variant == "ref-bf16":
-                L = bf(L)
-            else:
-                L = (L * (1.0 if bug == "no_key_scale" else ks[slots])).astype(np.float32)
-            sel = np.lexsort((j, -L.astype(np.float64)))[: min(k, nvis)]
-            if variant == "vllm-cuda":
-                sel = rng.permutation(sel)
-            out[row, 0, : len(sel)] = sel
-        start += qlen
-    return out
-
+# ---- the vllm-cuda and ref-bf16 variants (reference.v4.indexer_float) -------------------------------------------
 
 @pytest.mark.parametrize("name", ["v4i_vllm_cuda_fp8", "v4i_ref_bf16"])
 def test_float_variant_models_pass(name, repo_root, run_cli, tmp_path):
@@ -229,7 +119,7 @@ def test_float_variant_models_pass(name, repo_root, run_cli, tmp_path):
     _, attrs, t = load(src)
     for order in ("forward", "backward"):
         f = tmp_path / f"{order}.h5"
-        with_output(src, f, float_model(t, attrs, order=order))
+        with_output(src, f, ref.indexer_float(t, attrs, order=order))
         p = run_cli("check", f, "--json", tmp_path / "r.json")
         assert p.returncode == 0, p.stdout + p.stderr
         assert json.loads((tmp_path / "r.json").read_text())["results"][0]["verdict"] in ("BITEXACT", "WITHIN_BOUND")
@@ -241,7 +131,7 @@ def test_float_variant_models_with_a_bug_fail(name, bug, repo_root, run_cli, tmp
     src = repo_root / "golden" / f"{name}.h5"
     _, attrs, t = load(src)
     f = tmp_path / "bug.h5"
-    with_output(src, f, float_model(t, attrs, bug=bug))
+    with_output(src, f, ref.indexer_float(t, attrs, bug=bug))
     p = run_cli("check", f)
     assert p.returncode == 1, p.stdout + p.stderr
 
@@ -261,10 +151,8 @@ def test_variant_dtype_mismatch_is_exit_2(edit, needle, repo_root, run_cli, tmp_
 
 
 def test_kit_capture_vllm_fused_cache_roundtrip(repo_root, run_cli, tmp_path):
-    import ml_dtypes
-
     _, attrs, t = load(repo_root / "golden" / "v4i_vllm_cuda_fp8.h5")
-    idx = float_model(t, attrs)[:, 0, :]
+    idx = ref.indexer_float(t, attrs)[:, 0, :]
     codes = t["key"].reshape(t["key"].shape[0], -1)                    # [nblk, bs * D] e4m3 bits
     scales = t["key_dequant_scale"].reshape(t["key"].shape[0], -1)      # [nblk, bs] fp32
     fused = np.concatenate([codes.view(np.uint8), scales.view(np.uint8)], axis=1)  # vLLM's per-block layout
@@ -287,9 +175,9 @@ def test_kit_capture_vllm_fused_cache_roundtrip(repo_root, run_cli, tmp_path):
 def test_return_value_scores_judged_at_the_kernels_indices(bug, repo_root, run_cli, tmp_path):
     src = repo_root / "golden" / "v4i_ties.h5"
     _, attrs, t = load(src)
-    idx, vals = npu_model(t, int(attrs["sparse_count"]), order="backward", values=True)
+    idx, vals = ref.indexer_a3(t, int(attrs["sparse_count"]), order="backward", values=True)
     if bug:
-        idx, vals2 = npu_model(t, int(attrs["sparse_count"]), order="backward", bug=bug, values=True)
+        idx, vals2 = ref.indexer_a3(t, int(attrs["sparse_count"]), order="backward", bug=bug, values=True)
         vals = vals2
     f = tmp_path / "v.h5"
     with_output(src, f, idx)
@@ -308,7 +196,7 @@ def test_return_value_scores_judged_at_the_kernels_indices(bug, repo_root, run_c
 def test_kit_capture_ascend_qli_return_value(repo_root, run_cli, tmp_path):
     _, attrs, t = load(repo_root / "golden" / "v4i_prefill_chunked_short.h5")
     k = int(attrs["sparse_count"])
-    idx, vals = npu_model(t, k, values=True)
+    idx, vals = ref.indexer_a3(t, k, values=True)
     f = tmp_path / "kit.h5"
     dsa_dump.capture_ascend_qli(
         t["query"], t["key"], t["weights"].view(np.float16), t["query_dequant_scale"].view(np.float16),

@@ -1,7 +1,8 @@
 """attn.v4_out (DeepSeek-V4 attention output on Ascend: inplace_partial_rotary_mul(o, cos, -sin) on the last 64 dims,
-npu_transpose_batchmatmul with wo_a per head group, wo_b) against an independent numpy model of the kernels' fp32
-arithmetic, written from spec v4 §4.4: each output rounded to bf16 and fed to the next. It must pass `check` on every
-committed golden; the model with a bug must fail from the output the bug touches first on, and pass before it."""
+npu_transpose_batchmatmul with wo_a per head group, wo_b) against the independent numpy model of the kernels' fp32
+arithmetic in reference/v4.py (attn_out), written from spec v4 §4.4: each output rounded to bf16 and fed to the next.
+It must pass `check` on every committed golden; the model with a bug must fail from the output the bug touches first
+on, and pass before it."""
 import shutil
 
 import h5py
@@ -10,6 +11,7 @@ import numpy as np
 import pytest
 
 import dsa_dump
+from reference import v4 as ref
 
 GOLDENS = ["v4out_small_groups", "v4out_nonfinite"]
 BF16 = ml_dtypes.bfloat16
@@ -27,30 +29,6 @@ def load(path):
         return name, dict(g.attrs), t
 
 
-def model(t, attrs, bug=None):
-    f32 = np.float32
-    o, cos, sin = t["o"], t["cos"].reshape(t["o"].shape[0], -1).astype(f32), t["sin"].reshape(t["o"].shape[0], -1).astype(f32)
-    T, N, D = o.shape
-    G, rope = int(attrs.get("o_groups", 8)), int(attrs.get("rope_head_dim", 64))
-    with np.errstate(all="ignore"):
-        x = o[:, :, D - rope:]
-        x0, x1 = x[..., 0::2], x[..., 1::2]
-        c, s = cos[:, None, 0::2], (-sin if bug != "forward" else sin)[:, None, 0::2]
-        y = np.empty_like(x)
-        y[..., 0::2] = x0 * c - x1 * s  # npu_rotary_mul interleave with sin' = -sin
-        y[..., 1::2] = x1 * c + x0 * s
-        rot = o.copy()
-        rot[:, :, D - rope:] = y
-        rot = rot.astype(BF16).astype(f32)
-        a = rot.reshape(T, G, N * D // G)
-        wa = t["wo_a"].reshape(G, -1, N * D // G)
-        if bug == "groups":
-            wa = np.roll(wa, -1, axis=0)
-        lora = np.einsum("tgk,grk->tgr", a, wa, dtype=f32).astype(BF16).astype(f32)
-        out = (lora.reshape(T, -1) @ t["wo_b"].T).astype(f32).astype(BF16)
-    return rot.astype(BF16), lora.astype(BF16), out
-
-
 def with_outputs(src, dst, outs):
     shutil.copy(src, dst)
     with h5py.File(dst, "r+") as f:
@@ -66,7 +44,7 @@ def test_fp32_model_passes(name, repo_root, run_cli, tmp_path):
     src = repo_root / "golden" / f"{name}.h5"
     _, attrs, t = load(src)
     f = tmp_path / "m.h5"
-    with_outputs(src, f, model(t, attrs))
+    with_outputs(src, f, ref.attn_out(t, attrs))
     p = run_cli("check", f)
     assert p.returncode == 0, p.stdout + p.stderr
 
@@ -76,7 +54,7 @@ def test_fp32_model_with_a_bug_fails_where_it_starts(bug, first, repo_root, run_
     src = repo_root / "golden" / "v4out_small_groups.h5"
     _, attrs, t = load(src)
     f = tmp_path / "m.h5"
-    with_outputs(src, f, model(t, attrs, bug))
+    with_outputs(src, f, ref.attn_out(t, attrs, bug))
     p = run_cli("check", f)
     assert p.returncode == 1, p.stdout + p.stderr
     lines = {l.split()[1].split("/")[-1]: l.split()[0] for l in p.stdout.splitlines() if "/outputs/" in l}
@@ -99,7 +77,7 @@ def test_mismatched_weights_are_exit_2(repo_root, run_cli, tmp_path):
 
 def test_kit_capture_roundtrip(repo_root, run_cli, tmp_path):
     _, attrs, t = load(repo_root / "golden" / "v4out_small_groups.h5")
-    rot, lora, out = model(t, attrs)
+    rot, lora, out = ref.attn_out(t, attrs)
     f = tmp_path / "kit.h5"
     T = t["o"].shape[0]
     dsa_dump.capture_ascend_attn_out(t["o"].astype(BF16), t["cos"].reshape(T, 1, 1, 64), t["sin"].reshape(T, 1, 1, 64),

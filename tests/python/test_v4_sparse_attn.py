@@ -1,10 +1,11 @@
-"""attn.v4_sparse (Ascend npu_sparse_attn_sharedkv) against independent numpy models written from the spec (v4 §4.2-4.3):
-the visible set (window [max(0, p-127), p] from the PA_ND ori cache, C4 list prefix before the first -1 / C128 every
-entry j < (p+1)//r from the cmp cache), softmax with the sink in the denominator only, lonely rows 0, bf16 out.
-Three models: float64 rounded once; the A3 kernel's fp32 procedure (running max from the sink, sum from 1, ORI tiles
-then CMP tiles, P rounded to bf16 half away from zero before PV, o = acc / l); a FlashMLA-style fp32 kernel (sink
-applied at the end). All must pass `check` on every committed golden; seeded bugs must fail; lists the kernel cannot
-define and unmapped blocks are exit 2 naming the tensor."""
+"""attn.v4_sparse (Ascend npu_sparse_attn_sharedkv) against the independent numpy models of reference/v4.py
+(sparse_attn, sparse_attn_fp32), written from the spec (v4 §4.2-4.3): the visible set (window [max(0, p-127), p] from
+the PA_ND ori cache, C4 list prefix before the first -1 / C128 every entry j < (p+1)//r from the cmp cache), softmax
+with the sink in the denominator only, lonely rows 0, bf16 out. Three models: float64 rounded once; the A3 kernel's
+fp32 procedure (running max from the sink, sum from 1, ORI tiles then CMP tiles, P rounded to bf16 half away from zero
+before PV, o = acc / l); a FlashMLA-style fp32 kernel (sink applied at the end). All must pass `check` on every
+committed golden; seeded bugs must fail; lists the kernel cannot define and unmapped blocks are exit 2 naming the
+tensor."""
 import json
 import shutil
 
@@ -14,6 +15,7 @@ import numpy as np
 import pytest
 
 import dsa_dump
+from reference import v4 as ref
 
 GOLDENS = ["v4sa_c4_flash_mtp", "v4sa_c128_prefill", "v4sa_swa_only", "v4sa_nonfinite"]
 BF16 = ml_dtypes.bfloat16
@@ -29,110 +31,6 @@ def load(path):
             v = d[()]
             t[k] = v.view(BF16).astype(np.float64) if d.attrs.get("dtype") == "bf16" else v
         return name, dict(g.attrs), t
-
-
-def row_keys(t, attrs, bug=None):
-    """Per query row: (request, position, keys [n, D] float64) in the kernel's order (ORI by position, then CMP)."""
-    ratio = int(attrs.get("cmp_ratio", 1))
-    wl, wr = int(attrs.get("ori_win_left", 127)), int(attrs.get("ori_win_right", 0))
-    cu, kvl = t["cu_seqlens_q"].astype(np.int64), t["seqused_kv"].astype(np.int64)
-    ori, obt = t["ori_kv"][:, :, 0, :], t["ori_block_table"]
-    bs_o = ori.shape[1]
-    out = []
-    for b in range(len(kvl)):
-        q_len, kv = int(cu[b + 1] - cu[b]), int(kvl[b])
-        for i in range(q_len):
-            p = kv - q_len + i
-            keys = []
-            if p >= 0:
-                lo, hi = max(0, p - wl - (1 if bug == "window_wide" else 0)), min(p + wr, kv - 1)
-                if bug == "no_current":
-                    hi = min(hi, p - 1)
-                keys += [ori[obt[b, s // bs_o], s % bs_o] for s in range(lo, hi + 1)]
-            if ratio > 1 and p >= 0 and bug != "no_cmp":
-                cmp, cbt = t["cmp_kv"][:, :, 0, :], t["cmp_block_table"]
-                bs_c, lim = cmp.shape[1], (p + 1) // ratio
-                if "cmp_sparse_indices" in t:
-                    lst = []
-                    for j in t["cmp_sparse_indices"][int(cu[b]) + i, 0, : min(t["cmp_sparse_indices"].shape[2], lim)]:
-                        if j == -1:
-                            break
-                        lst.append(int(j))
-                else:
-                    lst = list(range(lim))
-                keys += [cmp[cbt[b, j // bs_c], j % bs_c] for j in lst]
-            out.append(np.array(keys, np.float64).reshape(len(keys), ori.shape[-1]))
-    return out
-
-
-def model_f64(t, attrs, bug=None):
-    q = t["q"]
-    T, N, D = q.shape
-    scale = float(attrs.get("softmax_scale", 512 ** -0.5))
-    sinks = t.get("sinks") if bug != "no_sink" else None
-    out = np.zeros((T, N, D), np.float64)
-    with np.errstate(all="ignore"):
-        for r, K in enumerate(row_keys(t, attrs, bug)):
-            if len(K) == 0:
-                continue
-            z = scale * (q[r] @ K.T)  # [N, n]
-            m = z.max(axis=1, keepdims=True)
-            if sinks is not None:
-                m = np.maximum(m, sinks.astype(np.float64)[:, None])
-            e = np.exp(z - m)
-            den = e.sum(axis=1, keepdims=True) + (np.exp(sinks.astype(np.float64)[:, None] - m) if sinks is not None else 0.0)
-            o = (e @ K) / den
-            nan = np.isnan(z).any(axis=1) | np.isposinf(z).any(axis=1)
-            if sinks is not None:
-                nan |= np.isnan(sinks)
-            o[nan] = np.nan
-            out[r] = o
-    return out.astype(BF16)
-
-
-def bf16_half_away(x):
-    """fp32 -> bf16 rounding half away from zero (AscendC CAST_ROUND), exact on the bits."""
-    b = x.astype(np.float32).view(np.uint32).astype(np.uint64)
-    r = ((b + 0x8000) & 0xFFFF0000).astype(np.uint32)
-    fin = np.isfinite(x)
-    return np.where(fin, r.view(np.float32), x.astype(np.float32)).astype(np.float32)
-
-
-def model_fp32(t, attrs, kernel="a3", tile=64):
-    """The kernels' fp32 online softmax: a3 = running max from the sink, l from 1 (scfa_block_vector.h); flashmla =
-    max from -inf, the sink factor 1/(1 + e^(sink - lse)) at the end. Tiles of `tile` keys, in key order."""
-    f32 = np.float32
-    q = t["q"].astype(f32)
-    T, N, D = q.shape
-    scale = f32(attrs.get("softmax_scale", 512 ** -0.5))
-    sinks = t.get("sinks")
-    out = np.zeros((T, N, D), f32)
-    with np.errstate(all="ignore"):
-        for r, K in enumerate(row_keys(t, attrs)):
-            K = K.astype(f32)
-            if len(K) == 0:
-                continue
-            if kernel == "a3" and sinks is not None:
-                m, l = sinks.astype(f32).copy(), np.ones(N, f32)
-            else:
-                m, l = np.full(N, -np.inf, f32), np.zeros(N, f32)
-            acc = np.zeros((N, D), f32)
-            for s0 in range(0, len(K), tile):
-                Kt = K[s0:s0 + tile]
-                z = (q[r] @ Kt.T).astype(f32) * scale
-                m2 = np.maximum(m, z.max(axis=1))
-                alpha = np.where(m == m2, f32(1), np.exp(m - m2)).astype(f32)
-                P = np.exp(z - m2[:, None]).astype(f32)
-                l = (l * alpha + P.sum(axis=1, dtype=f32)).astype(f32)
-                pb = bf16_half_away(P) if kernel == "a3" else P.astype(BF16).astype(f32)
-                acc = (acc * alpha[:, None] + (pb @ Kt).astype(f32)).astype(f32)
-                m = m2
-            o = (acc / l[:, None]).astype(f32)
-            if kernel != "a3" and sinks is not None:
-                lse = m + np.log(l)
-                o = (o * (f32(1) / (f32(1) + np.exp(sinks.astype(f32) - lse)))[:, None]).astype(f32)
-            out[r] = o
-    return out.astype(BF16)
 
 
 def with_output(src, dst, out, attrs=None):
@@ -158,9 +56,10 @@ def verdict(run_cli, path, tmp_path):
 def test_models_pass_on_every_golden(name, repo_root, run_cli, tmp_path):
     src = repo_root / "golden" / f"{name}.h5"
     _, attrs, t = load(src)
-    for label, out, extra in [("f64", model_f64(t, attrs), None), ("a3", model_fp32(t, attrs, "a3", 16), None),
-                              ("a3_tile128", model_fp32(t, attrs, "a3", 128), None),
-                              ("flashmla", model_fp32(t, attrs, "flashmla", 64), {"variant": "flashmla-sm90"})]:
+    for label, out, extra in [("f64", ref.sparse_attn(t, attrs), None),
+                              ("a3", ref.sparse_attn_fp32(t, attrs, "a3", 16), None),
+                              ("a3_tile128", ref.sparse_attn_fp32(t, attrs, "a3", 128), None),
+                              ("flashmla", ref.sparse_attn_fp32(t, attrs, "flashmla", 64), {"variant": "flashmla-sm90"})]:
         f = tmp_path / f"{label}.h5"
         with_output(src, f, out, extra)
         p, res = verdict(run_cli, f, tmp_path)
@@ -174,7 +73,7 @@ def test_model_bugs_fail(bug, repo_root, run_cli, tmp_path):
     src = repo_root / "golden" / f"{name}.h5"
     _, attrs, t = load(src)
     f = tmp_path / "bug.h5"
-    with_output(src, f, model_f64(t, attrs, bug))
+    with_output(src, f, ref.sparse_attn(t, attrs, bug))
     p, res = verdict(run_cli, f, tmp_path)
     assert p.returncode == 1, p.stdout + p.stderr
     assert res["out"]["verdict"] in ("FAIL", "NONFINITE")
@@ -182,7 +81,7 @@ def test_model_bugs_fail(bug, repo_root, run_cli, tmp_path):
 
 def test_kit_capture_roundtrip(repo_root, run_cli, tmp_path):
     _, attrs, t = load(repo_root / "golden" / "v4sa_c4_flash_mtp.h5")
-    out = model_fp32(t, attrs, "a3", 16)
+    out = ref.sparse_attn_fp32(t, attrs, "a3", 16)
     f = tmp_path / "kit.h5"
     dsa_dump.capture_ascend_sparse_attn(
         t["q"].astype(BF16), out, ori_kv=t["ori_kv"][:, :, 0, :].astype(BF16), ori_block_table=t["ori_block_table"],
@@ -268,7 +167,7 @@ def _index_cache_file(repo_root, path, rows=slice(0, 6), offset=0, edit=None):
     if edit:
         edit(t["cmp_sparse_indices"])
     attrs = {"cmp_ratio": 4}
-    out = model_f64(t, attrs)
+    out = ref.sparse_attn(t, attrs)
     shutil.copy(repo_root / "golden" / "v4i_flash_decode_mtp.h5", path)
     with h5py.File(path, "r+") as f:
         g = f[next(iter(f))]
