@@ -41,11 +41,11 @@ inline const std::vector<AddCommand>& commands() {
 inline CLI::Option* add_backend_option(CLI::App* cmd, std::string& name) {
   return cmd->add_option("--backend", name, "where the references run: cpu (default) or cuda (same bytes; stages without a CUDA "
                                             "implementation are an error)")
-      ->check(CLI::IsMember({"cpu", "cuda"}));
+      ->check(CLI::IsMember(backend_names()));
 }
 // The Backend named by `name`; false (the reason on stderr) when cuda is asked for and cannot run here.
 inline bool resolve_backend(const std::string& name, Backend& b) {
-  b = name == "cuda" ? Backend::cuda : Backend::cpu;
+  b = parse_backend(name).value_or(Backend::cpu);  // the option's check admits backend_names() only
   if (b == Backend::cuda)
     if (const std::string e = cuda::device_problem(); !e.empty()) {
       std::cerr << "error: --backend cuda: " << e << "\n";

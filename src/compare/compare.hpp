@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "stage/expected.hpp"
+#include "tensor/expected.hpp"
 #include "tensor/case.hpp"
 
 namespace dsa::cmp {

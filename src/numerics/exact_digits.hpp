@@ -49,7 +49,7 @@ DSA_HD inline std::uint32_t packed_digits(std::uint8_t code) {
 }
 
 // Toom-3 evaluations of a code's digit polynomial x(t) = x0 + x1 t + x2 t^2 at t = 1 and t = -1 (both fit int8:
-// [-120, 118] and [-119, 119]), the extra planes of the sm_90a logits engine (stages/indexer/common/logits_wgmma.hpp).
+// [-120, 118] and [-119, 119]), the extra planes of the sm_90a logits engine (engines/logits/logits_wgmma.hpp).
 DSA_HD inline std::int8_t toom_p1(const Digits& g) { return static_cast<std::int8_t>(g.d[0] + g.d[1] + g.d[2]); }
 DSA_HD inline std::int8_t toom_m1(const Digits& g) { return static_cast<std::int8_t>(g.d[0] - g.d[1] + g.d[2]); }
 // Its recombination from the int32 unit sums P1 = sum x(1) y(1), Pm1 = sum x(-1) y(-1), c4 = sum x2 y2,

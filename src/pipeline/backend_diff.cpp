@@ -16,8 +16,7 @@ Impl parse_impl(const std::string& s) {
   const auto colon = s.find(':');
   const std::string name = s.substr(0, colon);
   Impl i;
-  if (name == "cpu") i.backend = Backend::cpu;
-  else if (name == "cuda") i.backend = Backend::cuda;
+  if (const auto b = parse_backend(name)) i.backend = *b;
   else throw std::invalid_argument("implementation '" + s + "': expected cpu, cpu:THREADS, cuda or cuda:THREADS");
   if (colon != std::string::npos) {
     const std::string t = s.substr(colon + 1);
@@ -79,8 +78,7 @@ std::vector<DiffLine> diff_references(const Case& c, const Impl& a, const Impl& 
   auto run = [&](const Impl& i) {
     RefOptions ro;
     ro.threads = i.threads;
-    const Profile* k = kernel_profile(c);
-    ro.emulation = k && k->emulates(bc.stage->name) ? k : nullptr;
+    ro.emulation = emulated_profile(bc);
     return run_reference(bc, ro, i.backend);
   };
   return diff_expected(run(a), run(b), a.str(), b.str());

@@ -299,7 +299,7 @@ RunReport run_checks(const RunOptions& o, const ProgressFn& progress) {
   auto worker = [&] {
     for (std::size_t i; (i = next++) < cases.size();) {
       if (layer_of[i] >= 0) continue;
-      per[i] = params[i] ? check_case(BoundCase{&cases[i], find_stage(cases[i].stage), params[i]}, copt) : check_case(cases[i], copt);
+      per[i] = params[i] ? check_case(BoundCase{&cases[i], find_stage(cases[i].stage), params[i], kernel_profile(cases[i])}, copt) : check_case(cases[i], copt);
       const std::size_t d = ++done;
       if (progress) {
         std::lock_guard<std::mutex> lk(pm);

@@ -32,8 +32,7 @@ std::pair<std::string, double> parse_tol_override(const std::string& s) {
 
 const Profile* requested_emulation(const BoundCase& b, const CheckOptions& o) {
   if (o.no_emulation) return nullptr;
-  const Profile* k = kernel_profile(*b.c);
-  return k && k->emulates(b.stage->name) ? k : nullptr;
+  return emulated_profile(b);
 }
 
 namespace {

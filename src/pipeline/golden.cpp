@@ -33,7 +33,7 @@ Case generate_inputs(const GoldenSpec& spec, std::optional<std::uint64_t> seed, 
   c.name = spec.name;
   c.stage = spec.stage;
   c.attrs = spec.attrs;
-  apply_attr_defaults(c, st->schema);  // every option is written explicitly
+  apply_attr_defaults(c);  // every option is written explicitly
   const std::uint64_t sd = seed.value_or(spec.seed);
   try {
     g->fn(spec, sd, threads, c);

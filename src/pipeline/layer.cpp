@@ -127,13 +127,13 @@ std::vector<std::vector<cmp::CheckResult>> check_layer(const Layer& l, const std
     for (const auto* g : {&c.outputs, &c.expected})
       for (const auto& [n, t] : *g) deferred = deferred || t.is_deferred();
     if (!params[i] || !st || deferred) {  // checked alone; the chain stops here
-      res = params[i] && st ? check_case(BoundCase{&c, st, params[i]}, o) : check_case(c, o);
+      res = params[i] && st ? check_case(BoundCase{&c, st, params[i], kernel_profile(c)}, o) : check_case(c, o);
       if (deferred && !res.empty())
         res.front().notes.push_back("layer " + l.name + ": outputs streamed in row tiles; the end-to-end chain stops at this case");
       tag(res);
       continue;
     }
-    const BoundCase b{&c, st, params[i]};
+    const BoundCase b{&c, st, params[i], kernel_profile(c)};
     const RefOptions ro = reference_options(b, o);
     Expected local;
     try {

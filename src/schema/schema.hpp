@@ -7,10 +7,12 @@
 #include <string>
 #include <vector>
 
-#include "stage/expected.hpp"
+#include "tensor/expected.hpp"
 #include "tensor/case.hpp"
 
 namespace dsa {
+
+struct Profile;
 
 enum class AttrType { integer, number, string, boolean };
 std::string_view attr_type_name(AttrType t);
@@ -70,17 +72,21 @@ void apply_attr_defaults(Case& c, const Schema& s);
 // case and the attr. This is the only place attr values are read.
 class AttrReader {
  public:
-  AttrReader(const Case& c, const Schema& s) : c_(c), s_(s) {}
+  AttrReader(const Case& c, const Schema& s, const Profile* profile = nullptr) : c_(c), s_(s), profile_(profile) {}
   std::int64_t i(const std::string& name) const;
   double f(const std::string& name) const;
   std::string s(const std::string& name) const;
   bool b(const std::string& name) const;
   bool has(const std::string& name) const;  // set on the case (not only defaulted)
+  // The producer the case names (attr kernel / variant) or its stage's default, resolved once (profiles/profile.hpp);
+  // null when none. Stages compare it with the profile objects (profiles/profiles.hpp) by identity.
+  const Profile* profile() const { return profile_; }
 
  private:
   const AttrValue* value(const std::string& name) const;
   const Case& c_;
   const Schema& s_;
+  const Profile* profile_ = nullptr;
 };
 
 }  // namespace dsa

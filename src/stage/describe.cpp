@@ -41,8 +41,15 @@ nlohmann::json stages_json() {
   for (const auto& p : tolerance_policies()) prof.push_back({{"name", p.name}, {"rtol", p.rtol}, {"atol", p.atol}, {"doc", p.doc}});
   out["tolerance_profiles"] = prof;
   nlohmann::json kp = nlohmann::json::array();
-  for (const auto& p : kernel_profiles())
-    kp.push_back({{"name", p.name}, {"doc", p.doc}, {"stages", p.stages}, {"tolerance", p.tolerance}});
+  for (const Profile* p : kernel_profiles()) {
+    nlohmann::json serves = nlohmann::json::array();
+    std::vector<std::string> emulated;
+    for (const auto& s : p->serves) {
+      serves.push_back({{"stage", s.stage}, {"tolerance", s.tolerance}, {"emulation", s.emulation}});
+      if (s.emulation) emulated.push_back(s.stage);
+    }
+    kp.push_back({{"name", p->name}, {"doc", p->doc}, {"aliases", p->aliases}, {"serves", serves}, {"stages", emulated}});
+  }
   out["kernel_profiles"] = kp;
   nlohmann::json ly = nlohmann::json::array();
   for (const auto& l : layouts::all()) ly.push_back({{"name", l.name}, {"kind", l.kind}, {"doc", l.doc}});
@@ -104,11 +111,18 @@ void print_stages_text(std::ostream& os) {
          << a.doc << "\n";
     os << "\n";
   }
-  os << "kernel profiles (attr kernel):\n";
-  for (const auto& p : kernel_profiles()) {
+  os << "kernel profiles (attr kernel, or its older spelling variant):\n";
+  for (const Profile* p : kernel_profiles()) {
     std::string st;
-    for (const auto& x : p.stages) st += (st.empty() ? "" : ", ") + x;
-    os << "  " << std::left << std::setw(16) << p.name << "emulates " << st << "; tolerance " << p.tolerance << "\n      " << p.doc << "\n";
+    for (const auto& x : p->serves)
+      st += (st.empty() ? "" : ", ") + x.stage + (x.emulation ? " (bit-exact emulation)" : "") +
+            (x.tolerance.empty() ? "" : " [" + x.tolerance + "]");
+    os << "  " << std::left << std::setw(16) << p->name << "serves " << st << "\n      " << p->doc << "\n";
+    if (!p->aliases.empty()) {
+      std::string al;
+      for (const auto& a : p->aliases) al += (al.empty() ? "" : ", ") + a;
+      os << "      also read as: " << al << "\n";
+    }
   }
   os << "tolerance profiles (--profile):\n";
   for (const auto& p : tolerance_policies())

@@ -10,6 +10,17 @@ namespace dsa {
 
 std::string_view backend_name(Backend b) { return b == Backend::cpu ? "cpu" : "cuda"; }
 
+const std::vector<std::string>& backend_names() {
+  static const std::vector<std::string> names{"cpu", "cuda"};
+  return names;
+}
+
+std::optional<Backend> parse_backend(std::string_view name) {
+  for (Backend b : {Backend::cpu, Backend::cuda})
+    if (name == backend_name(b)) return b;
+  return std::nullopt;
+}
+
 const ImplFn* Stage::impl_for(Backend b) const {
   const ImplFn& f = impl[static_cast<std::size_t>(b)];
   return f ? &f : nullptr;
@@ -17,9 +28,21 @@ const ImplFn* Stage::impl_for(Backend b) const {
 
 std::vector<std::string> Stage::emulated_by() const {
   std::vector<std::string> v;
-  for (const auto& p : kernel_profiles())
-    if (p.emulates(name)) v.push_back(p.name);
+  for (const Profile* p : kernel_profiles())
+    if (p->emulates(name)) v.push_back(p->name);
   return v;
+}
+
+std::vector<Stage> finish_table(std::vector<Stage> lines) {
+  int order = 0;
+  for (Stage& s : lines) {
+    s.pipeline_order = ++order;
+    for (AttrSpec& a : profile_attrs(s.name, s.default_profile)) {
+      if (!s.profile_doc.empty() && a.name == "kernel") a.doc += "; " + s.profile_doc;
+      s.schema.attrs.push_back(std::move(a));
+    }
+  }
+  return lines;
 }
 
 const Stage* find_stage(const std::string& name) {
@@ -37,16 +60,19 @@ std::string stage_names() {
 std::vector<Problem> validate_case(const Case& c, bool check_outputs, BoundCase* bound) {
   const Stage* st = find_stage(c.stage);
   if (!st) return {{c.file, c.name, "attr stage", "one of " + stage_names(), "'" + c.stage + "'"}};
-  std::vector<Problem> problems = validate_schema(c, st->schema, check_outputs);
+  std::vector<Problem> problems;
+  const Profile* profile = resolve_profile(c, st->name, st->default_profile, problems);
+  for (Problem& q : validate_schema(c, st->schema, check_outputs))
+    if (problems.empty() || (q.tensor != "attr kernel" && q.tensor != "attr variant")) problems.push_back(std::move(q));
   if (!problems.empty()) return problems;
   ParamsPtr p;
   try {
-    p = st->parse(c, AttrReader(c, st->schema), problems);
+    p = st->parse(c, AttrReader(c, st->schema, profile), problems);
   } catch (const SchemaError& e) {
     problems.push_back(e.problem());
   }
   if (problems.empty() && !p) problems.push_back({c.file, c.name, "", "stage " + st->name + " to parse the case", "no parameters"});
-  if (problems.empty() && bound) *bound = BoundCase{&c, st, std::move(p)};
+  if (problems.empty() && bound) *bound = BoundCase{&c, st, std::move(p), profile};
   return problems;
 }
 
@@ -167,21 +193,31 @@ void check_slot_mapping(const Case& c, const Tensor& slots, std::int64_t capacit
 }
 
 void apply_attr_defaults(Case& c) {
-  if (const Stage* st = find_stage(c.stage)) apply_attr_defaults(c, st->schema);
+  const Stage* st = find_stage(c.stage);
+  if (!st) return;
+  apply_attr_defaults(c, st->schema);
+  // The producer too, under the attr name the files have always carried (goldens keep their bytes).
+  if (!st->default_profile.empty() && !c.attrs.count("kernel") && !c.attrs.count("variant"))
+    c.attrs["variant"] = AttrValue{st->default_profile};
 }
 
 const Profile* kernel_profile(const Case& c) {
-  auto it = c.attrs.find("kernel");
-  if (it == c.attrs.end()) return nullptr;
-  const auto* name = std::get_if<std::string>(&it->second);
-  return name ? find_profile(*name) : nullptr;
+  const Stage* st = find_stage(c.stage);
+  if (!st) return nullptr;
+  std::vector<Problem> ignored;
+  const Profile* p = resolve_profile(c, st->name, st->default_profile, ignored);
+  return ignored.empty() ? p : nullptr;
+}
+
+const Profile* emulated_profile(const BoundCase& b) {
+  return b.profile && b.profile->emulates(b.stage->name) ? b.profile : nullptr;
 }
 
 cmp::Tolerance resolve_tolerance(const BoundCase& b, const std::string& tensor, const ToleranceOverrides& o) {
   std::string pol = o.policy;
   if (pol.empty() && b.params) pol = b.params->tolerance_policy();
   if (pol.empty())
-    if (const Profile* k = kernel_profile(*b.c); k && k->emulates(b.stage->name)) pol = k->tolerance;
+    if (const ProfileStage* k = b.profile ? b.profile->on(b.stage->name) : nullptr) pol = k->tolerance;
   if (pol.empty()) pol = b.stage->default_tolerance;
   const TolerancePolicy* p = find_tolerance_policy(pol);
   if (!p) throw std::invalid_argument("unknown tolerance profile '" + pol + "' (known: " + tolerance_policy_names() + ")");

@@ -21,7 +21,7 @@
 #include "compare/compare.hpp"
 #include "profiles/profile.hpp"
 #include "schema/schema.hpp"
-#include "stage/expected.hpp"
+#include "tensor/expected.hpp"
 #include "stage/golden_spec.hpp"
 #include "tensor/case.hpp"
 
@@ -31,13 +31,17 @@ namespace dsa {
 enum class Backend { cpu = 0, cuda = 1 };
 inline constexpr std::size_t kBackends = 2;
 std::string_view backend_name(Backend b);
+// The backend a name gives ("cpu", "cuda"), nullopt for any other word; backend_names() lists them for messages and
+// option checks.
+std::optional<Backend> parse_backend(std::string_view name);
+const std::vector<std::string>& backend_names();
 
 // Options every reference implementation receives.
 struct RefOptions {
   int threads = 0;                    // 0 = OpenMP default
   int thread_count() const { return threads > 0 ? threads : omp_get_max_threads(); }
   const Profile* emulation = nullptr;  // kernel profile to emulate in addition to the exact value (RefTensor::emulations)
-  bool emulates(const char* profile) const { return emulation && emulation->name == profile; }
+  bool emulates(const Profile& profile) const { return emulation == &profile; }
   // Stages with a RowTiling: compute only rows [row_begin, row_end) of the tiled output (row_end < 0 = all rows).
   // The RefTensor then holds those rows, with flat_offset = row_begin * (elements per row).
   std::int64_t row_begin = 0, row_end = -1;
@@ -118,7 +122,9 @@ struct Stage {
   std::string name;                 // "indexer.logits_ragged"
   std::string summary;              // one line
   std::string spec;                 // spec section, e.g. "v32 §3.2"
-  int pipeline_order = 0;           // position in the DSA data flow (first-divergence report)
+  int pipeline_order = 0;           // position in the DSA data flow = its line in THE table (set by the table)
+  std::string default_profile;      // the producer assumed when a case names none (attr kernel / variant); "" = none
+  std::string profile_doc;          // what each serving profile's arithmetic means on this stage (the kernel attr's doc)
   Schema schema;
   ParseFn parse;
   std::array<ImplFn, kBackends> impl;   // impl[Backend::cpu] always; impl[Backend::cuda] when built
@@ -139,6 +145,9 @@ struct Stage {
 
 // THE table (built once, immutable), in pipeline order.
 const std::vector<Stage>& stages();
+// What the table does to its lines once: pipeline_order = the line's position; the attrs naming the producer
+// (kernel / variant, profiles/profile.hpp) declared for every stage a profile serves.
+std::vector<Stage> finish_table(std::vector<Stage> lines);
 const Stage* find_stage(const std::string& name);
 std::string stage_names();  // "indexer.quant, indexer.prolog, ..." for messages
 
@@ -147,6 +156,7 @@ struct BoundCase {
   const Case* c = nullptr;
   const Stage* stage = nullptr;
   ParamsPtr params;
+  const Profile* profile = nullptr;  // the producer the case names (attr kernel / variant) or the stage's default
 };
 
 // Full validation of a case: the stage exists, the schema check, then the stage's parse. Returns every problem
@@ -173,11 +183,15 @@ bool check_reference_work(const Case& c, double fma, const std::string& what, st
 void check_slot_mapping(const Case& c, const Tensor& slots, std::int64_t capacity, const std::string& capacity_doc,
                         std::vector<Problem>& problems);
 
-// Adds the case's stage's declared attr defaults (no-op for an unknown stage).
+// Adds the case's stage's declared attr defaults and its default producer (attr variant) when the case names none
+// (no-op for an unknown stage).
 void apply_attr_defaults(Case& c);
 
-// The kernel profile a case names (attr `kernel`, validated against the profile table), or null.
+// The producer profile of a case (attr `kernel` / `variant`, else its stage's default), or null when it names none
+// or an invalid one (validate_case reports that).
 const Profile* kernel_profile(const Case& c);
+// The profile a bound case's reference emulates: its producer when that profile emulates the stage, else null.
+const Profile* emulated_profile(const BoundCase& b);
 
 // User overrides of tolerances (CLI --profile, --rtol, --atol): bare values apply to every tensor, NAME:VALUE to one.
 struct ToleranceOverrides {

@@ -1,5 +1,6 @@
-// THE stage table: one line per stage, in pipeline order. Adding a stage = one folder under src/stages/ + one line
-// here (README "Adding a stage").
+// THE stage table: one line per stage, in pipeline order (the line's position IS the stage's pipeline order: the
+// first-divergence report and layer member order read it). Adding a stage = one folder under src/stages/ + one line
+// here (docs/architecture.md "Adding a stage").
 #include "stage/stage.hpp"
 #include "stages/attn/table.hpp"
 #include "stages/indexer/table.hpp"
@@ -9,7 +10,7 @@
 namespace dsa {
 
 const std::vector<Stage>& stages() {
-  static const std::vector<Stage> all{
+  static const std::vector<Stage> all = finish_table({
       indexer::quant::stage(),          // indexer.quant          act_quant (v32 §2.5)
       indexer::prolog::stage(),         // indexer.prolog         q/k prolog (v32 §2.1-2.6)
       indexer::kcache_store::stage(),   // indexer.kcache_store   paged fp8 K cache writer (v32 §3.4)
@@ -26,7 +27,7 @@ const std::vector<Stage>& stages() {
       v4::indexer::stage(),               // v4.indexer               Ascend quant lightning indexer (v4 §3.5)
       attn::v4_sparse::stage(),           // attn.v4_sparse           Ascend sliding window + compressed KV + sinks (v4 §4)
       attn::v4_out::stage(),              // attn.v4_out              inverse RoPE + grouped o-projection (v4 §4.4)
-  };
+  });
   return all;
 }
 

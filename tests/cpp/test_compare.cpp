@@ -48,7 +48,7 @@ Case logits_case(const std::string& dtype = "") {
 BoundCase bind(const Case& c) {
   auto p = std::make_shared<indexer::logits_ragged::Params>();
   p->bf16 = c.has_attr("logits_dtype") && c.attr_str("logits_dtype") == "bf16";
-  return {&c, find_stage(c.stage), p};
+  return {&c, find_stage(c.stage), p, kernel_profile(c)};
 }
 Tolerance resolve(const Case& c, const std::string& tensor, const CheckOptions& o) { return resolve_tolerance(bind(c), tensor, o.tol); }
 }  // namespace
@@ -185,7 +185,7 @@ TEST_CASE("compare: tolerance overrides, profiles and emulation request") {
   REQUIRE(requested_emulation(bind(k), {}) != nullptr);
   CHECK(requested_emulation(bind(k), {})->name == "deepgemm-sm90");
   // The kernel profile's tolerance applies (deepgemm-sm90 declares sm90-fp8).
-  CHECK(resolve(k, "logits", {}).profile == find_profile("deepgemm-sm90")->tolerance);
+  CHECK(resolve(k, "logits", {}).profile == find_profile("deepgemm-sm90")->on("indexer.logits_ragged")->tolerance);
   CheckOptions ne;
   ne.no_emulation = true;
   CHECK(requested_emulation(bind(k), ne) == nullptr);
@@ -249,7 +249,7 @@ TEST_CASE("compare: first divergence follows pipeline_order") {
     r.verdict = pass ? Verdict::BITEXACT : Verdict::FAIL;
     return r;
   };
-  // Listed out of pipeline order on purpose: topk (50) fails, logits (40) fails, quant (10) passes.
+  // Listed out of pipeline order on purpose (the table order): topk fails, logits fails, quant passes.
   std::vector<CheckResult> v{res("indexer.topk", "t", false), res("indexer.logits_ragged", "l", false),
                              res("indexer.quant", "q", true)};
   auto d = pipeline::first_divergence(v);

@@ -14,7 +14,7 @@
 #include "numerics/dtype.hpp"
 #include "numerics/exact_digits.hpp"
 #include "numerics/formats.hpp"
-#include "stages/indexer/common/act_quant.hpp"
+#include "engines/quant/block_quant.hpp"
 
 using namespace dsa;
 using namespace dsa::num;
@@ -145,20 +145,20 @@ TEST_CASE("numerics.fp32 scales - div rounds amax/448 once - mul is fl32(amax * 
 }
 
 TEST_CASE("numerics.act_quant hand-checked blocks") {
-  using indexer::QuantParams;
+  using dsa::quant::QuantParams;
   std::vector<std::uint8_t> y(128);
   SUBCASE("zero block: scale 2^-22 (eps clamp), codes +0; negative zeros keep their sign") {
     std::vector<float> x(128, 0.0f);
     for (int i = 64; i < 128; ++i) x[static_cast<std::size_t>(i)] = -0.0f;
-    CHECK(indexer::quantize_block(x.data(), 128, QuantParams{}, y.data()) == std::ldexp(1.0f, -22));
+    CHECK(dsa::quant::quantize_block(x.data(), 128, dsa::quant::QuantParams{}, y.data()) == std::ldexp(1.0f, -22));
     for (int i = 0; i < 128; ++i) CHECK(y[static_cast<std::size_t>(i)] == (i < 64 ? 0x00 : 0x80));
   }
   SUBCASE("all-equal block: 1.0 -> s = 2^-8 (1/448 in (2^-9, 2^-8]), x/s = 256 = e4m3 0x78") {
     std::vector<float> x(128, 1.0f);
-    CHECK(indexer::quantize_block(x.data(), 128, QuantParams{}, y.data()) == std::ldexp(1.0f, -8));
+    CHECK(dsa::quant::quantize_block(x.data(), 128, dsa::quant::QuantParams{}, y.data()) == std::ldexp(1.0f, -8));
     for (auto c : y) CHECK(c == 0x78);
     std::vector<float> xn(128, -3.0f);  // 3/448 in (2^-8, 2^-7]: s = 2^-7, x/s = -384 = -1.5*2^8 -> 0xFC
-    CHECK(indexer::quantize_block(xn.data(), 128, QuantParams{}, y.data()) == std::ldexp(1.0f, -7));
+    CHECK(dsa::quant::quantize_block(xn.data(), 128, dsa::quant::QuantParams{}, y.data()) == std::ldexp(1.0f, -7));
     for (auto c : y) CHECK(c == 0xFC);
   }
   SUBCASE("subnormal codes: amax 1 (s = 2^-8), x = k*2^-17 -> k*2^-9, ties to even") {
@@ -172,14 +172,14 @@ TEST_CASE("numerics.act_quant hand-checked blocks") {
     x[6] = std::ldexp(1.0f, -14);      // 2^-6: smallest normal 0x08
     x[7] = std::ldexp(5.0f, -18);      // 2.5 * 2^-9: tie -> 2 (even) = 0x02
     x[8] = std::ldexp(3.0f, -19);      // 0.75 * 2^-9 -> 0x01
-    CHECK(indexer::quantize_block(x.data(), 128, QuantParams{}, y.data()) == std::ldexp(1.0f, -8));
+    CHECK(dsa::quant::quantize_block(x.data(), 128, dsa::quant::QuantParams{}, y.data()) == std::ldexp(1.0f, -8));
     const std::uint8_t want[] = {0x78, 0x01, 0x02, 0x00, 0x81, 0x07, 0x08, 0x02, 0x01};
     for (std::size_t i = 0; i < sizeof(want); ++i) CHECK(y[i] == want[i]);
   }
   SUBCASE("saturation: the block maximum maps to +-448 (0x7E/0xFE), never NaN, for every scale format") {
-    for (auto fmt : {indexer::ScaleFmt::ue8m0, indexer::ScaleFmt::fp32_div, indexer::ScaleFmt::fp32_mul}) {
-      for (auto apply : {indexer::ScaleApply::div, indexer::ScaleApply::mul_inv}) {
-        QuantParams p;
+    for (auto fmt : {dsa::quant::ScaleFmt::ue8m0, dsa::quant::ScaleFmt::fp32_div, dsa::quant::ScaleFmt::fp32_mul}) {
+      for (auto apply : {dsa::quant::ScaleApply::div, dsa::quant::ScaleApply::mul_inv}) {
+        dsa::quant::QuantParams p;
         p.fmt = fmt;
         p.apply = apply;
         for (std::uint32_t b = 0x3F80; b < 0x4780; b += 7) {  // amax from 1 to 65536
@@ -187,8 +187,8 @@ TEST_CASE("numerics.act_quant hand-checked blocks") {
           std::vector<float> x(128, 0.0f);
           x[0] = a;
           x[1] = -a;
-          indexer::quantize_block(x.data(), 128, p, y.data());
-          if (fmt == indexer::ScaleFmt::ue8m0) {
+          dsa::quant::quantize_block(x.data(), 128, p, y.data());
+          if (fmt == dsa::quant::ScaleFmt::ue8m0) {
             CHECK(y[0] <= 0x7E);  // a/s in (224, 448]
           } else {
             CHECK(y[0] == 0x7E);  // a/s ~ 448 (rounding either side of 448 gives 448)
@@ -199,18 +199,18 @@ TEST_CASE("numerics.act_quant hand-checked blocks") {
       }
     }
     // Without the clamp, an unclamped fp32_mul scale that lands below amax/448 still rounds to 448 (<= 464).
-    QuantParams p;
-    p.fmt = indexer::ScaleFmt::fp32_mul;
+    dsa::quant::QuantParams p;
+    p.fmt = dsa::quant::ScaleFmt::fp32_mul;
     p.clamp = false;
     std::vector<float> x(128, 0.0f);
     x[0] = 1000.0f;
-    indexer::quantize_block(x.data(), 128, p, y.data());
+    dsa::quant::quantize_block(x.data(), 128, p, y.data());
     CHECK(y[0] == 0x7E);
   }
   SUBCASE("NaN in a block: NaN scale, every code NaN") {
     std::vector<float> x(128, 1.0f);
     x[5] = std::numeric_limits<float>::quiet_NaN();
-    CHECK(std::isnan(indexer::quantize_block(x.data(), 128, QuantParams{}, y.data())));
+    CHECK(std::isnan(dsa::quant::quantize_block(x.data(), 128, dsa::quant::QuantParams{}, y.data())));
     for (auto c : y) CHECK((c & 0x7F) == 0x7F);
   }
 }

@@ -10,7 +10,7 @@
 #include "numerics/formats.hpp"
 #include "numerics/rng.hpp"
 #include "ref_test_util.hpp"
-#include "stages/attn/common/sparse_attn.hpp"
+#include "engines/sparse_attn/sparse_attn.hpp"
 #include "stages/attn/sparse_mla_decode/core.hpp"
 #include "stages/mla/kcache_store/core.hpp"
 
@@ -97,9 +97,9 @@ TEST_CASE("mla.kcache_store: scale conventions of spec v32 §6.3 on hand-made ti
   using L = layouts::MlaKCache;
   auto store = [](const char* fmt, double amax, std::uint8_t* rec) {
     mla::kcache_store::Params p;
-    if (std::string(fmt) == "pow2") p.quant.fmt = indexer::ScaleFmt::pow2_div, p.quant.amax_eps = 1e-4f;
-    if (std::string(fmt) == "ue8m0") p.quant.fmt = indexer::ScaleFmt::ue8m0, p.quant.amax_eps = 1e-4f;
-    if (std::string(fmt) == "amax448") p.quant.fmt = indexer::ScaleFmt::fp32_floor, p.quant.amax_eps = 0.0f;
+    if (std::string(fmt) == "pow2") p.quant.fmt = dsa::quant::ScaleFmt::pow2_div, p.quant.amax_eps = 1e-4f;
+    if (std::string(fmt) == "ue8m0") p.quant.fmt = dsa::quant::ScaleFmt::ue8m0, p.quant.amax_eps = 1e-4f;
+    if (std::string(fmt) == "amax448") p.quant.fmt = dsa::quant::ScaleFmt::fp32_floor, p.quant.amax_eps = 0.0f;
     std::vector<std::uint16_t> c(512, 0), pe(64, 0x3F80);
     for (int j = 0; j < 4; ++j) c[static_cast<std::size_t>(j * 128 + 3)] = num::f64_to_bf16(amax);
     mla::kcache_store::store_token(p, c.data(), pe.data(), rec);

@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "numerics/formats.hpp"
-#include "stages/indexer/common/hadamard.hpp"
-#include "stages/indexer/common/layernorm.hpp"
-#include "stages/indexer/common/rope.hpp"
+#include "numerics/hadamard.hpp"
+#include "numerics/layernorm.hpp"
+#include "numerics/rope.hpp"
 #include "stage/stage.hpp"
 
 using namespace dsa;
@@ -105,10 +105,10 @@ const std::vector<float> kB_weights = {-0x1.89f5a00000000p-13, -0x1.0b9880000000
 }  // namespace
 
 TEST_CASE("ref.prolog hadamard of a unit vector: +-128^-0.5 by popcount sign") {
-  CHECK(num::f32_bits(indexer::hadamard_scale_f32(128)) == 0x3DB504F3u);
+  CHECK(num::f32_bits(num::hadamard_scale_f32(128)) == 0x3DB504F3u);
   std::vector<float> x(128, 0.0f);
   x[5] = 1.0f;
-  indexer::hadamard_bf16(x.data(), 128);
+  num::hadamard_bf16(x.data(), 128);
   for (int i = 0; i < 128; ++i) {
     const bool neg = __builtin_popcount(static_cast<unsigned>(i & 5)) % 2 == 1;
     // bf16(0x3DB504F3) = 0x3DB5 (the dropped half 0x04F3 < 0x8000)
@@ -121,7 +121,7 @@ TEST_CASE("ref.prolog hadamard equals the Sylvester matrix product on exact inpu
   std::vector<float> x(128), y(128), xx(128);
   for (auto& v : x) v = static_cast<float>(g.sym(8));
   y = x;
-  indexer::hadamard_bf16(y.data(), 128);
+  num::hadamard_bf16(y.data(), 128);
   const double sc = static_cast<double>(num::f32_from_bits(0x3DB504F3u));
   for (int j = 0; j < 128; ++j) {
     long sum = 0;
@@ -131,15 +131,15 @@ TEST_CASE("ref.prolog hadamard equals the Sylvester matrix product on exact inpu
   }
   // Unnormalised FWHT twice = 128 x exactly (integer data: every fp32 sum is exact).
   xx = x;
-  indexer::fwht_f32(xx.data(), 128);
-  indexer::fwht_f32(xx.data(), 128);
+  num::fwht_f32(xx.data(), 128);
+  num::fwht_f32(xx.data(), 128);
   for (int i = 0; i < 128; ++i) CHECK(xx[static_cast<std::size_t>(i)] == 128.0f * x[static_cast<std::size_t>(i)]);
   // Normalised transform twice on random bf16 data: back to x within two bf16 roundings (L2).
   std::vector<float> r(128), rr;
   for (auto& v : r) v = bfv(bf(g.sym(1000) / 97.0));
   rr = r;
-  indexer::hadamard_bf16(rr.data(), 128);
-  indexer::hadamard_bf16(rr.data(), 128);
+  num::hadamard_bf16(rr.data(), 128);
+  num::hadamard_bf16(rr.data(), 128);
   double err = 0, nrm = 0;
   for (int i = 0; i < 128; ++i) {
     const double d = static_cast<double>(rr[static_cast<std::size_t>(i)]) - r[static_cast<std::size_t>(i)];
@@ -183,7 +183,7 @@ TEST_CASE("ref.prolog layernorm of random rows is within a few fp32 ulps of the 
     for (auto& v : x) v = bfv(bf(g.sym(30000) / 1024.0 + rep));
     for (auto& v : w) v = static_cast<float>(1 + g.sym(100) / 512.0);
     for (auto& v : b) v = static_cast<float>(g.sym(100) / 1024.0);
-    indexer::layer_norm_f32(x.data(), 128, w.data(), b.data(), 1e-6f, y.data());
+    num::layer_norm_f32(x.data(), 128, w.data(), b.data(), 1e-6f, y.data());
     long double m = 0, v2 = 0;
     for (float xi : x) m += xi;
     m /= 128;
@@ -249,10 +249,10 @@ TEST_CASE("ref.prolog rope preserves each pair's norm within bf16 rounding") {
 }
 
 TEST_CASE("ref.prolog yarn frequency table: unscaled below low=10, divided by 40 above high=23") {
-  indexer::YarnParams p;  // V3.2 defaults
-  const auto f = indexer::yarn_inv_freqs(p);
+  num::YarnParams p;  // V3.2 defaults
+  const auto f = num::yarn_inv_freqs(p);
   p.max_seq_len = 4096;  // no YaRN
-  const auto f0 = indexer::yarn_inv_freqs(p);
+  const auto f0 = num::yarn_inv_freqs(p);
   REQUIRE(f.size() == 32);
   CHECK(f0[0] == 1.0f);
   for (int i = 0; i < 32; ++i) {

@@ -135,7 +135,7 @@ TEST_CASE("v4.compressor: missing table entries and too few rope rows are input 
   CHECK(p[0].str().find("inputs/rope_sin") != std::string::npos);
 }
 
-#include "stages/indexer/common/hadamard.hpp"
+#include "numerics/hadamard.hpp"
 #include "stages/v4/indexer_prolog/core.hpp"
 
 TEST_CASE("v4.indexer_prolog: the DSA_HD constants are the expressions' fp32 values") {
@@ -223,7 +223,7 @@ TEST_CASE("v4.indexer_prolog: the q rotation's bound is 0 for certain values and
     double S = 0;
     for (std::int64_t d = 0; d < D; ++d) S += (__builtin_popcountll(static_cast<unsigned long long>(i & d)) & 1) ? -rr[static_cast<std::size_t>(d)] : rr[static_cast<std::size_t>(d)];
     const float h = num::bf16_to_f32(num::f64_to_bf16(S));
-    const double o = num::bf16_to_f32(num::f32_to_bf16(h * indexer::hadamard_scale_f32(D)));
+    const double o = num::bf16_to_f32(num::f32_to_bf16(h * num::hadamard_scale_f32(D)));
     const double ref = num::bf16_to_f32(out[static_cast<std::size_t>(i)]);
     moved += o != ref;
     covered += std::fabs(o - ref) <= bound[static_cast<std::size_t>(i)];
@@ -233,9 +233,9 @@ TEST_CASE("v4.indexer_prolog: the q rotation's bound is 0 for certain values and
 }
 
 #include "pipeline/golden.hpp"
-#include "stages/v4/indexer/core.hpp"
+#include "stages/v4/indexer/stage.hpp"
 
-TEST_CASE("v4.indexer: the CUDA kernel body on the host (and the GPU when present) equals the CPU reference, every variant") {
+TEST_CASE("v4.indexer: the one scorer (the CUDA kernel body, which the CPU runs) gives the same bytes on 1 thread, on all threads and on the GPU when present, every variant") {
   // Every golden and selftest case, plus shapes the kernels must not assume away: D not a multiple of 4 (no dp4a
   // words), odd H and block size, rows with nothing visible, NaN / inf planted in each variant's float operands.
   const char* st = "v4.indexer";
@@ -253,5 +253,7 @@ TEST_CASE("v4.indexer: the CUDA kernel body on the host (and the GPU when presen
        .attrs = {{"sparse_count", golden::I(4)}},
        .poison = {{"weights", 2, 0, golden::kNaN}, {"key", 1, 5, -golden::kInf}}},
   };
-  test::check_kernel_body_on_host<v4::indexer::Params>(st, std::move(specs), v4::indexer::cuda_body_on_host);
+  test::check_kernel_body_on_host<v4::indexer::Params>(st, std::move(specs), [](const Case& c, const v4::indexer::Params& p, const RefOptions&) {
+    return v4::indexer::run(c, p, v4::indexer::Bug::none, 1);
+  });
 }

@@ -101,7 +101,7 @@ __global__ void __launch_bounds__(kThreads) emu_kernel(EmuDev e) {
 
 }  // namespace
 
-void emulate_logits_cuda(const indexer::logits::GpuLogitsJob& job, void* out) {
+void emulate_logits_cuda(const engines::logits::GpuLogitsJob& job, void* out) {
   const int H = job.H, D = job.D;
   const i64 R = job.rows, n_out = R * job.cols;
   const bool paged = job.cache != nullptr;

@@ -1,6 +1,6 @@
 // Bit-exact CPU model of the DeepGEMM sm90 fp8 MQA-logits arithmetic (../shared/specs/sm90_fp8_wgmma.md, measured
 // on an H200): the fp8 WGMMA dot product (§1) and the register head reduction with its fma contractions (§2).
-// Primitives of the `deepgemm-sm90` profile (profile.hpp); the exact reference lives in src/stages/indexer/common/logits_engine.cpp.
+// Primitives of the `deepgemm-sm90` profile (profile.hpp); the exact reference lives in src/engines/logits/logits_engine.cpp.
 #pragma once
 #include <cstdint>
 

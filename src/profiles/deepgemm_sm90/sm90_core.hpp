@@ -1,5 +1,5 @@
 // The deepgemm-sm90 model's scalar core (sm90.hpp, ../shared/specs/sm90_fp8_wgmma.md), DSA_HD: the CPU emulation
-// (sm90.cpp) and the CUDA one (stages/indexer/common/logits_cuda.cu) run these same integer and fp32 operations.
+// (sm90.cpp) and the CUDA one (engines/logits/logits_cuda.cu) run these same integer and fp32 operations.
 #pragma once
 #include <cmath>
 #include <cstdint>

@@ -9,7 +9,7 @@
 //   lse[b,h,s]   = ln sum_t e^(z_t) (natural in every version)                                 -> fp32 once
 // Rows without a valid index: out 0, lse +inf. An index other than -1 outside [0, num_blocks*page_size) is a
 // structural error of the input (the SM90 kernel reads out of bounds): parse() reports it, nothing reads it.
-// The arithmetic and the error bounds: src/stages/attn/common/sparse_attn.hpp.
+// The arithmetic and the error bounds: src/engines/sparse_attn/sparse_attn.hpp.
 // DeepSeek-V4 (FlashMLA "MODEL1", spec v4 §9): attr layout = model1_fp8_584 (layouts/mla_kcache.hpp), d_qk = 512
 // (448 e4m3 NoPE dims with 7 e8m0 tile scales, 64 bf16 RoPE), keys = values = all 512 dims,
 //   k_t[d < 448] = bf16(bf16(e4m3(code_d)) * bf16(2^(e_{d/64} - 127)))   (exact for the power-of-two scales)
@@ -22,7 +22,7 @@
 #include "layouts/mla_kcache.hpp"
 #include "numerics/formats.hpp"
 #include "stage/stage.hpp"
-#include "stages/attn/common/head_out.hpp"
+#include "engines/sparse_attn/head_out.hpp"
 
 namespace dsa::attn::sparse_mla_decode {
 

@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "stages/attn/common/sparse_attn_rows.hpp"
+#include "engines/sparse_attn/sparse_attn_rows.hpp"
 #include "stages/attn/sparse_mla_decode/core.hpp"
 
 namespace dsa::attn::sparse_mla_decode {

@@ -3,7 +3,7 @@
 #include <stdexcept>
 
 #include "numerics/formats.hpp"
-#include "stages/attn/common/gen.hpp"
+#include "stage/gen/index_rows.hpp"
 #include "stages/attn/sparse_mla_decode/core.hpp"
 #include "stages/mla/kcache_store/core.hpp"
 
@@ -29,7 +29,7 @@ Tensor write_cache(const GoldenSpec& s, const Rng& k, bool m1, std::int64_t P, s
   Tensor cache(DType::u8, {P, ps, 1, rec});
   mla::kcache_store::Params wp;
   const auto writer = static_cast<int>(s.param("writer", 0));
-  wp.quant.fmt = writer == 1 ? indexer::ScaleFmt::fp32_floor : writer == 2 ? indexer::ScaleFmt::ue8m0 : indexer::ScaleFmt::pow2_div;
+  wp.quant.fmt = writer == 1 ? quant::ScaleFmt::fp32_floor : writer == 2 ? quant::ScaleFmt::ue8m0 : quant::ScaleFmt::pow2_div;
   wp.quant.amax_eps = writer == 1 ? 0.0f : 1e-4f;
   wp.m1.page_size = ps;
   std::vector<std::uint16_t> cv(static_cast<std::size_t>(nope)), pe(L::kRope);

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "stages/attn/common/structure.hpp"
+#include "engines/sparse_attn/structure.hpp"
 #include "stages/attn/sparse_mla_decode/core.hpp"
 #include "stages/attn/table.hpp"
 
@@ -123,7 +123,6 @@ Stage stage() {
   s.name = kName;
   s.summary = "FlashMLA flash_mla_with_kvcache sparse fp8 decode over the V3.2 656-byte or V4 MODEL1 MLA cache, extra scope (out, natural lse)";
   s.spec = "v32 §6.2, §6.3, §7; v4 §9";
-  s.pipeline_order = 80;
   s.default_tolerance = "derived-bound";
   s.schema.attrs = {
       num_attr("softmax_scale", 0.041666666666666664,

@@ -5,10 +5,10 @@
 //   max_logits[i,h] = max_t z_t                    (x log2 e when lse_base = 2)                      -> fp32 once
 //   lse[i,h]        = ln sum_t e^(z_t)             (x log2 e when lse_base = 2)                      -> fp32 once
 // Rows without a valid index: out 0, max_logits -inf, lse +inf (lse_base e, FlashMLA 2026+) or -inf (lse_base 2,
-// the 2025 release). The arithmetic and the error bounds: src/stages/attn/common/sparse_attn.hpp.
+// the 2025 release). The arithmetic and the error bounds: src/engines/sparse_attn/sparse_attn.hpp.
 #pragma once
 #include "stage/stage.hpp"
-#include "stages/attn/common/head_out.hpp"
+#include "engines/sparse_attn/head_out.hpp"
 
 namespace dsa::attn::sparse_mla_prefill {
 

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "numerics/formats.hpp"
-#include "stages/attn/common/sparse_attn_rows.hpp"
+#include "engines/sparse_attn/sparse_attn_rows.hpp"
 #include "stages/attn/sparse_mla_prefill/core.hpp"
 
 namespace dsa::attn::sparse_mla_prefill {

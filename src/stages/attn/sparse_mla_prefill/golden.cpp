@@ -3,7 +3,7 @@
 #include <stdexcept>
 
 #include "numerics/formats.hpp"
-#include "stages/attn/common/gen.hpp"
+#include "stage/gen/index_rows.hpp"
 #include "stages/attn/sparse_mla_prefill/core.hpp"
 
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "stages/attn/common/structure.hpp"
+#include "engines/sparse_attn/structure.hpp"
 #include "stages/attn/sparse_mla_prefill/core.hpp"
 #include "stages/attn/table.hpp"
 
@@ -59,7 +59,6 @@ Stage stage() {
   s.name = kName;
   s.summary = "FlashMLA flash_mla_sparse_fwd: sparse MLA prefill over top-k indices (bf16 kv, out/max_logits/lse)";
   s.spec = "v32 §6.1, §7";
-  s.pipeline_order = 70;
   s.default_tolerance = "derived-bound";
   s.schema.attrs = {
       num_attr("sm_scale", 0.1352337788608801,

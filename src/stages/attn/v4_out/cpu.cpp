@@ -7,7 +7,7 @@
 #include <string>
 
 #include "numerics/formats.hpp"
-#include "stages/attn/common/head_out.hpp"
+#include "engines/sparse_attn/head_out.hpp"
 #include "stages/attn/v4_out/core.hpp"
 #include "stages/attn/v4_out/cuda_api.hpp"
 

@@ -2,7 +2,7 @@
 #include <stdexcept>
 
 #include "numerics/formats.hpp"
-#include "stages/attn/common/gen.hpp"
+#include "stage/gen/index_rows.hpp"
 #include "stages/attn/v4_out/core.hpp"
 #include "stages/v4/compressor/core.hpp"
 

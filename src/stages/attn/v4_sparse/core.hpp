@@ -15,7 +15,7 @@
 //   z_s = softmax_scale * (q[t, h, :] . K_s)  (V_s = K_s: all D dims, MQA with one shared KV head)
 //   out[t, h, :] = sum_s e^(z_s) V_s / (e^(sink_h) + sum_s e^(z_s))  (sinks absent: no sink term)   -> bf16 once
 // A row without keys (kv_len < q_len makes p < 0) is 0 (InitAllZeroOutput), with or without the sink.
-// The reference is the fixed-order fp64 RowEngine of the sparse MLA stages (src/stages/attn/common/sparse_attn.hpp)
+// The reference is the fixed-order fp64 RowEngine of the sparse MLA stages (src/engines/sparse_attn/sparse_attn.hpp)
 // with keys in the order above; the sink enters as the factor f = 1 / (1 + e^(sink - lse)), the same value.
 //
 // Bounds (policy derived-bound: per element M, err / M <= 1). The kernel's arithmetic (attr `variant`):

@@ -9,9 +9,9 @@
 
 #include "numerics/det_math.hpp"
 #include "numerics/formats.hpp"
-#include "stages/attn/common/head_out.hpp"
-#include "stages/attn/common/sparse_attn.hpp"
-#include "stages/attn/common/sparse_attn_rows.hpp"
+#include "engines/sparse_attn/head_out.hpp"
+#include "engines/sparse_attn/sparse_attn.hpp"
+#include "engines/sparse_attn/sparse_attn_rows.hpp"
 #include "stages/attn/v4_sparse/core.hpp"
 
 namespace dsa::attn::v4_sparse {

@@ -3,10 +3,10 @@
 #include <stdexcept>
 
 #include "numerics/formats.hpp"
-#include "stages/attn/common/gen.hpp"
+#include "stage/gen/index_rows.hpp"
 #include "stages/attn/v4_sparse/core.hpp"
-#include "stages/indexer/common/ascend_li.hpp"
-#include "stages/indexer/common/gen.hpp"
+#include "engines/ascend_li/ascend_li.hpp"
+#include "stage/gen/gen.hpp"
 
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 
@@ -54,7 +54,7 @@ void gen_requests(const GoldenSpec& s, std::uint64_t seed, int threads, Case& c)
     nbo += bo[ub], nbc += bc[ub];
   }
   Tensor q(DType::bf16, {T, N, D}), ori(DType::bf16, {nbo, bs_o, 1, D});
-  Tensor obt = indexer::ascend_li::shuffled_block_table(root.fork(kOriTable), bo, mbo, nbo);
+  Tensor obt = engines::ascend_li::shuffled_block_table(root.fork(kOriTable), bo, mbo, nbo);
   {
     const Rng r = root.fork(kQ);
     for (i64 i = 0; i < T * N; ++i) {
@@ -73,7 +73,7 @@ void gen_requests(const GoldenSpec& s, std::uint64_t seed, int threads, Case& c)
   std::vector<char> used_o(static_cast<std::size_t>(nbo * bs_o), 0), used_c(static_cast<std::size_t>(nbc * bs_c), 0);
   std::vector<i64> list(static_cast<std::size_t>(T * std::max<i64>(K, 1)), -1);
   Tensor cbt;
-  if (ratio > 1) cbt = indexer::ascend_li::shuffled_block_table(root.fork(kCmpTable), bc, mbc, nbc);
+  if (ratio > 1) cbt = engines::ascend_li::shuffled_block_table(root.fork(kCmpTable), bc, mbc, nbc);
   auto slot = [](const Tensor& bt, i64 mb, i64 bs, i64 b, i64 pos) { return static_cast<i64>(bt.data<std::int32_t>()[b * mb + pos / bs]) * bs + pos % bs; };
   i64 t = 0;
   cu.data<std::int32_t>()[0] = 0;
@@ -90,7 +90,7 @@ void gen_requests(const GoldenSpec& s, std::uint64_t seed, int threads, Case& c)
         for (i64 j = 0; j < lim; ++j) used_c[static_cast<std::size_t>(slot(cbt, mbc, bs_c, b, j))] = 1;
         continue;
       }
-      const auto perm = indexer::gen::permutation(root.fork(kList).fork(static_cast<std::uint64_t>(t)), lim);
+      const auto perm = gen::permutation(root.fork(kList).fork(static_cast<std::uint64_t>(t)), lim);
       for (i64 k = 0; k < std::min(K, lim); ++k) {
         const i64 j = perm[static_cast<std::size_t>(k)];
         list[static_cast<std::size_t>(t * K + k)] = j;

@@ -7,6 +7,7 @@
 #include <tuple>
 #include <string>
 
+#include "profiles/profiles.hpp"
 #include "stages/attn/table.hpp"
 #include "stages/attn/v4_sparse/core.hpp"
 
@@ -39,7 +40,7 @@ bool check_blocks(const Case& c, const std::string& table, i64 b, i64 first, i64
 Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& pr) {
   Params p;
   auto bad = [&](const std::string& t, const std::string& want, const std::string& found) { pr.push_back({c.file, c.name, t, want, found}); };
-  p.variant = a.s("variant") == "flashmla-sm90" ? Variant::flashmla_sm90 : Variant::ascend_a3;
+  p.variant = a.profile() == &profiles::flashmla_sm90() ? Variant::flashmla_sm90 : Variant::ascend_a3;
   p.scale = a.f("softmax_scale");
   p.win_left = a.i("ori_win_left");
   p.win_right = a.i("ori_win_right");
@@ -282,7 +283,6 @@ Stage stage() {
   s.name = kName;
   s.summary = "DeepSeek-V4 sparse attention (npu_sparse_attn_sharedkv): sliding window + compressed KV + sinks, bf16 out";
   s.spec = "v4 §4.2-4.3, §5";
-  s.pipeline_order = 130;
   s.default_tolerance = "derived-bound";
   s.schema.attrs = {
       num_attr("softmax_scale", 0.04419417382415922, "score scale (head_dim^-0.5 = 512^-0.5 in DeepSeek-V4)"),
@@ -296,10 +296,10 @@ Stage stage() {
       int_attr("topk_source_layer", -1,
                "IndexCache (seed 004 skip_topk): the indexer-bearing layer whose top-k this layer reuses (-1: its own); "
                "check compares cmp_sparse_indices with that layer's v4.indexer output (attr layer, same attr step)"),
-      int_attr("topk_source_offset", 0, "IndexCache: the first row of the source's indices (the prefill segment: num_decode_tokens)"),
-      str_attr("variant", "ascend-a3", {"ascend-a3", "flashmla-sm90"},
-               "the kernel arithmetic the bound covers: ascend-a3 (running max from the sink, l from 1, fp32 cube, P bf16 "
-               "CAST_ROUND, >= 16-key tiles); flashmla-sm90 (bf16 WGMMA, ex2.approx, P bf16, the sink factor at the end)")};
+      int_attr("topk_source_offset", 0, "IndexCache: the first row of the source's indices (the prefill segment: num_decode_tokens)")};
+  s.default_profile = "ascend-a3";
+  s.profile_doc = "the kernel arithmetic the bound covers: ascend-a3 (running max from the sink, l from 1, fp32 cube, P bf16 "
+                  "CAST_ROUND, >= 16-key tiles); flashmla-sm90 (bf16 WGMMA, ex2.approx, P bf16, the sink factor at the end)";
   s.schema.inputs = {
       {"q", {DT::bf16}, {"T,N,D"}, false, "queries (TND), after the per-head RMS norm and RoPE"},
       {"ori_kv", {DT::bf16}, {"nb_o,bs_o,1,D"}, false, "sliding-window (SWA) cache, PA_ND: raw tokens, K = V"},

@@ -19,7 +19,7 @@ struct Params : dsa::Params {
   std::int64_t k = 2048;
   bool sorted = false;
   bool fast_path = true;
-  std::string kernel;                    // attr kernel: a profile emulating the logits (exact band on its logits); "" none
+  const Profile* logits_profile = nullptr;  // attr kernel: a profile emulating the logits (exact band on its logits)
   std::string band_policy = "sm90-fp8";  // tolerance policy of the logits the band comes from
   std::shared_ptr<const Case> logits_case;  // the same tensors as an indexer.logits_paged case (clean_logits 0)
 };

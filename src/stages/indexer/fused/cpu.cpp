@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "profiles/profile.hpp"
-#include "stages/indexer/common/topk_canonical.hpp"
+#include "engines/topk/topk_canonical.hpp"
 #include "stages/indexer/fused/core.hpp"
 
 namespace dsa::indexer::fused {
@@ -38,11 +38,11 @@ double ulp_of(double x, bool bf16) {
 Expected reference(const Case& c, const Params& p, const RefOptions& opt, Backend backend) {
   RefOptions ro;
   ro.threads = opt.threads;
-  const bool emulate = !p.kernel.empty();
-  ro.emulation = emulate ? find_profile(p.kernel) : nullptr;
+  const bool emulate = p.logits_profile != nullptr;
+  ro.emulation = p.logits_profile;
   const Expected L = run_reference(*p.logits_case, ro, backend);
   const RefTensor& lt = *L.find("logits");
-  const Tensor& vals = emulate ? lt.emulations.at(p.kernel) : lt.value;
+  const Tensor& vals = emulate ? lt.emulations.at(p.logits_profile->name) : lt.value;
   const bool bf16 = lt.value.dtype() == DType::bf16;
   const std::int64_t R = lt.value.dim(0), C = lt.value.dim(1), k = p.k;
   const TolerancePolicy* pol = find_tolerance_policy(p.band_policy);
@@ -70,8 +70,8 @@ Expected reference(const Case& c, const Params& p, const RefOptions& opt, Backen
       row[j] = j < n ? vals.value(r * C + j) : -inf;
       bd[j] = j < n && !emulate ? rtol * std::fabs(M[r * C + j]) + atol + ulp_of(row[j], bf16) : 0.0;
     }
-    const std::vector<std::int64_t> sel = topk_selection(row, n, k, p.fast_path);
-    kth[static_cast<std::size_t>(r)] = n <= k ? topk_last_score(row, n) : (sel.empty() ? -inf : row[sel.back()]);
+    const std::vector<std::int64_t> sel = engines::topk::topk_selection(row, n, k, p.fast_path);
+    kth[static_cast<std::size_t>(r)] = n <= k ? engines::topk::topk_last_score(row, n) : (sel.empty() ? -inf : row[sel.back()]);
     for (std::int64_t j = 0; j < W; ++j)
       value.data<std::int32_t>()[r * W + j] = j < static_cast<std::int64_t>(sel.size()) ? static_cast<std::int32_t>(sel[static_cast<std::size_t>(j)]) : -1;
   }

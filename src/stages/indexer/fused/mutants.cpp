@@ -7,8 +7,8 @@
 
 #include "layouts/indexer_kcache.hpp"
 #include "stage/mutant_kit.hpp"
-#include "stages/indexer/common/logits_engine.hpp"
-#include "stages/indexer/common/topk_canonical.hpp"
+#include "engines/logits/logits_engine.hpp"
+#include "engines/topk/topk_canonical.hpp"
 #include "stages/indexer/fused/core.hpp"
 
 // The rows use designated initializers and leave unused fields at their defaults on purpose.
@@ -31,7 +31,7 @@ std::vector<golden::GoldenSpec> selftest_cases() {
 }
 
 namespace {
-// The kernel's selection computed from other scores: per row, topk_selection of score(r, p) over p < len.
+// The kernel's selection computed from other scores: per row, engines::topk::topk_selection of score(r, p) over p < len.
 template <class F>
 void select_by(Case& c, const Expected& E, F score) {
   Tensor& o = output(c, "indices");
@@ -41,7 +41,7 @@ void select_by(Case& c, const Expected& E, F score) {
     const std::int64_t n = rt.topk.len[static_cast<std::size_t>(r)];
     std::vector<double> row(static_cast<std::size_t>(n));
     for (std::int64_t q = 0; q < n; ++q) row[static_cast<std::size_t>(q)] = score(r, q);
-    const std::vector<std::int64_t> sel = topk_selection(row.data(), n, k, rt.topk.fast_path);
+    const std::vector<std::int64_t> sel = engines::topk::topk_selection(row.data(), n, k, rt.topk.fast_path);
     for (std::int64_t j = 0; j < W; ++j) iset(o, r * W + j, j < static_cast<std::int64_t>(sel.size()) ? sel[static_cast<std::size_t>(j)] : -1);
   }
 }
@@ -56,7 +56,7 @@ std::vector<Mutant> mutants() {
          const std::int64_t NN = q.dim(1), H = q.dim(2), D = q.dim(3), ps = v.layout.page_size, MB = bt.dim(1);
          select_by(c, E, [&](std::int64_t r, std::int64_t j) {
            const std::int64_t page = bt.data<std::int32_t>()[(r / NN) * MB + j / ps];
-           return logits::buggy_logit(logits::LogitBug::no_relu, q.data<std::uint8_t>() + r * H * D, v.values(page, j % ps),
+           return engines::logits::buggy_logit(engines::logits::LogitBug::no_relu, q.data<std::uint8_t>() + r * H * D, v.values(page, j % ps),
                                       v.scale(page, j % ps), w.data<float>() + r * H, H, D).first;
          });
        }},

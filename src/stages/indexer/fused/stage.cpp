@@ -1,6 +1,6 @@
 // indexer.fused: schema, parse (the logits part validated as the indexer.logits_paged case it is), table entry.
 #include "profiles/profile.hpp"
-#include "stages/indexer/common/attrs.hpp"
+#include "stages/indexer/attrs.hpp"
 #include "stages/indexer/fused/core.hpp"
 #include "stages/indexer/logits_paged/core.hpp"
 #include "stages/indexer/table.hpp"
@@ -16,7 +16,7 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& p) {
   r.sorted = a.b("sorted");
   r.fast_path = a.b("fast_path");
   if (r.k <= 0) p.push_back({c.file, c.name, "attr k", "> 0", std::to_string(r.k)});
-  if (a.has("kernel")) r.kernel = a.s("kernel");
+  if (a.profile() && a.profile()->emulates("indexer.logits_paged")) r.logits_profile = a.profile();
   r.band_policy = a.s("logits_dtype") == "bf16" ? "bf16-logits" : "sm90-fp8";
   // The logits never exist in the file: the reference's logits, M, mask, scores and bounds must fit the budget.
   const std::int64_t R = c.input("q").dim(0) * c.input("q").dim(1), cols = a.i("max_context_len");
@@ -37,14 +37,12 @@ Stage stage() {
   s.name = kName;
   s.summary = "fused indexer: paged fp8 MQA logits + top-k in one kernel (logits never materialised), judged against exact logits";
   s.spec = "v32 §3.3-§3.5, §5";
-  s.pipeline_order = 45;
   s.schema.attrs = {int_attr("k", 2048, "top-k width"),
                     bool_attr("sorted", false, "output in descending score order"),
                     bool_attr("fast_path", true, "rows with n <= k emit [0..n-1] then -1 regardless of scores"),
                     required_int_attr("max_context_len", "key positions per row the kernel may select from (logits width)"),
                     page_size_attr(), kcache_layout_attr(),
-                    logits_dtype_attr(),
-                    kernel_attr("indexer.logits_paged")};  // a profile emulating the logits: exact band on its emulated logits
+                    logits_dtype_attr()};  // + attr kernel (added by the table): a profile emulating the logits gives an exact band on its logits
   s.schema.inputs = logits_paged::input_schema();  // the inputs of fp8_paged_mqa_logits
   s.schema.outputs = {{{"indices", {D::i32, D::i64}, {"B*next_n,?"}, false, "selected key positions, -1 padded"}, CompareKind::topk_set}};
   s.parse = typed_parse(&parse);

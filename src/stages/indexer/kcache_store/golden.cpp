@@ -8,7 +8,7 @@
 
 #include "numerics/formats.hpp"
 #include "layouts/indexer_kcache.hpp"
-#include "stages/indexer/common/gen.hpp"
+#include "stage/gen/gen.hpp"
 #include "stages/indexer/kcache_store/core.hpp"
 
 // The rows use designated initializers and leave unused fields at their defaults on purpose.

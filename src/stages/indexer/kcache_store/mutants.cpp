@@ -7,7 +7,7 @@
 
 #include "numerics/rng.hpp"
 #include "stage/mutant_kit.hpp"
-#include "stages/indexer/common/kcache_misread.hpp"
+#include "layouts/indexer_kcache_misread.hpp"
 #include "stages/indexer/kcache_store/core.hpp"
 
 // The rows use designated initializers and leave unused fields at their defaults on purpose.

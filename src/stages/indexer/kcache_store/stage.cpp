@@ -2,7 +2,7 @@
 #include <cmath>
 #include <map>
 
-#include "stages/indexer/common/attrs.hpp"
+#include "stages/indexer/attrs.hpp"
 #include "stages/indexer/kcache_store/core.hpp"
 #include "stages/indexer/kcache_store/cuda_api.hpp"
 #include "stages/indexer/table.hpp"
@@ -76,7 +76,6 @@ Stage stage() {
   s.name = "indexer.kcache_store";
   s.summary = "write k_fp8 + k_scale into the paged indexer K cache (planar pages of codes then scales; aiter layouts)";
   s.spec = "v32 §3.4";
-  s.pipeline_order = 30;
   s.schema.attrs = {page_size_attr(), kcache_layout_attr()};
   s.schema.inputs = {{"k_fp8", {D::fp8_e4m3fn}, {"T,Dh"}, false, "quantized k per token"},
                      {"k_scale", {D::f32}, {"T"}, false, "k scale per token"},

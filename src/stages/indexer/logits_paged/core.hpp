@@ -1,13 +1,13 @@
 // indexer.logits_paged — DeepGEMM fp8_paged_mqa_logits (spec v32 §3.3-§3.5): decode/MTP logits of query row
 // r = b*next_n + t against the keys of request b, read from the paged cache (attr layout: indexer_kcache_planar,
-// aiter_rowmajor_p1 or aiter_preshuffle) through block_table; the same per-logit arithmetic as indexer.logits_ragged (common/logits_engine.hpp).
+// aiter_rowmajor_p1 or aiter_preshuffle) through block_table; the same per-logit arithmetic as indexer.logits_ragged (engines/logits/logits_engine.hpp).
 #pragma once
 #include <algorithm>
 
 #include "layouts/indexer_kcache.hpp"
 #include "stage/stage.hpp"
 
-namespace dsa::indexer::logits {
+namespace dsa::engines::logits {
 struct LogitsTensors;
 }
 
@@ -34,7 +34,7 @@ std::vector<TensorSpec> input_schema();
 Expected cpu(const Case& c, const Params& p, const RefOptions& opt);
 // The Expected of computed logits tensors (rows [opt.row_begin, row_end)): the bounded RefTensor, the deepgemm-sm90
 // emulation when the case's kernel asks for it (computed on the host for every backend) and the coordinate names.
-Expected assemble(const Case& c, const Params& p, const RefOptions& opt, const logits::LogitsTensors& lt);
+Expected assemble(const Case& c, const Params& p, const RefOptions& opt, const engines::logits::LogitsTensors& lt);
 #ifdef DSA_CUDA_BACKEND
 Expected cuda(const Case& c, const Params& p, const RefOptions& opt);  // cuda.cpp: the exact logits on the GPU
 #endif

@@ -1,5 +1,5 @@
 // indexer.logits_paged CPU reference: (request x key block) tiles in parallel through the exact core
-// (common/logits_engine.hpp); the deepgemm-sm90 emulation row by row when the case's kernel asks for it.
+// (engines/logits/logits_engine.hpp); the deepgemm-sm90 emulation row by row when the case's kernel asks for it.
 #include <omp.h>
 
 #include <algorithm>
@@ -8,13 +8,13 @@
 
 #include "layouts/indexer_kcache.hpp"
 #include "profiles/deepgemm_sm90/logits_row.hpp"
-#include "profiles/deepgemm_sm90/profile.hpp"
-#include "stages/indexer/common/logits_engine.hpp"
+#include "profiles/profiles.hpp"
+#include "engines/logits/logits_engine.hpp"
 #include "stages/indexer/logits_paged/core.hpp"
 
 namespace dsa::indexer::logits_paged {
 
-using namespace logits;
+using namespace engines::logits;
 
 Expected cpu(const Case& c, const Params& p, const RefOptions& opt) {
   const Tensor& q = c.input("q");
@@ -114,9 +114,9 @@ Expected assemble(const Case& c, const Params& p, const RefOptions& opt, const L
   const int threads = opt.thread_count();
   RefTensor rt = lt.ref(clean);
   rt.flat_offset = r0 * cols;
-  if (opt.emulates(profiles::kDeepgemmSm90) && lt.emu.defined()) {  // computed by the backend (CUDA)
-    rt.emulations[profiles::kDeepgemmSm90] = lt.emu;
-  } else if (opt.emulates(profiles::kDeepgemmSm90)) {
+  if (opt.emulates(profiles::deepgemm_sm90()) && lt.emu.defined()) {  // computed by the backend (CUDA)
+    rt.emulations[profiles::deepgemm_sm90().name] = lt.emu;
+  } else if (opt.emulates(profiles::deepgemm_sm90())) {
     Tensor emu = lt.emulation();
 #pragma omp parallel num_threads(threads)
     {
@@ -134,7 +134,7 @@ Expected assemble(const Case& c, const Params& p, const RefOptions& opt, const L
         }
       }
     }
-    rt.emulations[profiles::kDeepgemmSm90] = emu;
+    rt.emulations[profiles::deepgemm_sm90().name] = emu;
   }
 
   const Tensor btc = bt;  // shares storage

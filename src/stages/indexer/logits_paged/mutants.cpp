@@ -9,7 +9,7 @@
 #include "numerics/formats.hpp"
 #include "numerics/rng.hpp"
 #include "stage/mutant_kit.hpp"
-#include "stages/indexer/common/kcache_misread.hpp"
+#include "layouts/indexer_kcache_misread.hpp"
 #include "stages/indexer/logits_paged/core.hpp"
 
 // The rows use designated initializers and leave unused fields at their defaults on purpose.
@@ -62,7 +62,7 @@ std::vector<Mutant> mutants() {
        })},
       {"paged_scale_interleaved", "B5", "paged", V{Verdict::FAIL, Verdict::NONFINITE},
        "K cache read as 132-byte token records (scale at the token-interleaved offset)",
-       mutant::buggy([](Case& c) { c.inputs["kv_cache"] = misread_as_token_records(c.input("kv_cache")); })},
+       mutant::buggy([](Case& c) { c.inputs["kv_cache"] = layouts::misread_as_token_records(c.input("kv_cache")); })},
       {"paged_k_scale_dropped", "B6", "paged", V{Verdict::FAIL}, "the cache's per-token scales not applied (read as 1)",
        mutant::buggy([](Case& c) {
          edit_input(c, "kv_cache", [](Tensor& t) {

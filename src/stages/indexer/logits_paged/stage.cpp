@@ -1,7 +1,7 @@
 // indexer.logits_paged: schema, parse, table entry.
 #include "layouts/indexer_kcache.hpp"
-#include "stages/indexer/common/attrs.hpp"
-#include "stages/indexer/common/logits_engine.hpp"
+#include "stages/indexer/attrs.hpp"
+#include "engines/logits/logits_engine.hpp"
 #include "stages/indexer/logits_paged/core.hpp"
 #include "stages/indexer/table.hpp"
 
@@ -74,7 +74,7 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& p) {
 }
 
 // Known bugs as values: logit f = (row r = b*next_n + t, column j = key position of request b).
-std::optional<logits::LogitOperands> operands(const Case& c, const Params& p, std::int64_t f) {
+std::optional<engines::logits::LogitOperands> operands(const Case& c, const Params& p, std::int64_t f) {
   const Tensor &q = c.input("q"), &bt = c.input("block_table"), &cl = c.input("context_lens");
   const auto kvv = layouts::IndexerKCacheView::of(c.input("kv_cache"), p.order);
   const std::int64_t NN = q.dim(1), H = q.dim(2), D = q.dim(3), MB = bt.dim(1), ps = kvv.layout.page_size;
@@ -82,7 +82,7 @@ std::optional<logits::LogitOperands> operands(const Case& c, const Params& p, st
   if (j >= valid_columns(cl.data<std::int32_t>(), cl.rank() == 2, b, t, NN, p.max_context_len, MB * ps)) return std::nullopt;
   const std::int64_t page = bt.data<std::int32_t>()[b * MB + j / ps];
   if (page < 0 || page >= kvv.num_pages) return std::nullopt;
-  logits::LogitOperands o{q.data<std::uint8_t>() + r * H * D, c.input("weights").data<float>() + r * H, nullptr,
+  engines::logits::LogitOperands o{q.data<std::uint8_t>() + r * H * D, c.input("weights").data<float>() + r * H, nullptr,
                           kvv.scale(page, j % ps), H, D};
   o.keep = std::make_shared<std::vector<std::uint8_t>>(static_cast<std::size_t>(D));
   kvv.layout.load(kvv.base, page, j % ps, o.keep->data());
@@ -109,11 +109,10 @@ Stage stage() {
   s.name = kName;
   s.summary = "DeepGEMM fp8_paged_mqa_logits: decode/MTP logits over the paged fp8 K cache";
   s.spec = "v32 §3.3, §3.4, §3.5";
-  s.pipeline_order = 41;
   s.default_tolerance = "sm90-fp8";
   s.schema.attrs = {bool_attr("clean_logits", false, "columns past the row's causal length are -inf (1-D context_lens only)"),
                     required_int_attr("max_context_len", "number of logits columns"), page_size_attr(), kcache_layout_attr(),
-                    logits_dtype_attr(), kernel_attr(kName)};
+                    logits_dtype_attr()};  // + attr kernel (added by the table: deepgemm-sm90 emulates this stage)
   s.schema.inputs = input_schema();
   s.schema.outputs = {{{"logits", {D::f32, D::bf16}, {"B*next_n,max_context_len"}, false, "logits"}, CompareKind::bounded, false, true}};
   s.parse = typed_parse(&parse);
@@ -125,7 +124,7 @@ Stage stage() {
   s.goldens = goldens();
   s.selftest = selftest_cases();
   s.mutants = mutants();
-  s.hypotheses = logits::logit_hypotheses<Params>(&operands);
+  s.hypotheses = engines::logits::logit_hypotheses<Params>(&operands);
   s.tiling = RowTiling{"logits", [](const Case& c, const dsa::Params&) { return c.input("q").dim(1); }};  // whole requests
   return s;
 }

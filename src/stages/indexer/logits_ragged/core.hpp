@@ -1,13 +1,13 @@
 // indexer.logits_ragged — DeepGEMM fp8_mqa_logits (spec v32 §3.2, §3.5): ragged prefill MQA logits
 //   logit(i, j) = kv_scale[j] * sum_h relu(q[i,h,:] . kv[j,:]) * W[i,h]     for ks[i] <= j < ke[i]
-// rounded once to fp32 (or bf16). The exact reference and its proof: common/logits_engine.hpp (contract way 2).
+// rounded once to fp32 (or bf16). The exact reference and its proof: engines/logits/logits_engine.hpp (contract way 2).
 // Column layout: [S, N] (column = key), or compressed [S, max_seqlen_k] with column t = key ks[i] + t.
 #pragma once
 #include <algorithm>
 
 #include "stage/stage.hpp"
 
-namespace dsa::indexer::logits {
+namespace dsa::engines::logits {
 struct LogitsTensors;
 }
 
@@ -37,7 +37,7 @@ struct Rows {
 Expected cpu(const Case& c, const Params& p, const RefOptions& opt);
 // The Expected of computed logits tensors (rows [opt.row_begin, row_end)): the bounded RefTensor, the deepgemm-sm90
 // emulation when the case's kernel asks for it (computed on the host for every backend) and the coordinate names.
-Expected assemble(const Case& c, const Params& p, const RefOptions& opt, const logits::LogitsTensors& lt);
+Expected assemble(const Case& c, const Params& p, const RefOptions& opt, const engines::logits::LogitsTensors& lt);
 #ifdef DSA_CUDA_BACKEND
 Expected cuda(const Case& c, const Params& p, const RefOptions& opt);  // cuda.cpp: the exact logits on the GPU
 #endif

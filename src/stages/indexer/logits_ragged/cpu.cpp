@@ -1,5 +1,5 @@
 // indexer.logits_ragged CPU reference: (row block x key block) tiles in parallel through the exact core
-// (common/logits_engine.hpp); the deepgemm-sm90 emulation row by row when the case's kernel asks for it.
+// (engines/logits/logits_engine.hpp); the deepgemm-sm90 emulation row by row when the case's kernel asks for it.
 #include <omp.h>
 
 #include <algorithm>
@@ -7,13 +7,13 @@
 #include <vector>
 
 #include "profiles/deepgemm_sm90/logits_row.hpp"
-#include "profiles/deepgemm_sm90/profile.hpp"
-#include "stages/indexer/common/logits_engine.hpp"
+#include "profiles/profiles.hpp"
+#include "engines/logits/logits_engine.hpp"
 #include "stages/indexer/logits_ragged/core.hpp"
 
 namespace dsa::indexer::logits_ragged {
 
-using namespace logits;
+using namespace engines::logits;
 
 Expected cpu(const Case& c, const Params& p, const RefOptions& opt) {
   const Tensor& q = c.input("q");
@@ -107,9 +107,9 @@ Expected assemble(const Case& c, const Params& p, const RefOptions& opt, const L
   RefTensor rt = lt.ref(all_defined);
   rt.flat_offset = r0 * cols;
 
-  if (opt.emulates(profiles::kDeepgemmSm90) && lt.emu.defined()) {  // computed by the backend (CUDA)
-    rt.emulations[profiles::kDeepgemmSm90] = lt.emu;
-  } else if (opt.emulates(profiles::kDeepgemmSm90)) {
+  if (opt.emulates(profiles::deepgemm_sm90()) && lt.emu.defined()) {  // computed by the backend (CUDA)
+    rt.emulations[profiles::deepgemm_sm90().name] = lt.emu;
+  } else if (opt.emulates(profiles::deepgemm_sm90())) {
     Tensor emu = lt.emulation();
     std::vector<std::int32_t> ksig(static_cast<sz>(N * D)), kexp(ksig.size());
     std::vector<std::uint8_t> knan(static_cast<sz>(N));
@@ -127,7 +127,7 @@ Expected assemble(const Case& c, const Params& p, const RefOptions& opt, const L
         }
       }
     }
-    rt.emulations[profiles::kDeepgemmSm90] = emu;
+    rt.emulations[profiles::deepgemm_sm90().name] = emu;
   }
 
   std::vector<std::int32_t> ksv(ks, ks + S);

@@ -1,18 +1,18 @@
 // indexer.logits_ragged on the GPU (impl[Backend::cuda]): the rows' key ranges go to the shared CUDA engine
-// (common/logits_cuda.cu, exact int8 tensor-core dots, the CPU's head reduction and certificate through
-// common/logits_core.hpp); the logits whose certificate fails are rounded exactly on the host. Same bytes as cpu.cpp
-// (dsa-check backend-diff). Host C++ (the device code is common/logits_cuda.cu).
+// (engines/logits/logits_cuda.cu, exact int8 tensor-core dots, the CPU's head reduction and certificate through
+// engines/logits/logits_core.hpp); the logits whose certificate fails are rounded exactly on the host. Same bytes as cpu.cpp
+// (dsa-check backend-diff). Host C++ (the device code is engines/logits/logits_cuda.cu).
 #ifdef DSA_CUDA_BACKEND
 #include <vector>
 
-#include "profiles/deepgemm_sm90/profile.hpp"
-#include "stages/indexer/common/logits_cuda.hpp"
-#include "stages/indexer/common/logits_engine.hpp"
+#include "profiles/profiles.hpp"
+#include "engines/logits/logits_cuda.hpp"
+#include "engines/logits/logits_engine.hpp"
 #include "stages/indexer/logits_ragged/core.hpp"
 
 namespace dsa::indexer::logits_ragged {
 
-using namespace logits;
+using namespace engines::logits;
 
 Expected cuda(const Case& c, const Params& p, const RefOptions& opt) {
   const Tensor& q = c.input("q");
@@ -49,7 +49,7 @@ Expected cuda(const Case& c, const Params& p, const RefOptions& opt) {
   run_gpu_logits(job, lt, [&](i64 r, i64 col) {
     const i64 j = col + col0[static_cast<sz>(r)];
     return exact_from_codes(qc + r * H * D, kc + j * D, job.w + r * H, sc[j], job.H, job.D, p.bf16);
-  }, opt.emulates(profiles::kDeepgemmSm90));
+  }, opt.emulates(profiles::deepgemm_sm90()));
   return assemble(c, p, opt, lt);
 }
 

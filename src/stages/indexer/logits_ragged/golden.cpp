@@ -7,7 +7,7 @@
 #include <stdexcept>
 
 #include "numerics/formats.hpp"
-#include "stages/indexer/common/gen.hpp"
+#include "stage/gen/gen.hpp"
 #include "stages/indexer/logits_ragged/core.hpp"
 
 // The rows use designated initializers and leave unused fields at their defaults on purpose.

@@ -7,7 +7,7 @@
 
 #include "numerics/rng.hpp"
 #include "stage/mutant_kit.hpp"
-#include "profiles/deepgemm_sm90/profile.hpp"
+#include "profiles/profiles.hpp"
 #include "stages/indexer/logits_ragged/core.hpp"
 
 // The rows use designated initializers and leave unused fields at their defaults on purpose.
@@ -28,7 +28,7 @@ std::vector<golden::GoldenSpec> selftest_cases() {
        .dims = {{"H", 32}, {"D", 64}, {"tail_keys", 4}}, .lists = {{"prefix", {4, 10}}, {"rows", {3, 3}}},
        .doc = "two sequences, chunked prefill, keys no row sees"},
       {.name = "ragged_sm90", .stage = "indexer.logits_ragged", .generator = "logits.ragged_prefill", .seed = 1,
-       .dims = {{"H", 32}, {"D", 64}}, .lists = {{"prefix", {10}}, {"rows", {6}}}, .attrs = {{"kernel", S(profiles::kDeepgemmSm90)}},
+       .dims = {{"H", 32}, {"D", 64}}, .lists = {{"prefix", {10}}, {"rows", {6}}}, .attrs = {{"kernel", S(profiles::deepgemm_sm90().name.c_str())}},
        .doc = "a case whose kernel claims the deepgemm-sm90 profile"},
   };
 }

@@ -5,8 +5,8 @@
 #include <tuple>
 #include <variant>
 
-#include "stages/indexer/common/attrs.hpp"
-#include "stages/indexer/common/logits_engine.hpp"
+#include "stages/indexer/attrs.hpp"
+#include "engines/logits/logits_engine.hpp"
 #include "stages/indexer/logits_ragged/core.hpp"
 #include "stages/indexer/table.hpp"
 
@@ -59,13 +59,13 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& p) {
 }
 
 // Known bugs as values: logit f = (row i, column col -> key j).
-std::optional<logits::LogitOperands> operands(const Case& c, const Params& p, std::int64_t f) {
+std::optional<engines::logits::LogitOperands> operands(const Case& c, const Params& p, std::int64_t f) {
   const Tensor &q = c.input("q"), &kv = c.input("kv");
   const Rows rows{c.input("ks").data<std::int32_t>(), c.input("ke").data<std::int32_t>(), kv.dim(0), p.max_seqlen_k};
   const std::int64_t i = f / rows.cols(), col = f % rows.cols(), H = q.dim(1), D = q.dim(2);
   const std::int64_t j = p.max_seqlen_k > 0 ? rows.lo(i) + col : col;
   if (j < rows.lo(i) || j >= rows.hi(i)) return std::nullopt;
-  return logits::LogitOperands{q.data<std::uint8_t>() + i * H * D, c.input("weights").data<float>() + i * H,
+  return engines::logits::LogitOperands{q.data<std::uint8_t>() + i * H * D, c.input("weights").data<float>() + i * H,
                                kv.data<std::uint8_t>() + j * D, c.input("kv_scale").data<float>()[j], H, D};
 }
 
@@ -157,11 +157,10 @@ Stage stage() {
   s.name = kName;
   s.summary = "DeepGEMM fp8_mqa_logits: ragged prefill MQA logits over [ks, ke) per query row";
   s.spec = "v32 §3.2, §3.5";
-  s.pipeline_order = 40;
   s.default_tolerance = "sm90-fp8";
   s.schema.attrs = {bool_attr("clean_logits", true, "columns outside [ks, ke) are -inf (true) or undefined (false)"),
                     int_attr("max_seqlen_k", 0, "> 0: compressed logits [S, max_seqlen_k], column t = key ks+t"),
-                    logits_dtype_attr(), kernel_attr(kName)};
+                    logits_dtype_attr()};  // + attr kernel (added by the table: deepgemm-sm90 emulates this stage)
   s.schema.inputs = {{"q", kFP8, {"S,H,Dh"}, false, "fp8 queries (q scale folded into weights)"},
                      {"kv", kFP8, {"N,Dh"}, false, "fp8 keys"},
                      {"kv_scale", kF32, {"N"}, false, "per-key fp32 scale"},
@@ -178,7 +177,7 @@ Stage stage() {
   s.goldens = goldens();
   s.selftest = selftest_cases();
   s.mutants = mutants();
-  s.hypotheses = logits::logit_hypotheses<Params>(&operands);
+  s.hypotheses = engines::logits::logit_hypotheses<Params>(&operands);
   s.cross_check = row_identity;
   s.tiling = RowTiling{"logits", [](const Case&, const dsa::Params&) { return std::int64_t{1}; }};
   return s;

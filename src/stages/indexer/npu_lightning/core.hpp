@@ -29,7 +29,7 @@
 #include <cstdint>
 
 #include "stage/stage.hpp"
-#include "stages/indexer/common/ascend_li.hpp"
+#include "engines/ascend_li/ascend_li.hpp"
 #include "stages/indexer/npu_lightning/score_core.hpp"
 
 namespace dsa::indexer::npu_lightning {
@@ -40,15 +40,15 @@ enum class Bug { none, relu_after_weighting, weights_ignored };
 struct Params : dsa::Params {
   std::int64_t k = 2048;  // sparse_count
   std::int64_t T = 0, H = 0, D = 0;
-  ascend_li::Geometry g;
+  engines::ascend_li::Geometry g;
   bool cp = false;         // cp_split=prev_next
   bool a950 = false;       // variant=ascend-950
 };
 
 // The rows of the case: from the metadata (one call, or the two CP halves), positions overridden by inputs/positions.
-std::vector<ascend_li::Row> rows_of(const Case& c, const Params& p, bool use_positions = true);
+std::vector<engines::ascend_li::Row> rows_of(const Case& c, const Params& p, bool use_positions = true);
 // The metadata's calls (one, or the CP halves).
-std::vector<ascend_li::Call> calls_of(const Params& p);
+std::vector<engines::ascend_li::Call> calls_of(const Params& p);
 
 // The per-candidate constants of score_core.hpp for this case (Bug::none).
 core::Consts consts(const Params& p);

@@ -16,20 +16,20 @@ namespace dsa::indexer::npu_lightning {
 namespace {
 
 using i64 = std::int64_t;
-using ascend_li::gamma_n;
+using engines::ascend_li::gamma_n;
 
 }  // namespace
 
-std::vector<ascend_li::Call> calls_of(const Params& p) {
-  if (!p.cp) return {ascend_li::Call{.row0 = 0, .T = p.T}};
+std::vector<engines::ascend_li::Call> calls_of(const Params& p) {
+  if (!p.cp) return {engines::ascend_li::Call{.row0 = 0, .T = p.T}};
   const i64 half = (p.T + 1) / 2;
-  return {ascend_li::Call{.row0 = 0, .T = half},
-          ascend_li::Call{.aq_name = "actual_seq_lengths_query_next", .ak_name = "actual_seq_lengths_key_next", .row0 = half, .T = p.T - half}};
+  return {engines::ascend_li::Call{.row0 = 0, .T = half},
+          engines::ascend_li::Call{.aq_name = "actual_seq_lengths_query_next", .ak_name = "actual_seq_lengths_key_next", .row0 = half, .T = p.T - half}};
 }
 
-std::vector<ascend_li::Row> rows_of(const Case& c, const Params& p, bool use_positions) {
-  std::vector<ascend_li::Row> rows(static_cast<std::size_t>(p.T));
-  for (const auto& call : calls_of(p)) ascend_li::fill_rows(c, call, p.g, rows);
+std::vector<engines::ascend_li::Row> rows_of(const Case& c, const Params& p, bool use_positions) {
+  std::vector<engines::ascend_li::Row> rows(static_cast<std::size_t>(p.T));
+  for (const auto& call : calls_of(p)) engines::ascend_li::fill_rows(c, call, p.g, rows);
   if (const Tensor* pos = use_positions ? c.input_opt("positions") : nullptr)
     for (i64 t = 0; t < p.T; ++t) {
       auto& r = rows[static_cast<std::size_t>(t)];
@@ -61,15 +61,15 @@ Expected run(const Case& c, const Params& p, Bug bug, int threads) {
   const std::int32_t* bt = c.input("block_table").data<std::int32_t>();
   core::Consts kc = consts(p);
   kc.relu_after_weighting = bug == Bug::relu_after_weighting;
-  auto scorer = [&](i64 t, const ascend_li::Row& ri, double* score, double* bound) {
+  auto scorer = [&](i64 t, const engines::ascend_li::Row& ri, double* score, double* bound) {
     std::vector<double> q(static_cast<std::size_t>(H * D)), w(static_cast<std::size_t>(H)), k(static_cast<std::size_t>(D));
     std::vector<double> dot(static_cast<std::size_t>(H)), abs(static_cast<std::size_t>(H));
-    ascend_li::widen(query, t * H * D, H * D, q.data());
-    ascend_li::widen(weights, t * H, H, w.data());
+    engines::ascend_li::widen(query, t * H * D, H * D, q.data());
+    engines::ascend_li::widen(weights, t * H, H, w.data());
     if (bug == Bug::weights_ignored) std::fill(w.begin(), w.end(), 1.0);
     for (i64 j = 0; j < ri.nvis; ++j) {
-      ascend_li::widen(key, ascend_li::key_slot(bt, p.g, ri.b, j) * D, D, k.data());
-      ascend_li::heads_dot64(q.data(), k.data(), H, D, dot.data(), abs.data());
+      engines::ascend_li::widen(key, engines::ascend_li::key_slot(bt, p.g, ri.b, j) * D, D, k.data());
+      engines::ascend_li::heads_dot64(q.data(), k.data(), H, D, dot.data(), abs.data());
       core::Acc acc;
       for (i64 h = 0; h < H; ++h) {
         const std::size_t hh = static_cast<std::size_t>(h);
@@ -78,9 +78,9 @@ Expected run(const Case& c, const Params& p, Bug bug, int threads) {
       core::finish(acc, kc, score[j], bound[j]);
     }
   };
-  auto rows = std::make_shared<std::vector<ascend_li::Row>>(rows_of(c, p));
+  auto rows = std::make_shared<std::vector<engines::ascend_li::Row>>(rows_of(c, p));
   Expected e;
-  e.tensors.push_back(ascend_li::topk_indices(c, "sparse_indices", rows, p.k, scorer, threads));
+  e.tensors.push_back(engines::ascend_li::topk_indices(c, "sparse_indices", rows, p.k, scorer, threads));
   return e;
 }
 

@@ -7,7 +7,7 @@
 #include <stdexcept>
 
 #include "backend/cuda.hpp"
-#include "stages/indexer/common/score_chunks.cuh"
+#include "engines/ascend_li/score_chunks.cuh"
 #include "stages/indexer/npu_lightning/cuda_api.hpp"
 
 namespace dsa::indexer::npu_lightning {
@@ -15,7 +15,7 @@ namespace dsa::indexer::npu_lightning {
 namespace {
 
 using i64 = std::int64_t;
-namespace lc = ascend_li::core;
+namespace lc = engines::ascend_li::core;
 
 template <int E>
 __global__ void score_kernel(CudaJob d, i64 row0, i64 rows, double* sc, double* bd) {
@@ -36,14 +36,14 @@ void scores_cuda(const CudaJob& job, double* scores, double* bounds) {
   cuda::Buffer dq(qbytes), dk(kbytes);
   if (qbytes) dq.upload(job.query, qbytes);
   if (kbytes) dk.upload(job.key, kbytes);
-  const DevicePagedRows rows(job);
+  const engines::ascend_li::DevicePagedRows rows(job);
   CudaJob d = job;  // the same job with device pointers
   rows.bind(d);
   d.query = dq.get();
   d.key = dk.get();
-  score_rows_chunked(T, C, scores, bounds, "indexer.npu_lightning score kernel", [&](dim3 grid, i64 row0, i64 rows, double* sc, double* bd) {
-    if (job.elem == lc::Elem::fp16) score_kernel<static_cast<int>(lc::Elem::fp16)><<<grid, kScoreThreads>>>(d, row0, rows, sc, bd);
-    else score_kernel<static_cast<int>(lc::Elem::bf16)><<<grid, kScoreThreads>>>(d, row0, rows, sc, bd);
+  engines::ascend_li::score_rows_chunked(T, C, scores, bounds, "indexer.npu_lightning score kernel", [&](dim3 grid, i64 row0, i64 rows, double* sc, double* bd) {
+    if (job.elem == lc::Elem::fp16) score_kernel<static_cast<int>(lc::Elem::fp16)><<<grid, engines::ascend_li::kScoreThreads>>>(d, row0, rows, sc, bd);
+    else score_kernel<static_cast<int>(lc::Elem::bf16)><<<grid, engines::ascend_li::kScoreThreads>>>(d, row0, rows, sc, bd);
   });
 }
 

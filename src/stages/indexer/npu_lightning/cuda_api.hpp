@@ -9,20 +9,20 @@
 namespace dsa::indexer::npu_lightning {
 
 // Everything the score kernel reads (host pointers for scores_cuda / scores_host; cuda.cu passes a copy with device
-// pointers to the kernel): the rows, weights (widened exactly, ascend_li::widen) and cache geometry of PagedRows, and
+// pointers to the kernel): the rows, weights (widened exactly, engines::ascend_li::widen) and cache geometry of PagedRows, and
 // the members below.
-struct CudaJob : ascend_li::core::PagedRows {
+struct CudaJob : engines::ascend_li::core::PagedRows {
   const void* query = nullptr;  // [T, H, D] bf16 / fp16 bits (elem)
   const void* key = nullptr;    // [key_slots, D] (the PA_BSND cache flattened), the query's dtype
-  ascend_li::core::Elem elem = ascend_li::core::Elem::bf16;
+  engines::ascend_li::core::Elem elem = engines::ascend_li::core::Elem::bf16;
   core::Consts k;
 };
 
-// Row t, position j < C: the score and bound of cpu.cpp's scorer (key j at ascend_li::key_slot, per head h = 0..H-1
+// Row t, position j < C: the score and bound of cpu.cpp's scorer (key j at engines::ascend_li::key_slot, per head h = 0..H-1
 // the dot64 of the exactly decoded codes then core::head, core::finish), or -inf / 0 (score_buffers) for j >= nvis.
-DSA_HD inline void score_thread(const CudaJob& d, ascend_li::core::Elem e, std::int64_t t, std::int64_t j, double& score,
+DSA_HD inline void score_thread(const CudaJob& d, engines::ascend_li::core::Elem e, std::int64_t t, std::int64_t j, double& score,
                                 double& bound) {
-  namespace lc = ascend_li::core;
+  namespace lc = engines::ascend_li::core;
   using i64 = std::int64_t;
   if (j >= d.row_nvis[t]) {
     score = lc::neg_inf();

@@ -64,7 +64,7 @@ void gen_requests(const GoldenSpec& s, std::uint64_t seed, int threads, Case& c)
     const double mag = r.uniform(0.3, 2.0);
     for (i64 d = 0; d < D; ++d) key.data<std::uint16_t>()[sl * D + d] = enc(mag * (r.normal() + shared * common[static_cast<std::size_t>(d)]));
   }
-  Tensor bt = dsa::indexer::ascend_li::shuffled_block_table(root.fork(kPerm), blocks, maxblk, nblk);
+  Tensor bt = dsa::engines::ascend_li::shuffled_block_table(root.fork(kPerm), blocks, maxblk, nblk);
   if (s.param("dup_keys", 0) > 0 && B > 0) {
     auto slot = [&](i64 j) { return static_cast<i64>(bt.data<std::int32_t>()[j / bs]) * bs + j % bs; };
     std::uint16_t* k = key.data<std::uint16_t>();

@@ -3,11 +3,11 @@
 //   per head h in turn (after its dot64):  head(acc, dot_h, abs_h, w_h)
 //   then                                    finish(acc) -> score, bound (NaN canonical)
 #pragma once
-#include "stages/indexer/common/ascend_li_core.hpp"
+#include "engines/ascend_li/ascend_li_core.hpp"
 
 namespace dsa::indexer::npu_lightning::core {
 
-namespace li = dsa::indexer::ascend_li::core;
+namespace li = dsa::engines::ascend_li::core;
 
 // Per-case constants (consts() in cpu.cpp computes them from H, D and the variant).
 struct Consts {

@@ -3,13 +3,14 @@
 #include <algorithm>
 #include <string>
 
+#include "profiles/profiles.hpp"
 #include "stages/indexer/npu_lightning/core.hpp"
 #include "stages/indexer/table.hpp"
 
 namespace dsa::indexer::npu_lightning {
 namespace {
 
-namespace li = ascend_li;
+namespace li = engines::ascend_li;
 
 Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& pr) {
   Params p;
@@ -18,7 +19,7 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& pr) {
   p.k = a.i("sparse_count");
   g.cmp_ratio = a.i("cmp_ratio");
   p.cp = a.s("cp_split") == "prev_next";
-  p.a950 = a.s("variant") == "ascend-950";
+  p.a950 = a.profile() == &profiles::ascend_950();
   if (a.i("sparse_mode") != 3) bad("attr sparse_mode", "3 (causal; the mode the DSA backends use)", std::to_string(a.i("sparse_mode")));
   if (p.k < 1 || p.k > 2048) bad("attr sparse_count", "1..2048 (2048 for DeepSeek-V3.2)", std::to_string(p.k));
   if (g.cmp_ratio < 1) bad("attr cmp_ratio", ">= 1 (1 for DeepSeek-V3.2)", std::to_string(g.cmp_ratio));
@@ -100,7 +101,6 @@ Stage stage() {
   s.name = "indexer.npu_lightning";
   s.summary = "Ascend V3.2 lightning indexer (bf16 q/k PA_BSND, sparse_mode 3) and its context-parallel split: top-k keys per query";
   s.spec = "v4 §5 (npu_lightning_indexer)";
-  s.pipeline_order = 55;
   s.schema.attrs = {int_attr("sparse_count", 2048, "k: indices per query row (2048 for V3.2)"),
                     int_attr("cmp_ratio", 1, "tokens per key (1 for V3.2: key j visible from position j on)"),
                     int_attr("sparse_mode", 3, "3 = causal (the only mode supported)"),
@@ -108,10 +108,10 @@ Stage stage() {
                     str_attr("layout_key", "PA_BSND", {"PA_BSND"}, "paged key cache [block, slot, 1, D]"),
                     str_attr("cp_split", "none", {"none", "prev_next"},
                              "prev_next: the rows are two calls (do_npu_cp_balance_indexer), split at ceil(T/2), the second "
-                             "with the *_next metadata"),
-                    str_attr("variant", "ascend-a3", {"ascend-a3", "ascend-950"},
-                             "the kernel's rounding the score bounds cover: ascend-a3 = fp32 cube dots, fp32 head sum in 16 "
-                             "lanes + a 4-level tree, fp32 sort key; ascend-950 = any-order head sum, bf16 sort key")};
+                             "with the *_next metadata")};
+  s.default_profile = "ascend-a3";
+  s.profile_doc = "the kernel's rounding the score bounds cover: ascend-a3 = fp32 cube dots, fp32 head sum in 16 lanes + a "
+                  "4-level tree, fp32 sort key; ascend-950 = any-order head sum, bf16 sort key";
   s.schema.inputs = {
       {"query", {DT::bf16, DT::fp16}, {"T,H,D"}, false, "index query (after RoPE), TND"},
       {"key", {DT::bf16, DT::fp16}, {"nblk,bs,1,D", "nblk,bs,D"}, false, "index key cache (PA_BSND), the query's dtype"},

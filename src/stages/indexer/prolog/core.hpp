@@ -1,5 +1,5 @@
 // indexer.prolog — q/k prolog of the lightning indexer (spec v32 §2.1-§2.6), bit-exact given the RoPE table:
-//   k: bf16 -> LayerNorm (fp32, common/layernorm.hpp) -> bf16 k_norm -> RoPE on the first rope_dim dims
+//   k: bf16 -> LayerNorm (fp32, numerics/layernorm.hpp) -> bf16 k_norm -> RoPE on the first rope_dim dims
 //      (fp32, bf16 out) -> Hadamard-128 (fp32 FWHT, bf16 out) -> act_quant -> k_fp8, k_scale
 //   q: per head the same without the LayerNorm -> q_fp8, q_scale
 //   weights: W[t,h] = fl32(fl32(w[t,h] * q_scale[t,h]) * fl32(Dh^-0.5))     (§2.6)
@@ -13,19 +13,19 @@
 
 #include "numerics/formats.hpp"
 #include "stage/stage.hpp"
-#include "stages/indexer/common/act_quant.hpp"
-#include "stages/indexer/common/rope.hpp"
+#include "engines/quant/block_quant.hpp"
+#include "numerics/rope.hpp"
 #include "stages/indexer/prolog/token_core.hpp"
 
 namespace dsa::indexer::prolog {
 
 struct Params : dsa::Params {
   std::int64_t rope_dim = 64;
-  RopeLayout layout = RopeLayout::neox;
+  num::RopeLayout layout = num::RopeLayout::neox;
   bool hadamard = true;
   float ln_eps = 1e-6f;  // torch casts the double eps to fp32
-  QuantParams quant;     // clamp always on: every producer clamps to ±448 (§2.5)
-  YarnParams yarn;       // computed tables (no cos/sin inputs)
+  dsa::quant::QuantParams quant;     // clamp always on: every producer clamps to ±448 (§2.5)
+  num::YarnParams yarn;       // computed tables (no cos/sin inputs)
 };
 
 // The per-token math (token_core.hpp) reads these.

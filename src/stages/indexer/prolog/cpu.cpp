@@ -25,9 +25,9 @@ void rope_rows(const Case& c, const Params& p, std::int64_t T, int threads, std:
     }
     return;
   }
-  const std::vector<float> inv_freqs = yarn_inv_freqs(p.yarn);
+  const std::vector<float> inv_freqs = num::yarn_inv_freqs(p.yarn);
 #pragma omp parallel for schedule(static) num_threads(threads)
-  for (std::int64_t t = 0; t < T; ++t) yarn_cos_sin(inv_freqs, pos_t->int_at(t), cs.data() + t * half, sn.data() + t * half);
+  for (std::int64_t t = 0; t < T; ++t) num::yarn_cos_sin(inv_freqs, pos_t->int_at(t), cs.data() + t * half, sn.data() + t * half);
 }
 
 float softmax_scale(std::int64_t Dh) { return static_cast<float>(1.0 / std::sqrt(static_cast<double>(Dh))); }

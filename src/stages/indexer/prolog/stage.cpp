@@ -1,5 +1,5 @@
 // indexer.prolog: schema, parse, table entry.
-#include "stages/indexer/common/attrs.hpp"
+#include "stages/indexer/attrs.hpp"
 #include "stages/indexer/prolog/core.hpp"
 #include "stages/indexer/prolog/cuda_api.hpp"
 #include "stages/indexer/table.hpp"
@@ -27,7 +27,7 @@ namespace {
 Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& p) {
   Params r;
   r.rope_dim = a.i("rope_dim");
-  r.layout = parse_rope_layout(a.s("rope_layout"));
+  r.layout = num::parse_rope_layout(a.s("rope_layout"));
   r.hadamard = a.b("hadamard");
   r.ln_eps = static_cast<float>(a.f("ln_eps"));
   r.quant = quant_params(a, true);
@@ -74,7 +74,6 @@ Stage stage() {
   s.name = "indexer.prolog";
   s.summary = "q/k prolog: k LayerNorm, RoPE (NeoX|interleaved), Hadamard-128, act_quant, head-gate weights";
   s.spec = "v32 §2.1-§2.6";
-  s.pipeline_order = 20;
   s.schema.attrs = {
       str_attr("rope_layout", "neox", {"neox", "interleaved"}, "indexer RoPE pairing: neox (x[i], x[i+rope_dim/2]) or interleaved (x[2i], x[2i+1])"),
       int_attr("rope_dim", 64, "leading dims of each head that are rotated"),

@@ -8,10 +8,10 @@
 
 #include "numerics/half_core.hpp"
 #include "numerics/hd.hpp"
-#include "stages/indexer/common/act_quant.hpp"
-#include "stages/indexer/common/hadamard.hpp"
-#include "stages/indexer/common/layernorm.hpp"
-#include "stages/indexer/common/rope.hpp"
+#include "engines/quant/block_quant.hpp"
+#include "numerics/hadamard.hpp"
+#include "numerics/layernorm.hpp"
+#include "numerics/rope.hpp"
 
 namespace dsa::indexer::prolog {
 
@@ -21,21 +21,21 @@ constexpr std::int64_t kMaxHeadDim = 128;
 // What the per-token math reads from the attrs (trivially copyable: passed to kernels by value).
 struct TokenParams {
   std::int64_t rope_dim = 64;
-  RopeLayout layout = RopeLayout::neox;
+  num::RopeLayout layout = num::RopeLayout::neox;
   bool hadamard = true;
   float ln_eps = 1e-6f;
-  QuantParams quant;
+  dsa::quant::QuantParams quant;
 };
 
 // RoPE (first rope_dim dims; the rest pass through untouched), Hadamard, act_quant of one bf16 vector x[Dh] given as
 // exact fp32 values (overwritten). Writes the bf16 intermediates and the codes; returns the scale.
 DSA_HD inline float rope_rot_quant(const TokenParams& p, std::int64_t Dh, float* x, const float* cs, const float* sn,
                                    std::uint16_t* rope_out, std::uint16_t* rot_out, std::uint8_t* codes) {
-  apply_rope_bf16(x, cs, sn, p.rope_dim, p.layout);
+  num::apply_rope_bf16(x, cs, sn, p.rope_dim, p.layout);
   for (std::int64_t i = 0; i < Dh; ++i) rope_out[i] = halfcore::f32_to_bf16(x[i]);
-  if (p.hadamard) hadamard_bf16(x, Dh);
+  if (p.hadamard) num::hadamard_bf16(x, Dh);
   for (std::int64_t i = 0; i < Dh; ++i) rot_out[i] = halfcore::f32_to_bf16(x[i]);
-  return quantize_block_hd(x, Dh, p.quant, codes);  // one block of Dh (<= 128) values (§2.4)
+  return dsa::quant::quantize_block_hd(x, Dh, p.quant, codes);  // one block of Dh (<= 128) values (§2.4)
 }
 
 // The k row of one token: kb[Dh] bf16, LayerNorm weight/bias lw/lb[Dh], this token's RoPE cos/sin[rope_dim/2].
@@ -45,7 +45,7 @@ DSA_HD inline void token_k(const TokenParams& p, std::int64_t Dh, const std::uin
   if (Dh > kMaxHeadDim) return;  // parse() refuses such shapes
   float v[kMaxHeadDim], y[kMaxHeadDim];
   for (std::int64_t i = 0; i < Dh; ++i) v[i] = halfcore::bf16_to_f32(kb[i]);
-  layer_norm_f32(v, Dh, lw, lb, p.ln_eps, y);
+  num::layer_norm_f32(v, Dh, lw, lb, p.ln_eps, y);
   for (std::int64_t i = 0; i < Dh; ++i) y[i] = halfcore::round_to_bf16(y[i]);  // .type_as(k)
   for (std::int64_t i = 0; i < Dh; ++i) k_norm[i] = halfcore::f32_to_bf16(y[i]);
   *k_scale = rope_rot_quant(p, Dh, y, cs, sn, k_rope, k_rot, k_fp8);

@@ -1,20 +1,20 @@
 // indexer.quant — act_quant per 1 x block_size block (spec v32 §2.5). Bit-exact by construction: amax is exact,
-// the scale is one fp32 operation (or an exponent), every code is one RNE cast (common/act_quant.hpp).
+// the scale is one fp32 operation (or an exponent), every code is one RNE cast (engines/quant/block_quant.hpp).
 #pragma once
 #include "stage/stage.hpp"
-#include "stages/indexer/common/act_quant.hpp"
+#include "engines/quant/block_quant.hpp"
 
 namespace dsa::indexer::quant {
 
 struct Params : dsa::Params {
   std::int64_t block_size = 128;
-  QuantParams q;
+  dsa::quant::QuantParams q;
 };
 
 // One row of K values (exact fp32 widening of the input): codes y[K], scales[K / block_size].
 inline void quantize_row(const float* x, std::int64_t K, const Params& p, std::uint8_t* y, float* scales) {
   for (std::int64_t b = 0; b < K / p.block_size; ++b)
-    scales[b] = quantize_block(x + b * p.block_size, p.block_size, p.q, y + b * p.block_size);
+    scales[b] = dsa::quant::quantize_block(x + b * p.block_size, p.block_size, p.q, y + b * p.block_size);
 }
 
 Expected cpu(const Case& c, const Params& p, const RefOptions& opt);

@@ -25,7 +25,7 @@ Expected cpu(const Case& c, const Params& p, const RefOptions& opt) {
 #pragma omp for schedule(static)
     for (std::int64_t t = 0; t < T; ++t) {
       const float* r = xf ? xf + t * K : row.data();
-      if (xb) bf16_to_f32_row(xb + t * K, K, row.data());
+      if (xb) dsa::quant::bf16_to_f32_row(xb + t * K, K, row.data());
       quantize_row(r, K, p, yp + t * K, sp + t * nb);
     }
   }

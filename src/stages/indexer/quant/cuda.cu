@@ -1,9 +1,9 @@
-// indexer.quant on the GPU: one thread per (row, block), the same fp32 / integer operations as the CPU reference
-// (numerics/fp8_core.hpp; built with --fmad=false and IEEE division): identical bits (dsa-check backend-diff).
+// indexer.quant on the GPU: one thread per (row, block), the block quantizer every writer shares
+// (engines/quant/quant_core.hpp; built with --fmad=false and IEEE division): identical bits to the CPU (backend-diff).
 #include <cstdint>
 
 #include "backend/cuda.hpp"
-#include "numerics/fp8_core.hpp"
+#include "engines/quant/quant_core.hpp"
 #include "stages/indexer/quant/cuda_api.hpp"
 
 namespace dsa::indexer::quant {
@@ -11,7 +11,7 @@ namespace dsa::indexer::quant {
 namespace {
 
 __device__ inline float element(const std::uint16_t* xb, const float* xf, std::int64_t i) {
-  return xb ? fp8core::from_bits(static_cast<std::uint32_t>(xb[i]) << 16) : xf[i];
+  return xb ? dsa::quant::bf16_value(xb[i]) : xf[i];
 }
 
 __global__ void quant_kernel(const std::uint16_t* xb, const float* xf, std::int64_t T, std::int64_t K, std::int64_t bs,
@@ -19,20 +19,14 @@ __global__ void quant_kernel(const std::uint16_t* xb, const float* xf, std::int6
   const std::int64_t nb = K / bs;
   const std::int64_t id = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (id >= T * nb) return;
-  const std::int64_t t = id / nb, b = id % nb, o = t * K + b * bs;
-  float amax = 0.0f;  // max |x|, exact; NaN when an element is NaN (fp8core::block_amax over the loaded values)
-  bool nan = false;
-  for (std::int64_t i = 0; i < bs; ++i) {
-    const float a = fp8core::from_bits(fp8core::bits(element(xb, xf, o + i)) & 0x7FFFFFFFu);
-    nan |= a != a;
-    amax = a > amax ? a : amax;
-  }
-  if (nan) amax = fp8core::quiet_nan();
-  const float s = fp8core::scale_of(static_cast<fp8core::Fmt>(fmt), amax, eps);
-  const float inv = 1.0f / s;
-  const bool mul = mul_inv || fp8core::exact_reciprocal(s, inv);
-  for (std::int64_t i = 0; i < bs; ++i) y[o + i] = fp8core::encode(element(xb, xf, o + i), mul, clamp, s, inv);
-  scale[id] = s;
+  const std::int64_t o = (id / nb) * K + (id % nb) * bs;
+  dsa::quant::QuantParams p;
+  p.fmt = static_cast<dsa::quant::ScaleFmt>(fmt);
+  p.apply = mul_inv ? dsa::quant::ScaleApply::mul_inv : dsa::quant::ScaleApply::div;
+  p.amax_eps = eps;
+  p.clamp = clamp;
+  scale[id] = dsa::quant::quantize_block_with([&](std::int64_t i) { return element(xb, xf, o + i); }, bs, p,
+                                              [&](std::int64_t i, std::uint8_t c) { y[o + i] = c; });
 }
 
 }  // namespace

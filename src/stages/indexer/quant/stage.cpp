@@ -1,5 +1,5 @@
 // indexer.quant: schema, parse, table entry.
-#include "stages/indexer/common/attrs.hpp"
+#include "stages/indexer/attrs.hpp"
 #include "stages/indexer/quant/core.hpp"
 #include "stages/indexer/quant/cuda_api.hpp"
 #include "stages/indexer/table.hpp"
@@ -14,7 +14,7 @@ Expected cuda(const Case& c, const Params& p, const RefOptions&) {
   Tensor scale(DType::f32, {T, K / p.block_size}, Tensor::Uninit{});
   const bool bf16 = x.dtype() == DType::bf16;
   quant_rows_cuda(bf16 ? x.data<std::uint16_t>() : nullptr, bf16 ? nullptr : x.data<float>(), T, K, p.block_size,
-                  static_cast<int>(p.q.fmt), p.q.apply == ScaleApply::mul_inv, p.q.clamp, p.q.amax_eps, y.data<std::uint8_t>(),
+                  static_cast<int>(p.q.fmt), p.q.apply == dsa::quant::ScaleApply::mul_inv, p.q.clamp, p.q.amax_eps, y.data<std::uint8_t>(),
                   scale.data<float>());
   return expected(std::move(y), std::move(scale), K, p.block_size);
 }
@@ -40,7 +40,6 @@ Stage stage() {
   s.name = "indexer.quant";
   s.summary = "act_quant: per 1x128 block fp8 e4m3fn quantization with ue8m0 or fp32 scales";
   s.spec = "v32 §2.5, §3.4, §3.6";
-  s.pipeline_order = 10;
   s.schema.attrs = {int_attr("block_size", 128, "quantization block along the last dim"), scale_fmt_attr(), scale_apply_attr(),
                     amax_eps_attr(), bool_attr("clamp", true, "clamp x/s to [-448, 448] before the cast")};
   s.schema.inputs = {{"x", {DType::bf16, DType::f32}, {"T,K"}, false, "activations, rows of K values (K a multiple of block_size)"}};

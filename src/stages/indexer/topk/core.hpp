@@ -45,7 +45,7 @@ struct RowPicks {
   std::vector<std::int32_t> sel, last;
 };
 // The Expected of a case: the scores, k-th values, canonical indices and index maps; picks (null: computed here with
-// topk_canonical) supply the per-row selections.
+// engines::topk::topk_canonical) supply the per-row selections.
 Expected assemble(const Case& c, const Params& p, const RefOptions& opt, const RowPicks* picks);
 #ifdef DSA_CUDA_BACKEND
 Expected cuda(const Case& c, const Params& p, const RefOptions& opt);  // stage.cpp: the selections on the GPU

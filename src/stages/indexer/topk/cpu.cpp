@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "stages/indexer/common/topk_canonical.hpp"
+#include "engines/topk/topk_canonical.hpp"
 #include "stages/indexer/topk/core.hpp"
 
 namespace dsa::indexer::topk {
@@ -78,14 +78,14 @@ Expected assemble(const Case& c, const Params& p, const RefOptions& opt, const R
 
     // The canonical first min(k, len) positions: computed here, or by another backend (picks, same order).
     auto canonical = [&]() {
-      if (!picks) return topk_canonical(row, len, k);
+      if (!picks) return engines::topk::topk_canonical(row, len, k);
       std::vector<std::int64_t> v;
       for (std::int64_t j = 0; j < std::min(k, len); ++j) v.push_back(picks->sel[static_cast<std::size_t>(r * k + j)]);
       return v;
     };
     std::vector<std::int64_t> sel;
     if (len <= k) {
-      kth[ru] = picks ? (len > 0 ? row[picks->last[ru]] : -inf) : topk_last_score(row, len);
+      kth[ru] = picks ? (len > 0 ? row[picks->last[ru]] : -inf) : engines::topk::topk_last_score(row, len);
       if (p.fast_path) {
         sel.resize(static_cast<std::size_t>(len));
         for (std::int64_t q = 0; q < len; ++q) sel[static_cast<std::size_t>(q)] = q;

@@ -1,5 +1,5 @@
 // indexer.topk on the GPU: every candidate becomes one 64-bit key whose ascending order is the canonical order of
-// common/topk_canonical.hpp (NaN first, then descending score with -0 == +0, ties by lower position):
+// engines/topk/topk_canonical.hpp (NaN first, then descending score with -0 == +0, ties by lower position):
 //   high 32 bits: 0 for NaN, else ~m(score) where m is the usual order-preserving map of the fp32 bits
 //   low 32 bits:  the candidate position
 // Keys are unique, so any sort gives the same result; rows are CUB segments (cub::DeviceSegmentedSort).

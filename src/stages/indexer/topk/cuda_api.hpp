@@ -1,5 +1,5 @@
 // indexer.topk's CUDA entry point (cuda.cu), callable from C++20 code: plain arguments, std::runtime_error on a CUDA
-// failure. The canonical selection of every row on the device (topk_canonical.hpp's order).
+// failure. The canonical selection of every row on the device (engines::topk::topk_canonical.hpp's order).
 #pragma once
 #include <cstdint>
 

@@ -8,8 +8,8 @@
 #include <variant>
 
 #include "layouts/index_base.hpp"
-#include "stages/indexer/common/attrs.hpp"
-#include "stages/indexer/common/topk_canonical.hpp"
+#include "stages/indexer/attrs.hpp"
+#include "engines/topk/topk_canonical.hpp"
 #include "stages/indexer/table.hpp"
 #include "stages/indexer/topk/core.hpp"
 #include "stages/indexer/topk/cuda_api.hpp"
@@ -226,7 +226,7 @@ std::vector<cmp::CheckResult> row_identity(const std::vector<const Case*>& cases
       const std::int64_t n = std::get<3>(key), st = a.map->start[static_cast<std::size_t>(a.r)];
       std::vector<double> sc(static_cast<std::size_t>(n));
       row_scores([&](std::int64_t col) { return lg.value(a.r * lg.dim(1) + col); }, st, n, n, *a.p, sc.data());
-      const std::vector<std::int64_t> sel = topk_canonical(sc.data(), n, a.p->k);
+      const std::vector<std::int64_t> sel = engines::topk::topk_canonical(sc.data(), n, a.p->k);
       const double kth = sel.empty() ? 0.0 : sc[static_cast<std::size_t>(sel.back())];
       std::vector<std::int64_t> diff;
       std::set_symmetric_difference(p0.begin(), p0.end(), p1.begin(), p1.end(), std::back_inserter(diff));
@@ -259,7 +259,6 @@ Stage stage() {
   s.name = "indexer.topk";
   s.summary = "top-k over each row's valid range with -1 padding and engine index bases";
   s.spec = "v32 §5";
-  s.pipeline_order = 50;
   s.schema.attrs = {int_attr("k", 2048, "top-k width"),
                     str_attr("index_base", "relative", layouts::index_base_names(), layouts::index_base_doc()),
                     bool_attr("sorted", false, "output in descending score order (demo torch.topk)"),

@@ -18,7 +18,7 @@
 #pragma once
 #include "layouts/mla_kcache.hpp"
 #include "stage/stage.hpp"
-#include "stages/indexer/common/act_quant.hpp"
+#include "engines/quant/block_quant.hpp"
 
 namespace dsa::mla::kcache_store {
 
@@ -26,7 +26,7 @@ struct Params : dsa::Params {
   layouts::MlaKCache layout;
   bool model1 = false;
   layouts::Model1KCache m1;
-  indexer::QuantParams quant;  // fmt, apply, eps; clamp on
+  quant::QuantParams quant;  // fmt, apply, eps; clamp on
 };
 
 // Quantizes and stores one token: c (512 bf16 bits), k_pe (64 bf16 bits) into record `rec` (656 bytes).

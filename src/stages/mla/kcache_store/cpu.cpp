@@ -22,7 +22,7 @@ namespace {
 float quantize_tile(const Params& p, const std::uint16_t* c, std::int64_t n, std::uint8_t* codes) {
   float x[L::kTile];
   for (std::int64_t d = 0; d < n; ++d) x[d] = num::bf16_to_f32(c[d]);
-  const float s = indexer::quantize_block(x, n, p.quant, codes);
+  const float s = quant::quantize_block(x, n, p.quant, codes);
   for (std::int64_t d = 0; d < n; ++d)
     if ((codes[d] & 0x7F) == 0x7F) codes[d] = 0x7F;  // NaN (x86 writes the sign of 0/0): the CUDA code
   return s;

@@ -1,5 +1,5 @@
-// mla.kcache_store on the GPU: one thread per (token, tile), the quantization of indexer.quant's kernel
-// (numerics/fp8_core.hpp: amax, scale, element step, e8m0 bytes; --fmad=false, IEEE division) and the byte offsets
+// mla.kcache_store on the GPU: one thread per (token, tile), the block quantizer every writer shares
+// (engines/quant/quant_core.hpp; e8m0 bytes from numerics/fp8_core.hpp; --fmad=false, IEEE division) and the byte offsets
 // the host computed from its layout type: identical bytes to cpu.cpp (parse() guarantees distinct slots).
 #include <algorithm>
 #include <cstdint>
@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backend/cuda.hpp"
+#include "engines/quant/quant_core.hpp"
 #include "numerics/fp8_core.hpp"
 #include "stages/mla/kcache_store/cuda_api.hpp"
 
@@ -22,22 +23,11 @@ __global__ void store_kernel(std::uint8_t* cache, CudaStore s) {
   const std::int64_t t = id / s.tiles, j = id % s.tiles, co = s.code_off[t];
   if (co < 0) return;  // padded token
   const std::uint16_t* x = s.kv_c + t * s.nope + j * s.tile;
-  float amax = 0.0f;  // fp8core::block_amax over the bf16 values
-  bool nan = false;
-  for (std::int64_t i = 0; i < s.tile; ++i) {
-    const float a = fp8core::from_bits((static_cast<std::uint32_t>(x[i]) << 16) & 0x7FFFFFFFu);
-    nan |= a != a;
-    amax = a > amax ? a : amax;
-  }
-  if (nan) amax = fp8core::quiet_nan();
-  const float sc = fp8core::scale_of(static_cast<fp8core::Fmt>(s.fmt), amax, s.eps);
-  const float inv = 1.0f / sc;
-  const bool mul = s.mul_inv || fp8core::exact_reciprocal(sc, inv);
-  for (std::int64_t i = 0; i < s.tile; ++i) {
-    std::uint8_t c = fp8core::encode(fp8core::from_bits(static_cast<std::uint32_t>(x[i]) << 16), mul, s.clamp, sc, inv);
-    if ((c & 0x7F) == 0x7F) c = 0x7F;  // NaN: the CUDA code
-    cache[co + j * s.tile + i] = c;
-  }
+  std::uint8_t* codes = cache + co + j * s.tile;
+  const float sc = quant::quantize_block_with([x](std::int64_t i) { return quant::bf16_value(x[i]); }, s.tile, s.quant,
+                                              [codes](std::int64_t i, std::uint8_t c) {
+                                                codes[i] = (c & 0x7F) == 0x7F ? std::uint8_t{0x7F} : c;  // NaN: the CUDA code
+                                              });
   if (s.e8m0) {
     cache[s.scale_off[t] + j] = fp8core::e8m0_of(sc);
     if (j == 0) cache[s.scale_off[t] + s.tiles] = 0;  // pad byte

@@ -5,14 +5,14 @@
 #pragma once
 #include <cstdint>
 
+#include "engines/quant/quant_core.hpp"
+
 namespace dsa::mla::kcache_store {
 
 struct CudaStore {
   std::int64_t T = 0, nope = 0, tile = 0, tiles = 0;  // tokens, NoPE dims, tile size, tiles per token
   bool e8m0 = false;                                   // scales as e8m0 bytes + a zero pad byte (MODEL1), else raw fp32
-  int fmt = 0;                                         // fp8core::Fmt
-  bool mul_inv = false, clamp = true;
-  float eps = 0.0f;
+  quant::QuantParams quant;                            // the producer's scale rule (the shared block quantizer)
   const std::uint16_t* kv_c = nullptr;  // [T, nope] bf16 bits
   const std::uint16_t* k_pe = nullptr;  // [T, 64] bf16 bits
   const std::int64_t *code_off = nullptr, *scale_off = nullptr, *rope_off = nullptr;  // [T]

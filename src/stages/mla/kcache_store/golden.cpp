@@ -4,7 +4,7 @@
 #include <stdexcept>
 
 #include "numerics/formats.hpp"
-#include "stages/indexer/common/gen.hpp"
+#include "stage/gen/gen.hpp"
 #include "stages/mla/kcache_store/core.hpp"
 
 // The rows use designated initializers and leave unused fields at their defaults on purpose.
@@ -12,7 +12,7 @@
 
 namespace dsa::mla::kcache_store {
 
-using namespace indexer::gen;
+using namespace gen;
 using golden::Generator;
 using golden::GoldenSpec;
 using golden::I;

@@ -3,7 +3,7 @@
 #include <cstring>
 #include <map>
 
-#include "stages/indexer/common/attrs.hpp"
+#include "stages/indexer/attrs.hpp"
 #include "stages/mla/kcache_store/core.hpp"
 #include "stages/mla/kcache_store/cuda_api.hpp"
 #include "stages/mla/table.hpp"
@@ -43,10 +43,7 @@ Expected cuda(const Case& c, const Params& p, const RefOptions& opt) {
   st.tile = p.model1 ? M::kTile : L::kTile;
   st.tiles = p.model1 ? M::kTiles : L::kTiles;
   st.e8m0 = p.model1;
-  st.fmt = static_cast<int>(p.quant.fmt);
-  st.mul_inv = p.quant.apply == indexer::ScaleApply::mul_inv;
-  st.clamp = p.quant.clamp;
-  st.eps = p.quant.amax_eps;
+  st.quant = p.quant;
   st.kv_c = kv_c.data<std::uint16_t>();
   st.k_pe = c.input("k_pe").data<std::uint16_t>();
   st.code_off = code.data();
@@ -76,14 +73,14 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& p) {
     p.push_back({c.file, c.name, "attr scale_fmt", "pow2 or ue8m0 with layout model1_fp8_584 (e8m0 scales are powers of two)", a.s("scale_fmt")});
   const std::string fmt = a.s("scale_fmt");
   r.quant.clamp = true;
-  r.quant.apply = indexer::parse_scale_apply(a.s("scale_apply"));
-  if (fmt == "ue8m0") r.quant.fmt = indexer::ScaleFmt::ue8m0, r.quant.amax_eps = 1e-4f;
-  else if (fmt == "pow2") r.quant.fmt = indexer::ScaleFmt::pow2_div, r.quant.amax_eps = 1e-4f;
-  else if (fmt == "amax448") r.quant.fmt = indexer::ScaleFmt::fp32_floor, r.quant.amax_eps = 0.0f;
-  else if (fmt == "flt_min") r.quant.fmt = indexer::ScaleFmt::fp32_floor, r.quant.amax_eps = std::numeric_limits<float>::min();
+  r.quant.apply = quant::parse_scale_apply(a.s("scale_apply"));
+  if (fmt == "ue8m0") r.quant.fmt = quant::ScaleFmt::ue8m0, r.quant.amax_eps = 1e-4f;
+  else if (fmt == "pow2") r.quant.fmt = quant::ScaleFmt::pow2_div, r.quant.amax_eps = 1e-4f;
+  else if (fmt == "amax448") r.quant.fmt = quant::ScaleFmt::fp32_floor, r.quant.amax_eps = 0.0f;
+  else if (fmt == "flt_min") r.quant.fmt = quant::ScaleFmt::fp32_floor, r.quant.amax_eps = std::numeric_limits<float>::min();
   else {
     indexer::check_finite_attr(c, a, "amax_eps", false, p);
-    r.quant.fmt = indexer::ScaleFmt::fp32_div, r.quant.amax_eps = static_cast<float>(a.f("amax_eps"));
+    r.quant.fmt = quant::ScaleFmt::fp32_div, r.quant.amax_eps = static_cast<float>(a.f("amax_eps"));
   }
   check_slot_mapping(c, c.input("slot_mapping"), c.input("kv_cache_in").dim(0) * r.layout.page_size, "num_blocks*page_size", p);
   return r;
@@ -126,7 +123,6 @@ Stage stage() {
   s.name = "mla.kcache_store";
   s.summary = "write [c | k_pe] tokens into the fp8 MLA cache: V3.2 656-byte records (FlashMLA FP8 with scale, vLLM fp8_ds_mla) or V4 MODEL1";
   s.spec = "v32 §6.3";
-  s.pipeline_order = 60;
   s.schema.attrs = {
       str_attr("scale_fmt", "pow2", {"ue8m0", "pow2", "amax448", "amax448_eps", "flt_min"},
                "tile scale: ue8m0 2^ceil(log2(max(amax,1e-4)*fl32(1/448))) (DeepSeek demo); pow2 "

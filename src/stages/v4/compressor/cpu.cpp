@@ -11,7 +11,7 @@
 
 #include "numerics/det_math.hpp"
 #include "numerics/formats.hpp"
-#include "stages/attn/common/sparse_attn.hpp"
+#include "engines/sparse_attn/sparse_attn.hpp"
 #include "stages/v4/compressor/core.hpp"
 #ifdef DSA_CUDA_BACKEND
 #include "stages/v4/compressor/cuda_api.hpp"

@@ -7,6 +7,7 @@
 #include <string>
 #include <tuple>
 
+#include "profiles/profiles.hpp"
 #include "stages/v4/compressor/core.hpp"
 #include "stages/v4/table.hpp"
 
@@ -24,8 +25,8 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& pr) {
   p.eps = a.f("norm_eps");
   p.rotate = a.b("rotate");
   p.cache_mode = static_cast<int>(a.i("cache_mode"));
-  const std::string v = a.s("variant");
-  p.variant = v == "ref" ? Variant::ref : v == "vllm-cuda" ? Variant::vllm_cuda : Variant::ascend_a3;
+  p.variant = a.profile() == &profiles::ref() ? Variant::ref : a.profile() == &profiles::vllm_cuda() ? Variant::vllm_cuda : Variant::ascend_a3;
+  const std::string v = a.profile() ? a.profile()->name : "ascend-a3";
   p.D = c.input("norm_weight").dim(0);
   p.C2 = c.input("ape").dim(1);
   const Tensor& cu = c.input("cu_seqlens");
@@ -181,7 +182,6 @@ Stage stage() {
   s.name = kName;
   s.summary = "DeepSeek-V4 KV compressor (Ascend compressor op, TND): c4 overlap / c128 gating pools, RMSNorm, RoPE at jr, state cache";
   s.spec = "v4 §2, §5, §6";
-  s.pipeline_order = 110;
   s.default_tolerance = "derived-bound";
   s.schema.attrs = {
       int_attr("cmp_ratio", 4, "r: tokens per compressed entry (C4: 4 with overlap, C128: 128)"),
@@ -189,11 +189,11 @@ Stage stage() {
       int_attr("rope_head_dim", 64, "RoPE dims (the last ones of D), interleaved pairs"),
       num_attr("norm_eps", 1e-6, "RMSNorm epsilon"),
       bool_attr("rotate", false, "indexer compressor (D = 128): Hadamard-128 after the cast"),
-      int_attr("cache_mode", 1, "1 = continuous state rows (block table[p / bs]), 2 = cycle ring of coff*r tokens"),
-      str_attr("variant", "ascend-a3", {"ascend-a3", "ref", "vllm-cuda"},
-               "ascend-a3: fp32 to the end, x/sqrt(mean+eps), one RNE cast (rotate: bf16(bf16(y@H)*128^-0.5)); ref: DeepSeek "
-               "inference (pooled kv -> bf16 before the norm, bf16 after norm and RoPE, FP8 ue8m0 QAT of the nope dims; "
-               "rotate: Hadamard -> bf16 -> FP4 QAT); vllm-cuda: fp32 pipeline, FP8 QAT of the nope dims")};
+      int_attr("cache_mode", 1, "1 = continuous state rows (block table[p / bs]), 2 = cycle ring of coff*r tokens")};
+  s.default_profile = "ascend-a3";
+  s.profile_doc = "ascend-a3: fp32 to the end, x/sqrt(mean+eps), one RNE cast (rotate: bf16(bf16(y@H)*128^-0.5)); ref: DeepSeek "
+                  "inference (pooled kv -> bf16 before the norm, bf16 after norm and RoPE, FP8 ue8m0 QAT of the nope dims; "
+                  "rotate: Hadamard -> bf16 -> FP4 QAT); vllm-cuda: fp32 pipeline, FP8 QAT of the nope dims";
   s.schema.inputs = {
       {"x", {DT::bf16}, {"T,H"}, true, "hidden states of the step's tokens (TND, requests packed)"},
       {"wkv", {DT::bf16}, {"C2,H"}, true, "kv projection [coff*D, H] (a-half first with overlap)"},

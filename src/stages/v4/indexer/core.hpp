@@ -1,86 +1,171 @@
-// v4.indexer — the DeepSeek-V4 lightning indexer on Ascend A2/A3: npu_vllm_quant_lightning_indexer (spec v4 §3.5;
-// seed 004 AscendDSAImpl._indexer_qli), int8 query and key cache, TND queries, PA_BSND key cache, sparse_mode 3,
-// cmp_ratio 4. For query row t of request b (rows aq[b-1]..aq[b]-1 of the TND batch, aq = actual_seq_lengths_query,
-// prefix sums without the leading 0; kv_len = actual_seq_lengths_key[b], the uncompressed token count):
-//   position p = kv_len - q_len + i (i = row inside the request); visible compressed entries j < nvis = (p+1) // 4
-//   (entry j = tokens 4j..4j+3 is complete at or before p); keys j at block_table[b][j / bs], slot j % bs.
-//   wq[h]   = fp16(w16[t,h] * qs16[t,h])                       (vector unit, one RNE rounding of the exact product)
-//   I[h,j]  = sum_d q8[t,h,d] * k8[j,d]                        (int32, exact)
-//   s[h,j]  = fp16(relu(I[h,j]) * 2^-10)                       (Fixpipe DEQF16 with reluPre; 2^-10 never undone)
-//   L[j]    = sum_h wq[h] * s[h,j]                             (fp16 x fp16 products, exact in fp32; fp32 sums)
-//   score_j = fl32(L[j] * float(ks16[j]))
-//   sparse_indices[t, 0, :] = the top sparse_count j by score, descending, ties -> lower j (Sort32), -1 padded; the
-//   whole row -1 when nvis <= 0. Indices are per-request compressed-entry indices (not window offsets).
-// The cube's fp32 summation order over the heads is not documented, so the reference scores L exactly (fixed
-// order in fp64) and gives each candidate a rigorous bound u_j on the kernel's score: any-order fp32 summation
-// g(H-1, 2^-24) sum|wq s| ks, the final fp32 multiply 2^-24 |score|, and the reference's own fp64 evaluation
-// (g(H-1, 2^-53) sum|wq s| ks + 2^-53 |score|). The top-k comparator (tie-aware sets, order up to the bounds)
-// decides with these bands: exact ties and near-ties inside the bound accept either pick, nothing else.
-//
-// Attr variant picks the scoring arithmetic (same visibility, index space and output):
-//   ascend-a3 (above): int8 q/k, fp16 query_dequant_scale / key_dequant_scale / weights.
-//   vllm-cuda: vLLM's CUDA path (spec v4 §10): q e4m3 [T,H,D] whose power-of-two scale is folded into the fp32
-//     weights (no query_dequant_scale), k e4m3 with an fp32 power-of-two key_dequant_scale per cached row; the logits
-//     of DeepGEMM fp8_mqa_logits / fp8_paged_mqa_logits, score_j = sum_h w_h relu(ks_j (q_h . k_j)), then a top-k
-//     kernel. The products are exact in f64 (e4m3: <= 4 significant bits each) and so are the sums (multiples of
-//     2^-18 below 2^32); the kernel's error is the Hopper fp8 WGMMA accumulation, bounded (policy sm90-fp8, 2^-10
-//     of the magnitude, here taken as ks_j sum_h |w_h| sum_d |q_hd k_jd| >= the logits' relu-based M: a safe envelope)
-//     plus its fp32 head sum g(H-1, 2^-24) and the reference's own f64 rounding.
-//   ref-bf16: the DeepSeek-V4 reference model (inference/model.py Indexer, spec v4 §3.6): bf16 q/k/weights, every
-//     op a bf16 tensor: I_h = bf16(fp32 dot), relu, p_h = bf16(w_h I_h), L = bf16(fp32 sum_h p_h). Bound per
-//     candidate: e_h = g(D-1, 2^-24) A_h + 2^-8 (|I_h| + g A_h), |w_h| e_h + 2^-8 |w_h| (r_h + e_h) per product,
-//     g(H-1, 2^-24) sum_h |p_h| for the sum, 2^-8 (|L| + u) for its bf16 rounding (ties are frequent: bands do the
-//     work). The key scale is absent (the reference keeps bf16 keys).
-// Attr sorted: 1 = the output is in descending score order (Ascend ops, torch.topk sorted=True); 0 = any order
-// (top-k kernels that emit the set unsorted).
+// v4.indexer: the score and bound of one candidate for each variant (stage.hpp has the formulas), the one scorer
+// that cpu.cpp runs on the host and cuda.cu on the device (determinism contract way 3: the same fp64 operations in the same order; int8 dots are exact int32 in
+// any order). DSA_HD, plain C++17.
+//   ascend-a3:           wq = a3_wq(w16, qs16) per (row, head); per head in turn a3_head(acc, I_h, wq_h) with the
+//                        exact int32 dot I_h; then a3_finish(acc, ks16) -> score, bound
+//   vllm-cuda, ref-bf16: per head in turn fl_head(acc, dot_h, abs_h, w_h) after dot64; then fl_finish(acc, ks)
+// Scores and bounds leave the core with NaN canonical (ascend_li_core.hpp).
 #pragma once
 #include <cstdint>
-#include <memory>
-#include <vector>
 
-#include "stage/stage.hpp"
-#include "stages/indexer/common/ascend_li.hpp"
-#include "stages/v4/indexer/score_core.hpp"
+#include "engines/ascend_li/ascend_li_core.hpp"
+#include "numerics/half_core.hpp"
 
-namespace dsa::v4::indexer {
+namespace dsa::v4::indexer::core {
 
-// Known bugs the selftest mutants reproduce through the reference's own code path (never set by a dump).
-enum class Bug { none, relu_after_weighting, no_key_scale, no_query_scale, no_2pow10, chunk_slots };
+namespace li = dsa::engines::ascend_li::core;
+namespace hc = dsa::halfcore;
 
+// fp16 -> f64 (exact).
+DSA_HD inline double fp16_f64(std::uint16_t h) { return static_cast<double>(hc::fp16_to_f32(h)); }
+// x rounded once to fp16 and back (f64).
+DSA_HD inline double round_fp16(double x) { return fp16_f64(hc::f64_to_fp16(x)); }
+
+// The scoring arithmetic of the producer (stage.hpp): ascend-a3, vllm-cuda, ref (the reference model's bf16).
 enum class Variant { ascend_a3, vllm_cuda, ref_bf16 };
 
-struct Params : dsa::Params {
-  Variant variant = Variant::ascend_a3;
-  bool sorted = true;
-  std::int64_t k = 512;  // sparse_count
-  std::int64_t T = 0, H = 0, D = 0;
-  dsa::indexer::ascend_li::Geometry g;  // requests, key cache, block table, cmp_ratio (4)
+// ---- ascend-a3 -------------------------------------------------------------------------------------------------
+struct A3Consts {
+  double g = 0;                       // (g(H-1, 2^-24) + g(H-1, 2^-53)) (1 + 2^-20)
+  bool relu_after_weighting = false;  // Bug::relu_after_weighting (selftest mutant, CPU only)
+  bool no_2pow10 = false;             // Bug::no_2pow10 (selftest mutant, CPU only)
 };
-using dsa::indexer::ascend_li::Row;
+struct A3Acc {
+  double L = 0, A = 0;
+};
 
-// Scores (f64, exact products summed in a fixed order) and bounds of row t's visible keys, from the case's tensors.
-void row_scores(const Case& c, const Params& p, const Row& ri, std::int64_t t, Bug bug, double* score, double* bound);
+// wq = fp16(w16 qs16): the exact product rounded once (no_query_scale: Bug::no_query_scale, wq = w16).
+DSA_HD inline double a3_wq(std::uint16_t w16, std::uint16_t qs16, bool no_query_scale) {
+  return round_fp16(fp16_f64(w16) * (no_query_scale ? 1.0 : fp16_f64(qs16)));  // the product is exact in f64
+}
 
-// The per-candidate constants of score_core.hpp for this case (Bug::none).
-core::A3Consts a3_consts(const Params& p);
-core::FlConsts fl_consts(const Params& p);
+// Head h: s = fp16(relu(I) 2^-10), L += wq s (exact: fp16 x fp16), A += |wq s|; fixed order h = 0..H-1.
+DSA_HD inline void a3_head(A3Acc& a, std::int32_t I, double wq, const A3Consts& k) {
+  const double x = static_cast<double>(I);
+  double prod;
+  if (k.relu_after_weighting) {
+    prod = li::max0(wq * round_fp16(x * 0x1.0p-10));
+  } else {
+    const double r = k.no_2pow10 ? li::max0(x) : li::max0(x) * 0x1.0p-10;  // exact
+    prod = wq * round_fp16(r);
+  }
+  a.L += prod;
+  a.A += hd::abs(prod);
+}
 
-// The rows of the case (one call over all T query rows).
-std::shared_ptr<const std::vector<Row>> rows_of(const Case& c, const Params& p);
-// The reference from the sparse_indices one (ascend_li::topk_indices / topk_from_scores): plus sparse_values when the
-// case has that output.
-Expected assemble(const Case& c, RefTensor indices);
+// score = L ks, bound = g A |ks| + 2^-23 |score| (0 for a non-finite score). |score| 2^-23 is exact: a nonzero
+// |score| >= 2^-48 2^-24 (sums of fp16 x fp16 products times an fp16 scale).
+DSA_HD inline void a3_finish(const A3Acc& a, double ks, const A3Consts& k, double& score, double& bound) {
+  const double sc = a.L * ks;
+  score = li::canonical(sc);
+  bound = hd::is_finite(sc) ? li::canonical(k.g * a.A * hd::abs(ks) + hd::abs(sc) * 0x1p-23) : 0.0;
+}
 
-Expected cpu(const Case& c, const Params& p, const RefOptions& opt);
-#ifdef DSA_CUDA_BACKEND
-Expected cuda(const Case& c, const Params& p, const RefOptions& opt);  // cuda.cpp: the scores on the GPU
+// ---- vllm-cuda, ref-bf16 ---------------------------------------------------------------------------------------
+struct FlConsts {
+  bool ref = false;     // ref-bf16 (else vllm-cuda)
+  double g_dot = 0;     // g(D-1, 2^-24)
+  double e_dot = 0;     // ref: g(D-1, 2^-24) + g(D-1, 2^-53); vllm: 2^-10 + g(D-1, 2^-53)
+  double ubf = 0;       // 2^-8
+  double u32 = 0;       // 2^-24
+  double g_head = 0;    // g(H-1, 2^-24) + g(H-1, 2^-53)
+  bool relu_after_weighting = false;  // Bug::relu_after_weighting (selftest mutant, CPU only)
+};
+struct FlAcc {
+  double L = 0, err = 0, mag = 0;
+};
+
+// Head h with dot I = q_h . k_j and A = sum_d |q_hd k_jd| (dot64): L += w relu(I) (fixed order h = 0..H-1); the
+// kernel's dot error e (ref: fp32 dot rounded to bf16; vllm: the fp8 WGMMA envelope 2^-10 A) plus the reference's
+// own f64 sum, and the product's rounding (bf16 tensor for ref-bf16, fp32 otherwise).
+DSA_HD inline void fl_head(FlAcc& a, double I, double A, double w, const FlConsts& k) {
+  const double r = li::max0(I), aw = hd::abs(w);
+  a.L += k.relu_after_weighting ? li::max0(w * I) : w * r;
+  const double e = k.ref ? k.e_dot * A + k.ubf * (hd::abs(I) + k.g_dot * A) : k.e_dot * A;
+  const double up = k.ref ? k.ubf : k.u32;
+  a.err += aw * e + up * aw * (r + e);
+  a.mag += aw * (r + e) * (1 + up);
+}
+
+// u = err + g_head mag (1 + 2^-24) (+ 2^-8 (|L| + u) for the bf16 sum of ref-bf16), then the fp32 multiply by the
+// key scale ks (1 for ref-bf16): score = L ks, bound = (u |ks| + 2^-24 |score|) (1 + 2^-20), 0 for a non-finite score.
+DSA_HD inline void fl_finish(const FlAcc& a, double ks, const FlConsts& k, double& score, double& bound) {
+  double u = a.err + k.g_head * a.mag * (1 + k.u32);
+  if (k.ref) u += k.ubf * (hd::abs(a.L) + u);
+  const double L = a.L * ks;
+  u = u * hd::abs(ks) + k.u32 * hd::abs(L);
+  score = li::canonical(L);
+  bound = hd::is_finite(L) ? li::canonical(u * (1.0 + 0x1p-20)) : 0.0;
+}
+
+// ---- the per-candidate body (one thread of cuda.cu; cpu.cpp runs it for every candidate) -------------------------
+// Everything the scorer reads (host pointers; cuda.cu passes the kernel a copy with device pointers): the rows, weights (a3: wq = a3_wq(w16, qs16); else the weights widened exactly) and
+// cache geometry of PagedRows, and the members below.
+struct ScoreJob : li::PagedRows {
+  Variant variant = Variant::ascend_a3;
+  const void* query = nullptr;      // [T, H, D]: int8 (a3), e4m3 (vllm), bf16 (ref)
+  const void* key = nullptr;        // [key_slots, D] (the PA_BSND cache flattened), the query's kind
+  const void* key_scale = nullptr;  // [key_slots]: fp16 bits (a3), f32 (vllm), unused (ref)
+  bool no_key_scale = false;        // Bug::no_key_scale (selftest mutant, CPU only)
+  A3Consts a3;
+  FlConsts fl;
+};
+
+// The element kind of the float variants' codes: e4m3 (vllm-cuda), bf16 (ref-bf16).
+DSA_HD constexpr li::Elem fl_elem(Variant v) { return v == Variant::vllm_cuda ? li::Elem::e4m3 : li::Elem::bf16; }
+
+// Row t, position j < C: the score and bound of entry j (entry j at engines::ascend_li::key_slot; per head
+// h = 0..H-1 in turn the a3 int8 dot and a3_head, or the float variants' dot64 of the exactly decoded codes and
+// fl_head; then a3_finish / fl_finish with the key scale), or -inf / 0 (score_buffers) for j >= nvis.
+// `e` is fl_elem(variant) (a compile-time constant in the kernels).
+DSA_HD inline void score_thread(const ScoreJob& d, li::Elem e, std::int64_t t, std::int64_t j, double& score, double& bound) {
+  namespace lc = li;
+  using i64 = std::int64_t;
+  if (j >= d.row_nvis[t]) {
+    score = lc::neg_inf();
+    bound = 0.0;
+    return;
+  }
+  const i64 slot = d.slot(t, j);
+  if (d.variant == Variant::ascend_a3) {
+    const std::int8_t* q = static_cast<const std::int8_t*>(d.query) + t * d.H * d.D;
+    const std::int8_t* k = static_cast<const std::int8_t*>(d.key) + slot * d.D;
+    A3Acc acc;
+    for (i64 h = 0; h < d.H; ++h) {
+      const std::int8_t* qh = q + h * d.D;
+      std::int32_t I = 0;  // |I| <= D 2^14 < 2^31 (parse: D <= 2^16): exact in any order
+      bool done = false;
+#if defined(__CUDA_ARCH__)
+      if (d.D % 4 == 0) {  // every row then starts on a 4-byte boundary (cudaMalloc'd bases)
+        const int* qw = reinterpret_cast<const int*>(qh);
+        const int* kw = reinterpret_cast<const int*>(k);
+        for (i64 x = 0; x < d.D / 4; ++x) I = __dp4a(qw[x], kw[x], I);
+        done = true;
+      }
 #endif
-// cuda.cpp: the CUDA implementation with the kernel's per-thread body run on the host (tests without a GPU).
-Expected cuda_body_on_host(const Case& c, const Params& p, const RefOptions& opt);
-Expected run(const Case& c, const Params& p, Bug bug, int threads);
-std::vector<golden::Generator> generators();
-std::vector<golden::GoldenSpec> goldens();
-std::vector<golden::GoldenSpec> selftest_cases();
-std::vector<Mutant> mutants();
+      if (!done) {
+#if !defined(__CUDA_ARCH__) && defined(_OPENMP)
+#pragma omp simd reduction(+ : I)
+#endif
+        for (i64 x = 0; x < d.D; ++x) I += static_cast<std::int32_t>(qh[x]) * static_cast<std::int32_t>(k[x]);
+      }
+      a3_head(acc, I, d.weights[t * d.H + h], d.a3);
+    }
+    a3_finish(acc, d.no_key_scale ? 1.0 : fp16_f64(static_cast<const std::uint16_t*>(d.key_scale)[slot]), d.a3, score, bound);
+    return;
+  }
+  const i64 q0 = t * d.H * d.D, k0 = slot * d.D;
+  const void* q = d.query;
+  const void* key = d.key;
+  FlAcc acc;
+  for (i64 h = 0; h < d.H; ++h) {
+    const i64 qh = q0 + h * d.D;
+    double s, a;
+    lc::dot64([=](i64 x) { return lc::widen(q, e, qh + x); }, [=](i64 x) { return lc::widen(key, e, k0 + x); }, d.D, s, a);
+    fl_head(acc, s, a, d.weights[t * d.H + h], d.fl);
+  }
+  const double ks = d.fl.ref || d.no_key_scale ? 1.0 : static_cast<double>(static_cast<const float*>(d.key_scale)[slot]);
+  fl_finish(acc, ks, d.fl, score, bound);
+}
 
-}  // namespace dsa::v4::indexer
+}  // namespace dsa::v4::indexer::core

@@ -5,7 +5,7 @@
 
 #include "numerics/formats.hpp"
 #include "numerics/rng.hpp"
-#include "stages/v4/indexer/core.hpp"
+#include "stages/v4/indexer/stage.hpp"
 
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 
@@ -110,7 +110,7 @@ void gen_requests(const GoldenSpec& s, std::uint64_t seed, int threads, Case& c)
     set_ks(sl, encode_row(enc, x.data(), D, key, sl));
   }
   // Block tables: a shuffled pool of block ids.
-  Tensor bt = dsa::indexer::ascend_li::shuffled_block_table(root.fork(kPerm), blocks, maxblk, nblk);
+  Tensor bt = dsa::engines::ascend_li::shuffled_block_table(root.fork(kPerm), blocks, maxblk, nblk);
   if (s.param("dup_keys", 0) > 0 && B > 0) {  // ties among request 0's entries
     auto slot = [&](std::int64_t j) { return static_cast<std::int64_t>(bt.data<std::int32_t>()[j / bs]) * bs + j % bs; };
     const std::int64_t es = dtype_size(code_dt), ss = dtype_size(ksc.dtype());

@@ -2,7 +2,7 @@
 // indices offset by the window as the reference model does, unsorted output declared sorted, relu after the weighting,
 // a scale dropped, -1 padding missing), each with the verdict it must get.
 #include "stage/mutant_kit.hpp"
-#include "stages/v4/indexer/core.hpp"
+#include "stages/v4/indexer/stage.hpp"
 
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 

@@ -2,7 +2,8 @@
 #include <algorithm>
 #include <string>
 
-#include "stages/v4/indexer/core.hpp"
+#include "profiles/profiles.hpp"
+#include "stages/v4/indexer/stage.hpp"
 #include "stages/v4/table.hpp"
 
 namespace dsa::v4::indexer {
@@ -11,14 +12,14 @@ namespace {
 const char* kName = "v4.indexer";
 
 Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& pr) {
-  namespace li = dsa::indexer::ascend_li;
+  namespace li = dsa::engines::ascend_li;
   Params p;
   auto bad = [&](const std::string& t, const std::string& want, const std::string& found) { pr.push_back({c.file, c.name, t, want, found}); };
   li::Geometry& g = p.g;
   p.k = a.i("sparse_count");
   g.cmp_ratio = a.i("cmp_ratio");
-  const std::string v = a.s("variant");
-  p.variant = v == "vllm-cuda" ? Variant::vllm_cuda : v == "ref-bf16" ? Variant::ref_bf16 : Variant::ascend_a3;
+  p.variant = a.profile() == &profiles::vllm_cuda() ? Variant::vllm_cuda : a.profile() == &profiles::ref() ? Variant::ref_bf16 : Variant::ascend_a3;
+  const std::string v = a.profile() ? a.profile()->name : "ascend-a3";
   p.sorted = a.i("sorted") != 0;
   // The variant's operand dtypes (one schema for the three).
   struct Want {
@@ -71,18 +72,17 @@ Stage stage() {
   s.name = kName;
   s.summary = "DeepSeek-V4 Ascend quant lightning indexer (int8 q/k, fp16 scales, sparse_mode 3): top-k compressed entries per query";
   s.spec = "v4 §3.5";
-  s.pipeline_order = 120;
   s.schema.attrs = {int_attr("sparse_count", 512, "k: indices per query row (512 V4-Flash, 1024 V4-Pro)"),
                     int_attr("cmp_ratio", 4, "tokens per compressed entry: entry j is visible from position 4j+3 on"),
                     int_attr("sparse_mode", 3, "3 = causal over compressed entries (the only mode supported)"),
                     str_attr("layout_query", "TND", {"TND"}, "query layout (requests packed)"),
                     str_attr("layout_key", "PA_BSND", {"PA_BSND"}, "paged key cache [block, slot, 1, D]"),
-                    str_attr("variant", "ascend-a3", {"ascend-a3", "vllm-cuda", "ref-bf16"},
-                             "ascend-a3: int8 q/k, wq = fp16(w16 qs16), s = fp16(relu(I) 2^-10), fp32 head sums (order "
-                             "unknown: bounded), fp32 x fp16 key scale; vllm-cuda: e4m3 q (scale folded into fp32 weights) "
-                             "and k with fp32 pow2 row scales, DeepGEMM fp8 logits (bounded); ref-bf16: the reference "
-                             "model's bf16 tensors (bounded)"),
                     int_attr("sorted", 1, "1: indices in descending score order (Ascend ops, torch.topk); 0: any order")};
+  s.default_profile = "ascend-a3";
+  s.profile_doc = "ascend-a3: int8 q/k, wq = fp16(w16 qs16), s = fp16(relu(I) 2^-10), fp32 head sums (order unknown: "
+                  "bounded), fp32 x fp16 key scale; vllm-cuda: e4m3 q (scale folded into fp32 weights) and k with fp32 "
+                  "pow2 row scales, DeepGEMM fp8 logits (bounded); ref (older value ref-bf16): the reference model's bf16 "
+                  "tensors (bounded)";
   s.schema.inputs = {
       {"query", {DT::int8, DT::fp8_e4m3fn, DT::bf16}, {"T,H,D"}, false,
        "query: int8 codes (ascend-a3), e4m3 codes (vllm-cuda), bf16 (ref-bf16)"},

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "numerics/formats.hpp"
-#include "stages/indexer/common/hadamard.hpp"
+#include "numerics/hadamard.hpp"
 #include "stages/v4/indexer_prolog/core.hpp"
 #include "stages/v4/indexer_prolog/cuda_api.hpp"
 
@@ -23,7 +23,7 @@ void rotate_row(const std::uint16_t* x, i64 D, const float* cos_v, const float* 
   std::vector<std::uint16_t> r(static_cast<std::size_t>(D)), lo(r.size()), hi(r.size());
   std::vector<float> f(kind == HadamardKind::fwht ? r.size() : 0);
   const RowStats st = prep_row(x, D, cos_v, sin_v, kind, bug, r.data(), lo.data(), hi.data(), f.data());
-  const float s32 = dsa::indexer::hadamard_scale_f32(D);
+  const float s32 = dsa::num::hadamard_scale_f32(D);
   for (i64 i = 0; i < D; ++i) rot_elem(i, D, kind, r.data(), lo.data(), hi.data(), f.data(), st, s32, bug, out + i, bound + i);
 }
 

@@ -74,7 +74,7 @@ void rotate_rows_cuda(const std::uint16_t* pre, i64 T, i64 H, i64 D, const float
   const bool fwht = kind == HadamardKind::fwht;
   cuda::Buffer dr(ce * 2), dlo(ce * 2), dhi(ce * 2), df(fwht ? ce * 4 : 1), dst(static_cast<std::size_t>(chunk) * sizeof(RowStats));
   float* fp = fwht ? dev<float>(df) : nullptr;
-  const float s32 = dsa::indexer::hadamard_scale_f32(D);
+  const float s32 = dsa::num::hadamard_scale_f32(D);
   for (i64 r0 = 0; r0 < rows; r0 += chunk) {
     const i64 m = rows - r0 < chunk ? rows - r0 : chunk;
     prep_kernel<<<blocks_for(m), kThreads>>>(dev<const std::uint16_t>(dpre), r0, m, H, D, dev<const float>(dcs), dev<const float>(dsn), kind,

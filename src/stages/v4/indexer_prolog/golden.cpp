@@ -5,7 +5,7 @@
 
 #include "numerics/formats.hpp"
 #include "numerics/rng.hpp"
-#include "stages/indexer/common/rope.hpp"
+#include "numerics/rope.hpp"
 #include "stages/v4/indexer_prolog/core.hpp"
 
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
@@ -47,14 +47,14 @@ void gen_rows(const GoldenSpec& s, std::uint64_t seed, int threads, Case& c) {
     for (std::int64_t i = 0; i < T * H; ++i) w.data<std::uint16_t>()[i] = num::f64_to_bf16(rw.normal());
     if (s.param("pre", 0) > 0) {  // the path from q_pre: the V4 compressed-layer RoPE table (base 160000, YaRN 16)
       c.inputs["q_pre"] = q;
-      dsa::indexer::YarnParams y;
+      dsa::num::YarnParams y;
       y.theta = 160000.0, y.factor = 16.0, y.original_seq_len = 65536, y.max_seq_len = 1 << 20;
-      const auto f = dsa::indexer::yarn_inv_freqs(y);
+      const auto f = dsa::num::yarn_inv_freqs(y);
       Tensor cs(DType::f32, {T, 64}), sn(DType::f32, {T, 64});
       Rng rp = root.fork(kPlant);
       for (std::int64_t t = 0; t < T; ++t) {
         float cv[32], sv[32];
-        dsa::indexer::yarn_cos_sin(f, rp.randint(0, 200000), cv, sv);
+        dsa::num::yarn_cos_sin(f, rp.randint(0, 200000), cv, sv);
         for (int i = 0; i < 64; ++i) cs.data<float>()[t * 64 + i] = cv[i / 2], sn.data<float>()[t * 64 + i] = sv[i / 2];
       }
       c.inputs["rope_cos"] = cs;

@@ -9,7 +9,7 @@
 //                all bf16 values, stored as bf16 bits
 //     row_stats  W = sum (hi - lo), A = sum max(|lo|, |hi|) in index order, and whether every fp32 partial sum of
 //                such values is exact
-//     prep_row   the two above, and for fwht the fp32 FWHT of r (fixed butterfly order, common/hadamard.hpp)
+//     prep_row   the two above, and for fwht the fp32 FWHT of r (fixed butterfly order, numerics/hadamard.hpp)
 //     rot_elem   output i: the Hadamard (fwht: the fp32 FWHT values f, computed beforehand; ascend: the exact
 //                +-1 sums in index order), its interval, the final rounding and the bound
 #pragma once
@@ -17,7 +17,7 @@
 
 #include "numerics/half_core.hpp"
 #include "numerics/hd_ops.hpp"
-#include "stages/indexer/common/hadamard.hpp"
+#include "numerics/hadamard.hpp"
 
 namespace dsa::v4::indexer_prolog {
 
@@ -127,7 +127,7 @@ DSA_HD inline RowStats prep_row(const std::uint16_t* x, std::int64_t D, const fl
   const RowStats st = row_stats(lo, hi, D);
   if (kind == HadamardKind::fwht) {
     for (std::int64_t d = 0; d < D; ++d) f[d] = static_cast<float>(val(r[d]));  // exact: bf16 values
-    dsa::indexer::fwht_f32(f, D);
+    dsa::num::fwht_f32(f, D);
   }
   return st;
 }

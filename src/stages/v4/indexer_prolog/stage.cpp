@@ -100,11 +100,9 @@ Stage stage() {
   s.name = "v4.indexer_prolog";
   s.summary = "DeepSeek-V4 Ascend indexer inputs: dynamic_quant_int8 of q and k (fp16 scales), A3 head weights, k8/scale scatter into PA_BSND caches";
   s.spec = "v4 §3.1-3.4";
-  s.pipeline_order = 115;
   s.schema.attrs = {str_attr("amax_zero", "scale1", {"scale1", "scale0"},
                              "an all-zero row: scale1 = ops-nn golden.py (scale 1, codes 0); scale0 = the kernel's "
                              "arithmetic (scale 0, the NaN codes cast to 0)"),
-                    str_attr("variant", "ascend-a3", {"ascend-a3"}, "A2/A3: int8 codes, fp16 scales and weights"),
                     str_attr("hadamard", "ascend", {"ascend", "fwht"},
                              "q path from q_pre: ascend = bf16(r @ H^T) then bf16(x 128^-0.5) (vLLM-Ascend rotate_activation); "
                              "fwht = the reference model's fp32 FWHT then bf16(x 128^-0.5)")};
@@ -126,6 +124,8 @@ Stage stage() {
                       {{"k_cache", {DT::int8}, {"nblk,bs,1,D", "nblk,bs,D"}, false, "key cache after the scatter"}, CompareKind::bytes},
                       {{"k_scale_cache", {DT::fp16}, {"nblk,bs,1,1", "nblk,bs,1", "nblk,bs"}, false, "scale cache after the scatter"},
                        CompareKind::bytes}};
+  s.default_profile = "ascend-a3";
+  s.profile_doc = "ascend-a3 (A2/A3): int8 codes, fp16 scales and weights";
   s.default_tolerance = "derived-bound";  // q_rot: its per-element bound (the other outputs are bytes)
   s.parse = typed_parse(&parse);
   s.impl[static_cast<std::size_t>(Backend::cpu)] = typed_impl(&cpu);

@@ -1,0 +1,528 @@
+// The Hopper (sm_90a) engine of the exact indexer logits: see logits_wgmma.hpp for the method and the contract.
+// Built for sm_90a only (CMake: the dsawgmma library); elsewhere the kernels compile to nothing and
+// wgmma_engine_available() is false, so logits_cuda.cu runs its mma.sync engine.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+#include "numerics/exact_digits.hpp"
+#include "engines/logits/logits_core.hpp"
+#include "engines/logits/logits_wgmma.hpp"
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define DSA_WG_BODY 1
+#endif
+
+namespace dsa::engines::logits {
+
+namespace {
+
+using i64 = std::int64_t;
+constexpr int kKeys = 64;        // keys per warpgroup tile (wgmma M)
+constexpr int kWG = 2;           // consumer warpgroups per block
+constexpr int kThreads = 128 * kWG;
+constexpr int kPlanes = 5;
+constexpr int kD = 128;          // dims (the engine's only D: DeepSeek's indexer head dim)
+constexpr double kMagic = 6755399441055744.0;  // 2^52 + 2^51
+constexpr long long kMagicBits = 0x4338000000000000ll;
+
+// Shared memory of one block (offsets in bytes from the dynamic base).
+struct Smem {
+  int NT;
+  __host__ __device__ int b_planes() const { return 0; }                                      // [5][NT][128] core matrices
+  __host__ __device__ int a_block(int wg) const { return kPlanes * NT * kD + wg * static_cast<int>(kWgmmaBlockBytes); }
+  __host__ __device__ int wsm() const { return a_block(kWG); }                                 // double [NT]: w 2^-18
+  __host__ __device__ int wabs() const { return wsm() + NT * 8; }                              // double [NT]: |w| 2^-18
+  __host__ __device__ int rows() const { return wabs() + NT * 8; }                             // i64 lo, hi, col0 [3][8]
+  __host__ __device__ int qnan() const { return rows() + 3 * 8 * 8; }                          // u8 [NT]
+  __host__ __device__ int gnan() const { return qnan() + NT; }                                 // int
+  __host__ __device__ int mbar() const { return gnan() + 16; }                                 // u64 [kWG]
+  __host__ __device__ int bytes() const { return mbar() + 8 * kWG; }
+};
+constexpr int kPlaneBytes = kKeys * kD;                  // one digit plane of a tile block
+constexpr int kScaleOff = kPlanes * kPlaneBytes;         // float [64]
+constexpr int kNanOff = kScaleOff + 4 * kKeys;           // u8 [64]
+static_assert(kNanOff + kKeys == kWgmmaBlockBytes, "tile block layout");
+
+#ifdef DSA_WG_BODY
+__device__ __forceinline__ void wgmma_n64(int (&d)[32], std::uint64_t a, std::uint64_t b, int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p;\n}\n"
+      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]), "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]), "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]), "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31])
+      : "l"(a), "l"(b), "r"(accumulate));
+}
+__device__ __forceinline__ void wgmma_n128(int (&d)[64], std::uint64_t a, std::uint64_t b, int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p;\n}\n"
+      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]), "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]), "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]), "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31]), "+r"(d[32]), "+r"(d[33]), "+r"(d[34]), "+r"(d[35]), "+r"(d[36]), "+r"(d[37]), "+r"(d[38]), "+r"(d[39]), "+r"(d[40]), "+r"(d[41]), "+r"(d[42]), "+r"(d[43]), "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47]), "+r"(d[48]), "+r"(d[49]), "+r"(d[50]), "+r"(d[51]), "+r"(d[52]), "+r"(d[53]), "+r"(d[54]), "+r"(d[55]), "+r"(d[56]), "+r"(d[57]), "+r"(d[58]), "+r"(d[59]), "+r"(d[60]), "+r"(d[61]), "+r"(d[62]), "+r"(d[63])
+      : "l"(a), "l"(b), "r"(accumulate));
+}
+
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+__device__ __forceinline__ void reg_fence(int& r) { asm volatile("" : "+r"(r)::"memory"); }
+__device__ __forceinline__ void proxy_fence() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_barrier(int wg) { asm volatile("bar.sync %0, 128;\n" ::"r"(wg + 1) : "memory"); }
+__device__ __forceinline__ void cp16(void* dst, const void* src, bool valid) {
+  const std::uint32_t s = static_cast<std::uint32_t>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src), "r"(valid ? 16 : 0) : "memory");
+}
+__device__ __forceinline__ std::uint32_t smem_addr(const void* p) { return static_cast<std::uint32_t>(__cvta_generic_to_shared(p)); }
+__device__ __forceinline__ void mbar_init(std::uint64_t* m) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(smem_addr(m)) : "memory");
+}
+__device__ __forceinline__ void mbar_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
+// One thread: the tile block (bytes, 16-byte aligned both sides) by the bulk copy engine, completing on m.
+__device__ __forceinline__ void bulk_load(void* dst, const void* src, std::uint32_t bytes, std::uint64_t* m) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(m)), "r"(bytes) : "memory");
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(smem_addr(dst)),
+               "l"(src), "r"(bytes), "r"(smem_addr(m))
+               : "memory");
+}
+__device__ __forceinline__ void mbar_wait(std::uint64_t* m, std::uint32_t parity) {
+  std::uint32_t done = 0;
+  do {
+    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done)
+                 : "r"(smem_addr(m)), "r"(parity)
+                 : "memory");
+  } while (!done);
+}
+// The MMA turn of a warpgroup (FA3-style ping-pong): barriers 3 and 4 over both warpgroups' 256 threads.
+__device__ __forceinline__ void turn_wait(int wg) { asm volatile("bar.sync %0, 256;\n" ::"r"(3 + wg) : "memory"); }
+__device__ __forceinline__ void turn_pass(int wg) { asm volatile("bar.arrive %0, 256;\n" ::"r"(4 - wg) : "memory"); }
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void cp_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
+
+// Matrix descriptor of a K-major operand without swizzle: 8-row x 16-byte core matrices, LBO between the two core
+// matrices of one 32-byte k step, SBO between 8-row groups.
+__device__ __forceinline__ std::uint64_t mdesc(const void* smem, std::uint32_t lbo, std::uint32_t sbo) {
+  const std::uint32_t a = static_cast<std::uint32_t>(__cvta_generic_to_shared(smem));
+  return static_cast<std::uint64_t>((a & 0x3FFFF) >> 4) | static_cast<std::uint64_t>((lbo >> 4) & 0x3FFF) << 16 |
+         static_cast<std::uint64_t>((sbo >> 4) & 0x3FFF) << 32;
+}
+
+template <int NT>
+__device__ __forceinline__ void wgmma(int (&d)[NT / 2], std::uint64_t a, std::uint64_t b, int acc) {
+  if constexpr (NT == 128) wgmma_n128(d, a, b, acc);
+  else wgmma_n64(d, a, b, acc);
+}
+
+// acc (+)= A[plane pa] . B[plane pb] over all of D.
+template <int NT>
+__device__ __forceinline__ void unit(int (&acc)[NT / 2], const std::int8_t* A, const std::int8_t* B, int pa, int pb, bool accumulate) {
+  constexpr int D = kD;
+  const std::int8_t* a = A + pa * kKeys * D;
+  const std::int8_t* b = B + pb * NT * D;
+#pragma unroll
+  for (int s = 0; s < D / 32; ++s)
+    wgmma<NT>(acc, mdesc(a + s * 256, 128, 8 * D), mdesc(b + s * 256, 128, 8 * D), accumulate || s > 0 ? 1 : 0);
+}
+
+template <int NT>
+__device__ __forceinline__ void fence_all(int (&r)[NT / 2]) {
+#pragma unroll
+  for (int i = 0; i < NT / 2; ++i) reg_fence(r[i]);
+}
+
+// Byte offset of (row n, byte k) of an operand with D-byte rows in the core-matrix layout.
+__device__ __forceinline__ int cm_off(int n, int k, int D) { return ((n >> 3) * (D >> 4) + (k >> 4)) * 128 + (n & 7) * 16 + (k & 15); }
+
+// The five digit bytes of a code (x0, x1, x2, x(1), x(-1)) as one word + one byte; NaN codes give zeros.
+__device__ __forceinline__ void code_digits(std::uint8_t c, std::uint32_t& lo4, std::uint32_t& b4) {
+  const exactdot::Digits g = exactdot::digits(exactdot::scaled_int(c));
+  lo4 = static_cast<std::uint32_t>(static_cast<std::uint8_t>(g.d[0])) | static_cast<std::uint32_t>(static_cast<std::uint8_t>(g.d[1])) << 8 |
+        static_cast<std::uint32_t>(static_cast<std::uint8_t>(g.d[2])) << 16 |
+        static_cast<std::uint32_t>(static_cast<std::uint8_t>(exactdot::toom_p1(g))) << 24;
+  b4 = static_cast<std::uint8_t>(exactdot::toom_m1(g));
+}
+
+// What the epilogue of one tile reads: the tile's first key jt, the segment's end kb, the group's rows, the thread's
+// keys k0 and k0 + 8 of the tile, its quad index, and the shared arrays.
+struct TileCtx {
+  const WgmmaParams& p;
+  i64 jt, kb, r0;
+  int nr, k0, tig;
+  bool kn0, kn1;           // the thread's keys' NaN flags
+  float sc0, sc1;          // and scales
+  const std::uint8_t* qn;  // column NaN flags
+  const double *wsm, *wab;
+  const i64 *rlo, *rhi, *rc0;
+};
+
+// s 2^18 = 4096 R - 4095 T per score, relu, the lanes of logits_core.hpp head_lanes in increasing h, tree8 (in-thread
+// pair, xor 1, xor 2), certificate and store; the quad's thread tig stores the logits id = 2 rr + kk with id % 4 = tig.
+template <int NT, int H, bool NANS>
+__device__ __forceinline__ void epilogue(const TileCtx& x, const int (&R)[NT / 2], const int (&T)[NT / 2]) {
+  constexpr int RB = NT / H, JPR = H / 8;
+  const bool kn0 = x.kn0, kn1 = x.kn1;
+#pragma unroll
+  for (int rr = 0; rr < RB; ++rr) {
+    double a[2][2] = {{0.0, 0.0}, {0.0, 0.0}}, m[2][2] = {{0.0, 0.0}, {0.0, 0.0}};
+#pragma unroll
+    for (int jj = 0; jj < JPR; ++jj) {
+      const int j = rr * JPR + jj, c = 8 * j + 2 * x.tig;
+      const double2 wv = *reinterpret_cast<const double2*>(x.wsm + c);
+      const double2 wa = *reinterpret_cast<const double2*>(x.wab + c);
+#pragma unroll
+      for (int kk = 0; kk < 2; ++kk)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int i = 4 * j + 2 * kk + e;
+          long long v = static_cast<long long>(T[i]) * -4095ll + kMagicBits;  // magic + toom_value(R, T): two IMAD.WIDE
+          v = static_cast<long long>(R[i]) * 4096ll + v;
+          // relu on the integer: s < 0 exactly when the high word fell below the magic's (|s 2^18| < 2^43), then the
+          // exact conversion (+0 for s <= 0).
+          if (static_cast<int>(v >> 32) < static_cast<int>(kMagicBits >> 32)) v = kMagicBits;
+          double r = __longlong_as_double(v) - kMagic;
+          if constexpr (NANS)
+            if ((kk ? kn1 : kn0) || x.qn[c + e]) r = __longlong_as_double(0x7FF8000000000000ll);
+          a[kk][e] += r * (e ? wv.y : wv.x);
+          m[kk][e] += r * (e ? wa.y : wa.x);
+        }
+    }
+#pragma unroll
+    for (int kk = 0; kk < 2; ++kk) {
+      double ta = a[kk][0] + a[kk][1], tm = m[kk][0] + m[kk][1];
+      ta += __shfl_xor_sync(0xFFFFFFFFu, ta, 1);
+      tm += __shfl_xor_sync(0xFFFFFFFFu, tm, 1);
+      ta += __shfl_xor_sync(0xFFFFFFFFu, ta, 2);
+      tm += __shfl_xor_sync(0xFFFFFFFFu, tm, 2);
+      const int id = rr * 2 + kk;
+      const i64 key = x.jt + x.k0 + 8 * kk;
+      if ((id & 3) == x.tig && rr < x.nr && key < x.kb && key >= x.rlo[rr] && key < x.rhi[rr]) {
+        std::uint32_t bits;
+        double M;
+        const bool ok = core::certify(ta, tm, kk ? x.sc1 : x.sc0, H, x.p.bf16, bits, M);
+        const i64 o = (x.r0 + rr) * x.p.cols + (key - x.rc0[rr]);
+        if (x.p.bf16)
+          static_cast<std::uint16_t*>(x.p.value)[o] = static_cast<std::uint16_t>(bits);
+        else
+          static_cast<std::uint32_t*>(x.p.value)[o] = bits;
+        x.p.M[o] = M;
+        x.p.def[o] = ok ? 1 : 2;
+      }
+    }
+  }
+}
+
+template <int NT, int H>
+__global__ void __launch_bounds__(kThreads, 1) wgmma_logits_kernel(const WgmmaParams p) {
+  constexpr int RB = NT / H;  // rows per group
+  constexpr int D = kD;
+  extern __shared__ __align__(1024) unsigned char smem[];
+  const Smem L{NT};
+  std::int8_t* B = reinterpret_cast<std::int8_t*>(smem + L.b_planes());
+  double* wsm = reinterpret_cast<double*>(smem + L.wsm());
+  double* wab = reinterpret_cast<double*>(smem + L.wabs());
+  i64* rlo = reinterpret_cast<i64*>(smem + L.rows());
+  i64* rhi = rlo + 8;
+  i64* rc0 = rlo + 16;
+  std::uint8_t* qn = smem + L.qnan();
+  int* gnan = reinterpret_cast<int*>(smem + L.gnan());
+
+  const int tid = threadIdx.x, wg = tid >> 7, lt = tid & 127, warp = lt >> 5, lane = tid & 31, gid = lane >> 2, tig = lane & 3;
+  unsigned char* Ab = smem + L.a_block(wg);  // this warpgroup's tile block
+  const std::int8_t* A = reinterpret_cast<const std::int8_t*>(Ab);
+  const float* Asc = reinterpret_cast<const float*>(Ab + kScaleOff);
+  const std::uint8_t* Akn = Ab + kNanOff;
+  std::uint64_t* mbar = reinterpret_cast<std::uint64_t*>(smem + L.mbar()) + wg;
+  if (lt == 0) mbar_init(mbar);
+  mbar_init_fence();
+  __syncthreads();
+  if (wg == 1) turn_pass(1);  // warpgroup 0 has the first MMA turn
+  std::uint32_t parity = 0;
+
+  // This block's items: [ib, ie) of a persistent grid over equal chunks of keys.
+  const i64 G = gridDim.x, bid = blockIdx.x;
+  const i64 ib = bid * p.nitems / G, ie = (bid + 1) * p.nitems / G;
+  for (i64 it = ib; it < ie;) {
+    i64 lo = 0, hi = p.ngroups;  // group of item it: gprefix[g] <= it < gprefix[g + 1]
+    while (hi - lo > 1) {
+      const i64 mid = (lo + hi) / 2;
+      if (p.gprefix[mid] <= it) lo = mid; else hi = mid;
+    }
+    const i64 g = lo, it_end = ie < p.gprefix[g + 1] ? ie : p.gprefix[g + 1];
+    // Items and tiles start at multiples of 64 keys (keys below the rows' ranges are computed and not stored).
+    const i64 base = p.gklo[g] & ~static_cast<i64>(kKeys - 1);
+    const i64 ka = base + (it - p.gprefix[g]) * kWgmmaItemKeys;
+    const i64 kb0 = base + (it_end - p.gprefix[g]) * kWgmmaItemKeys;
+    const i64 kb = kb0 < p.gkhi[g] ? kb0 : p.gkhi[g];
+    it = it_end;
+    const i64 r0 = p.grow0[g];
+    const int nr = p.gnrows[g];
+    const i64 bb = p.batch[r0];
+
+    // The group's query digit planes, weights (times 2^-18: exact) and rows, once per segment.
+    __syncthreads();  // both warpgroups are done with the previous segment's planes
+    if (tid == 0) *gnan = 0;
+    if (tid < NT) qn[tid] = 0;
+    __syncthreads();
+    constexpr int words = D / 4;
+    for (int e = tid; e < NT * words; e += kThreads) {
+      const int c = e / words, k4 = (e % words) * 4;
+      std::uint32_t codes = 0;
+      if (c < nr * H) codes = *reinterpret_cast<const std::uint32_t*>(p.q + (r0 * H + c) * D + k4);
+      std::uint32_t w0 = 0, w1 = 0, w2 = 0, w3 = 0, w4 = 0;
+      bool nan = false;
+#pragma unroll
+      for (int b = 0; b < 4; ++b) {
+        const std::uint8_t code = static_cast<std::uint8_t>(codes >> (8 * b));
+        nan = nan || exactdot::is_nan_code(code);
+        std::uint32_t lo4, b4;
+        code_digits(code, lo4, b4);
+        w0 |= (lo4 & 0xFFu) << (8 * b);
+        w1 |= ((lo4 >> 8) & 0xFFu) << (8 * b);
+        w2 |= ((lo4 >> 16) & 0xFFu) << (8 * b);
+        w3 |= (lo4 >> 24) << (8 * b);
+        w4 |= b4 << (8 * b);
+      }
+      const int off = cm_off(c, k4, D);
+      *reinterpret_cast<std::uint32_t*>(B + off) = w0;
+      *reinterpret_cast<std::uint32_t*>(B + NT * D + off) = w1;
+      *reinterpret_cast<std::uint32_t*>(B + 2 * NT * D + off) = w2;
+      *reinterpret_cast<std::uint32_t*>(B + 3 * NT * D + off) = w3;
+      *reinterpret_cast<std::uint32_t*>(B + 4 * NT * D + off) = w4;
+      if (nan) {
+        qn[c] = 1;
+        *gnan = 1;
+      }
+    }
+    if (tid < NT) {
+      const double wv = tid < nr * H ? static_cast<double>(p.w[r0 * H + tid]) * 0x1p-18 : 0.0;
+      wsm[tid] = wv;
+      wab[tid] = hd::abs(wv);
+    }
+    if (tid < RB) {
+      const bool ok = tid < nr;
+      rlo[tid] = ok ? p.lo[r0 + tid] : 0;
+      rhi[tid] = ok ? p.hi[r0 + tid] : 0;
+      rc0[tid] = ok ? p.col0[r0 + tid] : 0;
+    }
+    proxy_fence();
+    __syncthreads();
+    const bool group_nan = *gnan != 0;
+
+    // Tile t of the segment (keys ka + 64 t ..) into this warpgroup's tile block: one bulk copy of the whole block
+    // when its 64 keys are one aligned block of the key array (ragged; paged with page_size % 64 == 0), else a
+    // per-key gather (cp.async of each key's 16-byte chunks, scale and NaN flag by plain loads).
+    auto issue = [&](i64 t) {
+      const i64 jt = ka + t * kKeys;
+      if (p.bulk) {
+        if (lt == 0) {
+          i64 blk = p.zero_block;
+          if (!p.bt) {
+            if (jt < p.P) blk = jt / kKeys;
+          } else {
+            const i64 page = p.bt[bb * p.tw + jt / p.ps];
+            if (page >= 0 && page < p.num_pages) blk = (page * p.ps + jt % p.ps) / kKeys;
+          }
+          bulk_load(Ab, p.blocks + blk * kWgmmaBlockBytes, static_cast<std::uint32_t>(kWgmmaBlockBytes), mbar);
+        }
+        return;
+      }
+      const int n = lt >> 1, half = lt & 1;
+      const i64 j = jt + n;
+      i64 ph = -1;
+      if (j < kb) {
+        if (p.bt) {
+          const i64 page = p.bt[bb * p.tw + j / p.ps];
+          ph = page >= 0 && page < p.num_pages ? page * p.ps + j % p.ps : -1;
+        } else if (j < p.P) {
+          ph = j;
+        }
+      }
+      const unsigned char* src = p.blocks + (ph >= 0 ? ph / kKeys : p.zero_block) * kWgmmaBlockBytes;
+      const int r = ph >= 0 ? static_cast<int>(ph % kKeys) : 0;
+      constexpr int mine = D / 32;  // 16-byte chunks per plane and thread
+#pragma unroll
+      for (int pl = 0; pl < kPlanes; ++pl)
+#pragma unroll
+        for (int c = half * mine; c < (half + 1) * mine; ++c)
+          cp16(Ab + pl * kPlaneBytes + cm_off(n, c * 16, D), src + pl * kPlaneBytes + cm_off(r, c * 16, D), true);
+      cp_commit();
+      if (half == 0) {
+        reinterpret_cast<float*>(Ab + kScaleOff)[n] = *reinterpret_cast<const float*>(src + kScaleOff + 4 * r);
+        Ab[kNanOff + n] = src[kNanOff + r];
+      }
+    };
+    const i64 ntiles = (kb - ka + kKeys - 1) / kKeys;
+    const i64 turns = (ntiles + 1) / 2;  // both warpgroups take the same number of MMA turns (a last one may be empty)
+    if (wg < ntiles) issue(wg);
+    int R[NT / 2], T[NT / 2];
+    for (i64 u = 0; u < turns; ++u) {
+      const i64 t = wg + 2 * u;
+      const bool real = t < ntiles;
+      if (real) {
+        if (p.bulk) {
+          mbar_wait(mbar, parity);
+          parity ^= 1u;
+        } else {
+          cp_wait_all();
+          proxy_fence();
+        }
+        wg_barrier(wg);
+      }
+      turn_wait(wg);
+      if (real) {
+        // R = P1, T = Pm1; R = (65 R - 63 T) / 2; T = c4; R += 4095 T; T = c1; T *= 64; T += c0.
+        wg_fence();
+        unit<NT>(R, A, B, 3, 3, false);
+        unit<NT>(T, A, B, 4, 4, false);
+        wg_commit();
+        wg_wait0();
+        fence_all<NT>(R);
+        fence_all<NT>(T);
+#pragma unroll
+        for (int i = 0; i < NT / 2; ++i) R[i] = exactdot::toom_high(R[i], T[i], 0);
+        wg_fence();
+        unit<NT>(T, A, B, 2, 2, false);
+        wg_commit();
+        wg_wait0();
+        fence_all<NT>(T);
+#pragma unroll
+        for (int i = 0; i < NT / 2; ++i) R[i] += 4095 * T[i];  // = toom_high(P1, Pm1, c4)
+        wg_fence();
+        unit<NT>(T, A, B, 1, 0, false);
+        unit<NT>(T, A, B, 0, 1, true);
+        wg_commit();
+        wg_wait0();
+        fence_all<NT>(T);
+#pragma unroll
+        for (int i = 0; i < NT / 2; ++i) T[i] *= 64;  // then + c0 by the tensor cores: toom_low(c1, c0)
+        wg_fence();
+        unit<NT>(T, A, B, 0, 0, true);
+        wg_commit();
+        wg_wait0();
+        fence_all<NT>(T);
+        fence_all<NT>(R);
+      }
+      turn_pass(wg);
+      if (!real) break;
+      // The tile's scales and NaN flags of this thread's keys, before the block reloads.
+      const int k0 = 16 * warp + gid;
+      const bool kn0 = Akn[k0] != 0, kn1 = Akn[k0 + 8] != 0;
+      const float sc0 = Asc[k0], sc1 = Asc[k0 + 8];
+      wg_barrier(wg);  // every warp's reads of the block are done: reload it during the epilogue
+      if (t + 2 < ntiles) issue(t + 2);
+      const bool nans = __any_sync(0xFFFFFFFFu, group_nan || kn0 || kn1);  // warp-uniform
+      const TileCtx x{p, ka + t * kKeys, kb, r0, nr, k0, tig, kn0, kn1, sc0, sc1, qn, wsm, wab, rlo, rhi, rc0};
+      if (nans) epilogue<NT, H, true>(x, R, T);
+      else epilogue<NT, H, false>(x, R, T);
+    }
+  }
+}
+
+// Tile blocks of the keys (logits_wgmma.hpp): key p's codes as five digit planes in the core-matrix layout of block
+// p / 64, its scale and NaN flag; ragged keys (src: [P, D] codes, scale: [P]) or the planar paged cache (page_bytes).
+__global__ void blocks_kernel(const std::uint8_t* src, const float* scale, i64 P, i64 ps, i64 page_bytes, bool paged,
+                              unsigned char* blocks) {
+  constexpr int D = kD;
+  for (i64 e = blockIdx.x * static_cast<i64>(blockDim.x) + threadIdx.x; e < P * D; e += static_cast<i64>(gridDim.x) * blockDim.x) {
+    const i64 t = e / D;
+    const int d = static_cast<int>(e % D), r = static_cast<int>(t % kKeys);
+    const std::uint8_t c = paged ? src[(t / ps) * page_bytes + (t % ps) * D + d] : src[t * D + d];
+    unsigned char* blk = blocks + (t / kKeys) * kWgmmaBlockBytes;
+    const exactdot::Digits g = exactdot::digits(exactdot::scaled_int(c));
+    const int off = cm_off(r, d, D);
+    blk[off] = static_cast<unsigned char>(g.d[0]);
+    blk[kPlaneBytes + off] = static_cast<unsigned char>(g.d[1]);
+    blk[2 * kPlaneBytes + off] = static_cast<unsigned char>(g.d[2]);
+    blk[3 * kPlaneBytes + off] = static_cast<unsigned char>(exactdot::toom_p1(g));
+    blk[4 * kPlaneBytes + off] = static_cast<unsigned char>(exactdot::toom_m1(g));
+    if (exactdot::is_nan_code(c)) blk[kNanOff + r] = 1;
+    if (d == 0) {
+      float sc;
+      if (paged) memcpy(&sc, src + (t / ps) * page_bytes + ps * D + 4 * (t % ps), 4);
+      else sc = scale[t];
+      reinterpret_cast<float*>(blk + kScaleOff)[r] = sc;
+    }
+  }
+}
+#endif  // DSA_WG_BODY
+
+#ifndef DSA_WG_BODY
+// Host pass and other targets: empty kernels of the same signatures (never launched there).
+template <int NT, int H>
+__global__ void wgmma_logits_kernel(const WgmmaParams) {}
+__global__ void blocks_kernel(const std::uint8_t*, const float*, i64, i64, i64, bool, unsigned char*) {}
+#endif
+
+// Probe: 1 when the device ran the sm_90a image.
+__global__ void probe_kernel(int* out) {
+#ifdef DSA_WG_BODY
+  *out = 1;
+#else
+  *out = 0;
+#endif
+}
+
+template <int NT, int H>
+const char* launch(const WgmmaParams& p) {
+  const Smem L{NT};
+  const int smem = L.bytes();
+  if (cudaFuncSetAttribute(wgmma_logits_kernel<NT, H>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess)
+    return cudaGetErrorString(cudaGetLastError());
+  int dev = 0, sms = 0;
+  cudaGetDevice(&dev);
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  const i64 grid = p.nitems < sms ? p.nitems : sms;
+  if (grid <= 0) return "";
+  wgmma_logits_kernel<NT, H><<<static_cast<unsigned>(grid), kThreads, smem>>>(p);
+  const cudaError_t e = cudaGetLastError();
+  return e == cudaSuccess ? "" : cudaGetErrorString(e);
+}
+
+}  // namespace
+
+bool wgmma_engine_available() {
+  static const bool ok = [] {
+    int dev = 0;
+    cudaDeviceProp prop{};
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&prop, dev) != cudaSuccess) return false;
+    if (prop.major != 9 || prop.minor != 0) return false;
+    int* d = nullptr;
+    int h = 0;
+    if (cudaMalloc(&d, sizeof(int)) != cudaSuccess) return false;
+    probe_kernel<<<1, 1>>>(d);
+    const bool ran = cudaGetLastError() == cudaSuccess && cudaMemcpy(&h, d, sizeof h, cudaMemcpyDeviceToHost) == cudaSuccess;
+    cudaFree(d);
+    if (!ran) cudaGetLastError();  // clear: no image for this device
+    return ran && h == 1;
+  }();
+  return ok;
+}
+
+const char* wgmma_build_blocks(const std::uint8_t* src, const float* scale, std::int64_t P, std::int64_t ps, std::int64_t page_bytes,
+                               bool paged, unsigned char* blocks) {
+  if (P <= 0) return "";
+  const i64 n = P * kD;
+  blocks_kernel<<<static_cast<unsigned>(std::min<i64>((n + 255) / 256, 65536)), 256>>>(src, scale, P, ps, page_bytes, paged, blocks);
+  const cudaError_t e = cudaGetLastError();
+  return e == cudaSuccess ? "" : cudaGetErrorString(e);
+}
+
+bool wgmma_engine_supports(int H, int D, int NT) {
+  return D == kD && (NT == 64 || NT == 128) && (H == 16 || H == 32 || H == 64 || H == 128) && H <= NT;
+}
+
+const char* wgmma_engine_launch(const WgmmaParams& p) {
+  if (!wgmma_engine_supports(p.H, p.D, p.NT)) return "wgmma engine: unsupported H / D / N";
+  switch (p.NT * 1000 + p.H) {
+    case 64016: return launch<64, 16>(p);
+    case 64032: return launch<64, 32>(p);
+    case 64064: return launch<64, 64>(p);
+    case 128016: return launch<128, 16>(p);
+    case 128032: return launch<128, 32>(p);
+    case 128064: return launch<128, 64>(p);
+    case 128128: return launch<128, 128>(p);
+    default: return "wgmma engine: unsupported H / N";
+  }
+}
+
+}  // namespace dsa::engines::logits

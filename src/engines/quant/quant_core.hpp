@@ -1,0 +1,76 @@
+// THE block quantizer of every fp8 writer, host and device (determinism contract way 3: one fixed sequence of IEEE
+// fp32 and integer operations; numerics/fp8_core.hpp holds the codec and the scale formulas):
+//   amax = max |x| over the block (exact; NaN propagates)  ->  s = the producer's scale rule (ScaleFmt, amax_eps)
+//   ->  the element step: x / s, or fl32(x * fl32(1/s)) when the producer multiplies or the reciprocal is exact
+//   ->  clamp to +-448 (NaN stays NaN)  ->  RNE to e4m3.
+// indexer.quant, indexer.prolog and mla.kcache_store call it on the CPU (block_quant.hpp: the same steps with the
+// element loop vectorized) and in their CUDA kernels (quantize_block_hd with element accessors).
+// Plain C++17, no libm: nvcc compiles it for the device.
+#pragma once
+#include <cstdint>
+
+#include "numerics/fp8_core.hpp"
+
+namespace dsa::quant {
+
+// The scale rules of the producers (spec v32 §2.5, §3.4, §3.6, §6.3):
+//   ue8m0      2^ceil(log2(max(amax, eps) * fl32(1/448)))   (DeepSeek demo act_quant, sglang, vLLM)
+//   fp32_div   fl32(max(amax, eps) / 448)                   (DeepGEMM tests)
+//   fp32_mul   fl32(max(amax, eps) * fl32(1/448))           (demo scale_fmt=None)
+//   pow2_div   2^ceil(log2(max(amax / 448, eps)))           (MLA cache writers, power-of-two scales)
+//   fp32_floor max(fl32(amax / 448), eps)                   (MLA cache writers, fp32 scales with a floor)
+enum class ScaleFmt { ue8m0, fp32_div, fp32_mul, pow2_div, fp32_floor };  // the values of fp8core::Fmt
+// The element step: a true division by s, or a multiplication by fl32(1/s).
+enum class ScaleApply { div, mul_inv };
+
+struct QuantParams {
+  ScaleFmt fmt = ScaleFmt::ue8m0;
+  ScaleApply apply = ScaleApply::div;
+  float amax_eps = 1e-4f;
+  bool clamp = true;  // clamp x/s to [-448, 448] before the e4m3 cast
+};
+
+// A block's scale and the element step it implies.
+struct BlockScale {
+  float s = 0.0f;    // the scale (what the writer stores)
+  float inv = 0.0f;  // fl32(1 / s)
+  bool mul = false;  // the element step multiplies by inv: the producer does, or 1/s is exact (same bits as x / s)
+};
+
+DSA_HD inline BlockScale block_scale(float amax, const QuantParams& p) {
+  BlockScale b;
+  b.s = fp8core::scale_of(static_cast<fp8core::Fmt>(p.fmt), amax, p.amax_eps);
+  b.inv = 1.0f / b.s;
+  b.mul = p.apply == ScaleApply::mul_inv || fp8core::exact_reciprocal(b.s, b.inv);
+  return b;
+}
+
+DSA_HD inline std::uint8_t encode(float x, const BlockScale& b, const QuantParams& p) {
+  return fp8core::encode(x, b.mul, p.clamp, b.s, b.inv);
+}
+
+// One block of n values through accessors: x(i) gives element i as fp32, put(i, code) stores its e4m3 code.
+// Returns the scale.
+template <class X, class Put>
+DSA_HD float quantize_block_with(X x, std::int64_t n, const QuantParams& p, Put put) {
+  float amax = 0.0f;
+  bool nan = false;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float a = fp8core::from_bits(fp8core::bits(x(i)) & 0x7FFFFFFFu);
+    nan |= a != a;
+    amax = a > amax ? a : amax;
+  }
+  const BlockScale b = block_scale(nan ? fp8core::quiet_nan() : amax, p);
+  for (std::int64_t i = 0; i < n; ++i) put(i, encode(x(i), b, p));
+  return b.s;
+}
+
+// The same over arrays: n fp32 values -> n codes.
+DSA_HD inline float quantize_block_hd(const float* x, std::int64_t n, const QuantParams& p, std::uint8_t* y) {
+  return quantize_block_with([x](std::int64_t i) { return x[i]; }, n, p, [y](std::int64_t i, std::uint8_t c) { y[i] = c; });
+}
+
+// bf16 bits -> fp32 (exact).
+DSA_HD inline float bf16_value(std::uint16_t b) { return fp8core::from_bits(static_cast<std::uint32_t>(b) << 16); }
+
+}  // namespace dsa::quant

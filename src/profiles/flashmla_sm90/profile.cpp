@@ -1,0 +1,19 @@
+// Kernel profile `flashmla-sm90`: FlashMLA's sparse attention kernels on Hopper (flash_mla_sparse_fwd, the sparse
+// fp8 decode with its V3.2 656-byte and MODEL1 584-byte caches) and its DeepSeek-V4 attention (fp32 online softmax,
+// the sink in the denominator). Judged by the stages' derived bounds; no emulation yet.
+#include "profiles/profiles.hpp"
+
+namespace dsa::profiles {
+
+const Profile& flashmla_sm90() {
+  static const Profile p{"flashmla-sm90",
+                         "FlashMLA sparse prefill / decode on Hopper: bf16 (or dequantized fp8) operands, fp32 accumulation "
+                         "and online softmax; judged by the stages' derived bounds",
+                         {{"attn.sparse_mla_prefill", "", false},
+                          {"attn.sparse_mla_decode", "", false},
+                          {"attn.v4_sparse", "", false}},
+                         {}};
+  return p;
+}
+
+}  // namespace dsa::profiles

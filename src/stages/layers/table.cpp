@@ -1,0 +1,25 @@
+// THE layer table: one line per layer recipe (one file each in this folder), listed by `dsa-check golden --list`.
+#include "stages/layers/recipe.hpp"
+
+namespace dsa::golden {
+
+const std::vector<LayerSpec>& layer_catalogue() {
+  static const std::vector<LayerSpec> cat{
+      {.name = "layer_v32_decode",
+       .doc = "V3.2 MTP decode layer (next_n 2, requests of 20/100/190 tokens): indexer K store -> paged logits -> top-64 "
+              "page_slot -> MLA cache store -> sparse MLA decode on the top-k slots, joined by HDF5 links",
+       .seed = 3201,
+       .committed = true,
+       .build = layers::build_v32_decode},
+      {.name = "layer_v4_decode",
+       .doc = "V4 C4 MTP decode layer, Ascend A3 path (2 requests of 136/72 tokens): indexer KV compressor -> indexer "
+              "prolog (int8 key cache) -> quant lightning indexer top-16 -> sparse attention (SWA + compressed, sinks) -> "
+              "o-projection, joined by HDF5 links",
+       .seed = 4101,
+       .committed = true,
+       .build = layers::build_v4_decode},
+  };
+  return cat;
+}
+
+}  // namespace dsa::golden
