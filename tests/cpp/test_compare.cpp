@@ -15,7 +15,7 @@
 #include "report/json.hpp"
 #include "report/junit.hpp"
 #include "pipeline/check.hpp"
-#include "stages/indexer/logits_ragged/core.hpp"
+#include "stages/indexer/logits_ragged/stage.hpp"
 
 using namespace dsa;
 using namespace dsa::cmp;

@@ -1,5 +1,5 @@
 // indexer.fused reference: indexer.logits_paged's exact logits (any backend), then the canonical top-k and the
-// per-candidate band of the logits' bound (see core.hpp).
+// per-candidate band of the logits' bound (see stage.hpp).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -9,7 +9,7 @@
 
 #include "profiles/profile.hpp"
 #include "engines/topk/topk_canonical.hpp"
-#include "stages/indexer/fused/core.hpp"
+#include "stages/indexer/fused/stage.hpp"
 
 namespace dsa::indexer::fused {
 
@@ -101,8 +101,5 @@ Expected reference(const Case& c, const Params& p, const RefOptions& opt, Backen
 }
 
 Expected cpu(const Case& c, const Params& p, const RefOptions& opt) { return reference(c, p, opt, Backend::cpu); }
-#ifdef DSA_CUDA_BACKEND
-Expected cuda(const Case& c, const Params& p, const RefOptions& opt) { return reference(c, p, opt, Backend::cuda); }
-#endif
 
 }  // namespace dsa::indexer::fused

@@ -1,6 +1,6 @@
 // indexer.fused: input generator (indexer.logits_paged's paged MTP generator) and golden catalogue rows.
-#include "stages/indexer/fused/core.hpp"
-#include "stages/indexer/logits_paged/core.hpp"
+#include "stages/indexer/fused/stage.hpp"
+#include "stages/indexer/logits_paged/stage.hpp"
 
 // The rows use designated initializers and leave unused fields at their defaults on purpose.
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"

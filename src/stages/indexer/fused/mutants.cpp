@@ -9,7 +9,7 @@
 #include "stage/mutant_kit.hpp"
 #include "engines/logits/logits_engine.hpp"
 #include "engines/topk/topk_canonical.hpp"
-#include "stages/indexer/fused/core.hpp"
+#include "stages/indexer/fused/stage.hpp"
 
 // The rows use designated initializers and leave unused fields at their defaults on purpose.
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"

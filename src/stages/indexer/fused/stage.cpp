@@ -1,8 +1,8 @@
 // indexer.fused: schema, parse (the logits part validated as the indexer.logits_paged case it is), table entry.
 #include "profiles/profile.hpp"
 #include "stages/indexer/attrs.hpp"
-#include "stages/indexer/fused/core.hpp"
-#include "stages/indexer/logits_paged/core.hpp"
+#include "stages/indexer/fused/stage.hpp"
+#include "stages/indexer/logits_paged/stage.hpp"
 #include "stages/indexer/table.hpp"
 
 namespace dsa::indexer::fused {

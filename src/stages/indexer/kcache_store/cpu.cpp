@@ -5,9 +5,19 @@
 #include <string>
 #include <vector>
 
-#include "stages/indexer/kcache_store/core.hpp"
+#include "stages/indexer/kcache_store/stage.hpp"
 
 namespace dsa::indexer::kcache_store {
+
+namespace {
+
+// One token's store (slot >= 0).
+inline void store_token(const layouts::IndexerKCache& L, std::uint8_t* cache, std::int64_t slot, const std::uint8_t* codes,
+                        const float* scale) {
+  L.store(cache, slot / L.page_size, slot % L.page_size, codes, scale);
+}
+
+}  // namespace
 
 Expected cpu(const Case& c, const Params& p, const RefOptions& opt) {
   const Tensor& k_fp8 = c.input("k_fp8");

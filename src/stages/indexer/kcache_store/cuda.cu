@@ -6,7 +6,7 @@
 
 #include "backend/cuda.hpp"
 #include "layouts/indexer_kcache_core.hpp"
-#include "stages/indexer/kcache_store/cuda_api.hpp"
+#include "stages/indexer/kcache_store/cuda.hpp"
 
 namespace dsa::indexer::kcache_store {
 

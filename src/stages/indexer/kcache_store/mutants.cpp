@@ -8,7 +8,7 @@
 #include "numerics/rng.hpp"
 #include "stage/mutant_kit.hpp"
 #include "layouts/indexer_kcache_misread.hpp"
-#include "stages/indexer/kcache_store/core.hpp"
+#include "stages/indexer/kcache_store/stage.hpp"
 
 // The rows use designated initializers and leave unused fields at their defaults on purpose.
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"

@@ -10,7 +10,7 @@
 #include "profiles/deepgemm_sm90/logits_row.hpp"
 #include "profiles/profiles.hpp"
 #include "engines/logits/logits_engine.hpp"
-#include "stages/indexer/logits_paged/core.hpp"
+#include "stages/indexer/logits_paged/stage.hpp"
 
 namespace dsa::indexer::logits_paged {
 

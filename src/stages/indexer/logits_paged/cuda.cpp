@@ -9,7 +9,7 @@
 #include "profiles/profiles.hpp"
 #include "engines/logits/logits_cuda.hpp"
 #include "engines/logits/logits_engine.hpp"
-#include "stages/indexer/logits_paged/core.hpp"
+#include "stages/indexer/logits_paged/stage.hpp"
 
 namespace dsa::indexer::logits_paged {
 

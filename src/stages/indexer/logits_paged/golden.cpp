@@ -9,7 +9,7 @@
 #include "numerics/formats.hpp"
 #include "layouts/indexer_kcache.hpp"
 #include "stage/gen/gen.hpp"
-#include "stages/indexer/logits_paged/core.hpp"
+#include "stages/indexer/logits_paged/stage.hpp"
 
 // The rows use designated initializers and leave unused fields at their defaults on purpose.
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"

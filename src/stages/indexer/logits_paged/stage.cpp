@@ -2,7 +2,7 @@
 #include "layouts/indexer_kcache.hpp"
 #include "stages/indexer/attrs.hpp"
 #include "engines/logits/logits_engine.hpp"
-#include "stages/indexer/logits_paged/core.hpp"
+#include "stages/indexer/logits_paged/stage.hpp"
 #include "stages/indexer/table.hpp"
 
 namespace dsa::indexer::logits_paged {

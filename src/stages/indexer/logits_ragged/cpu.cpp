@@ -9,7 +9,7 @@
 #include "profiles/deepgemm_sm90/logits_row.hpp"
 #include "profiles/profiles.hpp"
 #include "engines/logits/logits_engine.hpp"
-#include "stages/indexer/logits_ragged/core.hpp"
+#include "stages/indexer/logits_ragged/stage.hpp"
 
 namespace dsa::indexer::logits_ragged {
 

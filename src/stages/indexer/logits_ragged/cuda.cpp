@@ -8,7 +8,7 @@
 #include "profiles/profiles.hpp"
 #include "engines/logits/logits_cuda.hpp"
 #include "engines/logits/logits_engine.hpp"
-#include "stages/indexer/logits_ragged/core.hpp"
+#include "stages/indexer/logits_ragged/stage.hpp"
 
 namespace dsa::indexer::logits_ragged {
 

@@ -8,7 +8,7 @@
 
 #include "numerics/formats.hpp"
 #include "stage/gen/gen.hpp"
-#include "stages/indexer/logits_ragged/core.hpp"
+#include "stages/indexer/logits_ragged/stage.hpp"
 
 // The rows use designated initializers and leave unused fields at their defaults on purpose.
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"

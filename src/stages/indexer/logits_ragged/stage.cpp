@@ -7,7 +7,7 @@
 
 #include "stages/indexer/attrs.hpp"
 #include "engines/logits/logits_engine.hpp"
-#include "stages/indexer/logits_ragged/core.hpp"
+#include "stages/indexer/logits_ragged/stage.hpp"
 #include "stages/indexer/table.hpp"
 
 namespace dsa::indexer::logits_ragged {

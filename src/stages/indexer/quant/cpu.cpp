@@ -5,9 +5,19 @@
 #include <vector>
 
 #include "numerics/formats.hpp"
-#include "stages/indexer/quant/core.hpp"
+#include "stages/indexer/quant/stage.hpp"
 
 namespace dsa::indexer::quant {
+
+namespace {
+
+// One row of K values (exact fp32 widening of the input): codes y[K], scales[K / block_size].
+inline void quantize_row(const float* x, std::int64_t K, const Params& p, std::uint8_t* y, float* scales) {
+  for (std::int64_t b = 0; b < K / p.block_size; ++b)
+    scales[b] = dsa::quant::quantize_block(x + b * p.block_size, p.block_size, p.q, y + b * p.block_size);
+}
+
+}  // namespace
 
 Expected cpu(const Case& c, const Params& p, const RefOptions& opt) {
   const Tensor& x = c.input("x");

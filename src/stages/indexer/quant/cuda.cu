@@ -4,7 +4,7 @@
 
 #include "backend/cuda.hpp"
 #include "engines/quant/quant_core.hpp"
-#include "stages/indexer/quant/cuda_api.hpp"
+#include "stages/indexer/quant/cuda.hpp"
 
 namespace dsa::indexer::quant {
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "engines/topk/topk_canonical.hpp"
-#include "stages/indexer/topk/core.hpp"
+#include "stages/indexer/topk/stage.hpp"
 
 namespace dsa::indexer::topk {
 

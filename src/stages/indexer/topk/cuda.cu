@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "backend/cuda.hpp"
-#include "stages/indexer/topk/cuda_api.hpp"
+#include "stages/indexer/topk/cuda.hpp"
 
 namespace dsa::indexer::topk {
 

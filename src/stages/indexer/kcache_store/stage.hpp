@@ -16,14 +16,12 @@ struct Params : dsa::Params {
   layouts::IndexerKCache layout;  // page_size and head_dim of this cache
 };
 
-// One token's store (slot >= 0).
-inline void store_token(const layouts::IndexerKCache& L, std::uint8_t* cache, std::int64_t slot, const std::uint8_t* codes,
-                        const float* scale) {
-  L.store(cache, slot / L.page_size, slot % L.page_size, codes, scale);
-}
-
 Expected cpu(const Case& c, const Params& p, const RefOptions& opt);
-// The Expected of a stored cache; writer[slot] = the k token stored into the slot (-1: none), for describe.
+#ifdef DSA_CUDA_BACKEND
+Expected cuda(const Case& c, const Params& p, const RefOptions& opt);  // cuda.cpp: the store on the GPU
+#endif
+// The Expected of a stored cache (cpu.cpp; both backends); writer[slot] = the k token stored into the slot (-1: none),
+// for describe.
 Expected expected_of(Tensor cache, const layouts::IndexerKCache& layout, std::shared_ptr<std::vector<std::int64_t>> writer);
 std::vector<golden::Generator> generators();
 std::vector<golden::GoldenSpec> goldens();

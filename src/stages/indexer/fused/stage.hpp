@@ -26,11 +26,11 @@ struct Params : dsa::Params {
 
 // The indexer.logits_paged case over c's tensors (shared storage): attrs copied but the top-k ones, clean_logits 0.
 Case logits_case(const Case& c);
-// The reference on a backend (the logits on it, the top-k assembly on the host).
+// The reference on a backend (cpu.cpp: the logits on it, the top-k assembly on the host).
 Expected reference(const Case& c, const Params& p, const RefOptions& opt, Backend backend);
 Expected cpu(const Case& c, const Params& p, const RefOptions& opt);
 #ifdef DSA_CUDA_BACKEND
-Expected cuda(const Case& c, const Params& p, const RefOptions& opt);
+Expected cuda(const Case& c, const Params& p, const RefOptions& opt);  // cuda.cpp: the logits on the GPU
 #endif
 std::vector<golden::Generator> generators();
 std::vector<golden::GoldenSpec> goldens();

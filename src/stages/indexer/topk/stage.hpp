@@ -48,7 +48,7 @@ struct RowPicks {
 // engines::topk::topk_canonical) supply the per-row selections.
 Expected assemble(const Case& c, const Params& p, const RefOptions& opt, const RowPicks* picks);
 #ifdef DSA_CUDA_BACKEND
-Expected cuda(const Case& c, const Params& p, const RefOptions& opt);  // stage.cpp: the selections on the GPU
+Expected cuda(const Case& c, const Params& p, const RefOptions& opt);  // cuda.cpp: the selections on the GPU
 #endif
 std::vector<golden::Generator> generators();
 std::vector<golden::GoldenSpec> goldens();
