@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds Release with benchmarks and runs the logits benchmarks, the fp64 FMA peak, the sparse MLA decode benchmark
 # and their numpy peers.
-# DSA_BENCH_THREADS (default 2) threads; results go to stdout (copy the table into README section:bench).
+# DSA_BENCH_THREADS (default 2) threads; results go to stdout (copy the table into bench/README.md).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BUILD_DIR="${BUILD_DIR:-$ROOT/build-bench}"

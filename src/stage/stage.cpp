@@ -117,7 +117,7 @@ Expected run_reference(const BoundCase& b, const RefOptions& opt, Backend backen
     throw std::runtime_error(b.c->where() + ": stage " + b.stage->name + " has no " + std::string(backend_name(backend)) +
                              " implementation");
   Expected E = (*f)(*b.c, *b.params, opt);
-  // NaN policy (README "NaN policy"): every NaN the reference writes into a float output carries the CUDA-canonical
+  // NaN policy (docs/checking.md "NaN policy"): every NaN the reference writes into a float output carries the CUDA-canonical
   // code, whatever the host's arithmetic gave (x86's default NaN is negative) — one place for every stage and
   // backend. Byte tensors (caches) are data moves and keep their bytes.
   for (auto& t : E.tensors) {

@@ -57,7 +57,7 @@ using sz = std::size_t;
 // Exactly rounded head reduction (see (2)).
 // A NaN result is written as one fixed code: its sign would depend on the operation order of the ISA path (x86's
 // default NaN is negative), and the reference must give the same bits on every machine (run_reference then writes
-// every NaN as the CUDA-canonical code, README "NaN policy").
+// every NaN as the CUDA-canonical code, docs/checking.md "NaN policy").
 inline std::uint32_t round_to(double v, bool bf16) { return core::round_bits(v, bf16); }
 
 // Exact path (the 512-bit fallback of (2)): all of s, w, sc finite, sc != 0.

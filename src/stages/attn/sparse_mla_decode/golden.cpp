@@ -1,4 +1,4 @@
-// attn.sparse_mla_decode: input generator and golden catalogue rows (README "Golden data").
+// attn.sparse_mla_decode: input generator and golden catalogue rows (docs/golden.md).
 #include <cstring>
 #include <stdexcept>
 

@@ -1,4 +1,4 @@
-// attn.v4_out: input generator and golden catalogue rows (README "Golden data").
+// attn.v4_out: input generator and golden catalogue rows (docs/golden.md).
 #include <stdexcept>
 
 #include "numerics/formats.hpp"

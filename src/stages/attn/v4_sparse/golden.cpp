@@ -1,4 +1,4 @@
-// attn.v4_sparse: input generator and golden catalogue rows (README "Golden data").
+// attn.v4_sparse: input generator and golden catalogue rows (docs/golden.md).
 #include <algorithm>
 #include <stdexcept>
 

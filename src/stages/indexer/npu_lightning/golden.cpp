@@ -1,4 +1,4 @@
-// indexer.npu_lightning: input generator and golden catalogue rows (README "Golden data").
+// indexer.npu_lightning: input generator and golden catalogue rows (docs/golden.md).
 #include <algorithm>
 #include <cmath>
 #include <numeric>

@@ -1,4 +1,4 @@
-// indexer.prolog: input generators and golden catalogue rows (README "Golden data"). Seeds are fixed: changing a row changes
+// indexer.prolog: input generators and golden catalogue rows (docs/golden.md). Seeds are fixed: changing a row changes
 // the committed goldens and their MANIFEST, which the reproducibility gate in scripts/test.sh then reports.
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-// mla.kcache_store: input generators and golden catalogue rows (README "Golden data"). Seeds are fixed: changing a
+// mla.kcache_store: input generators and golden catalogue rows (docs/golden.md). Seeds are fixed: changing a
 // row changes the committed goldens and their MANIFEST, which the reproducibility gate in scripts/test.sh reports.
 #include <cmath>
 #include <stdexcept>

@@ -1,4 +1,4 @@
-// v4.indexer_prolog: input generator and golden catalogue rows (README "Golden data").
+// v4.indexer_prolog: input generator and golden catalogue rows (docs/golden.md).
 #include <algorithm>
 #include <cmath>
 #include <numeric>
