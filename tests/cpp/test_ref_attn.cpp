@@ -11,8 +11,8 @@
 #include "numerics/rng.hpp"
 #include "ref_test_util.hpp"
 #include "engines/sparse_attn/sparse_attn.hpp"
-#include "stages/attn/sparse_mla_decode/core.hpp"
-#include "stages/mla/kcache_store/core.hpp"
+#include "stages/attn/sparse_mla_decode/stage.hpp"
+#include "stages/mla/kcache_store/stage.hpp"
 
 using namespace dsa;
 

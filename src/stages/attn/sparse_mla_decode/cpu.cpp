@@ -4,13 +4,11 @@
 #include <vector>
 
 #include "engines/sparse_attn/sparse_attn_rows.hpp"
-#include "stages/attn/sparse_mla_decode/core.hpp"
+#include "stages/attn/sparse_mla_decode/stage.hpp"
 
 namespace dsa::attn::sparse_mla_decode {
 
 using L = layouts::MlaKCache;
-
-namespace {
 
 Expected run(const Case& c, const Params& p, const RefOptions& opt, Backend backend) {
   const Tensor& q = c.input("q");
@@ -75,11 +73,6 @@ Expected run(const Case& c, const Params& p, const RefOptions& opt, Backend back
   return ex;
 }
 
-}  // namespace
-
 Expected cpu(const Case& c, const Params& p, const RefOptions& opt) { return run(c, p, opt, Backend::cpu); }
-#ifdef DSA_CUDA_BACKEND
-Expected cuda(const Case& c, const Params& p, const RefOptions& opt) { return run(c, p, opt, Backend::cuda); }
-#endif
 
 }  // namespace dsa::attn::sparse_mla_decode

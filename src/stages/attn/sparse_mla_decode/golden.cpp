@@ -4,8 +4,8 @@
 
 #include "numerics/formats.hpp"
 #include "stage/gen/index_rows.hpp"
-#include "stages/attn/sparse_mla_decode/core.hpp"
-#include "stages/mla/kcache_store/core.hpp"
+#include "stages/attn/sparse_mla_decode/stage.hpp"
+#include "stages/mla/kcache_store/stage.hpp"
 
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 

@@ -5,7 +5,7 @@
 
 #include "numerics/formats.hpp"
 #include "stage/mutant_kit.hpp"
-#include "stages/attn/sparse_mla_decode/core.hpp"
+#include "stages/attn/sparse_mla_decode/stage.hpp"
 
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 

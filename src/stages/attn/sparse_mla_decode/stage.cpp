@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "engines/sparse_attn/structure.hpp"
-#include "stages/attn/sparse_mla_decode/core.hpp"
+#include "stages/attn/sparse_mla_decode/stage.hpp"
 #include "stages/attn/table.hpp"
 
 namespace dsa::attn::sparse_mla_decode {

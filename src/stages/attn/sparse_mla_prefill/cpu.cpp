@@ -5,11 +5,9 @@
 
 #include "numerics/formats.hpp"
 #include "engines/sparse_attn/sparse_attn_rows.hpp"
-#include "stages/attn/sparse_mla_prefill/core.hpp"
+#include "stages/attn/sparse_mla_prefill/stage.hpp"
 
 namespace dsa::attn::sparse_mla_prefill {
-
-namespace {
 
 Expected run(const Case& c, const Params& p, const RefOptions& opt, Backend backend) {
   const Tensor& q = c.input("q");
@@ -62,11 +60,6 @@ Expected run(const Case& c, const Params& p, const RefOptions& opt, Backend back
   return ex;
 }
 
-}  // namespace
-
 Expected cpu(const Case& c, const Params& p, const RefOptions& opt) { return run(c, p, opt, Backend::cpu); }
-#ifdef DSA_CUDA_BACKEND
-Expected cuda(const Case& c, const Params& p, const RefOptions& opt) { return run(c, p, opt, Backend::cuda); }
-#endif
 
 }  // namespace dsa::attn::sparse_mla_prefill

@@ -4,7 +4,7 @@
 
 #include "numerics/formats.hpp"
 #include "stage/gen/index_rows.hpp"
-#include "stages/attn/sparse_mla_prefill/core.hpp"
+#include "stages/attn/sparse_mla_prefill/stage.hpp"
 
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 

@@ -5,7 +5,7 @@
 #include "numerics/det_math.hpp"
 #include "numerics/formats.hpp"
 #include "stage/mutant_kit.hpp"
-#include "stages/attn/sparse_mla_prefill/core.hpp"
+#include "stages/attn/sparse_mla_prefill/stage.hpp"
 
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 

@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "engines/sparse_attn/structure.hpp"
-#include "stages/attn/sparse_mla_prefill/core.hpp"
+#include "stages/attn/sparse_mla_prefill/stage.hpp"
 #include "stages/attn/table.hpp"
 
 namespace dsa::attn::sparse_mla_prefill {

@@ -12,7 +12,7 @@
 #include "engines/sparse_attn/head_out.hpp"
 #include "engines/sparse_attn/sparse_attn.hpp"
 #include "engines/sparse_attn/sparse_attn_rows.hpp"
-#include "stages/attn/v4_sparse/core.hpp"
+#include "stages/attn/v4_sparse/stage.hpp"
 
 namespace dsa::attn::v4_sparse {
 
@@ -177,8 +177,5 @@ Expected run_on(const Case& c, const Params& p, Bug bug, int threads, Backend ba
 
 Expected run(const Case& c, const Params& p, Bug bug, int threads) { return run_on(c, p, bug, threads, Backend::cpu); }
 Expected cpu(const Case& c, const Params& p, const RefOptions& opt) { return run_on(c, p, Bug::none, opt.thread_count(), Backend::cpu); }
-#ifdef DSA_CUDA_BACKEND
-Expected cuda(const Case& c, const Params& p, const RefOptions& opt) { return run_on(c, p, Bug::none, opt.thread_count(), Backend::cuda); }
-#endif
 
 }  // namespace dsa::attn::v4_sparse

@@ -4,7 +4,7 @@
 
 #include "numerics/formats.hpp"
 #include "stage/gen/index_rows.hpp"
-#include "stages/attn/v4_sparse/core.hpp"
+#include "stages/attn/v4_sparse/stage.hpp"
 #include "engines/ascend_li/ascend_li.hpp"
 #include "stage/gen/gen.hpp"
 

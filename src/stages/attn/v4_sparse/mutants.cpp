@@ -1,7 +1,7 @@
 // attn.v4_sparse: selftest cases and mutants modelled on real bug shapes (spec v4 §4.2-4.3, §7; validation_anchors
 // B15/B16, real_bugs_2026 B35), each with the verdict it must get.
 #include "stage/mutant_kit.hpp"
-#include "stages/attn/v4_sparse/core.hpp"
+#include "stages/attn/v4_sparse/stage.hpp"
 
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 

@@ -9,7 +9,7 @@
 
 #include "profiles/profiles.hpp"
 #include "stages/attn/table.hpp"
-#include "stages/attn/v4_sparse/core.hpp"
+#include "stages/attn/v4_sparse/stage.hpp"
 
 namespace dsa::attn::v4_sparse {
 namespace {

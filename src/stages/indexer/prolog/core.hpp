@@ -1,52 +1,66 @@
-// indexer.prolog — q/k prolog of the lightning indexer (spec v32 §2.1-§2.6), bit-exact given the RoPE table:
-//   k: bf16 -> LayerNorm (fp32, numerics/layernorm.hpp) -> bf16 k_norm -> RoPE on the first rope_dim dims
-//      (fp32, bf16 out) -> Hadamard-128 (fp32 FWHT, bf16 out) -> act_quant -> k_fp8, k_scale
-//   q: per head the same without the LayerNorm -> q_fp8, q_scale
-//   weights: W[t,h] = fl32(fl32(w[t,h] * q_scale[t,h]) * fl32(Dh^-0.5))     (§2.6)
-// Optional intermediate outputs (bf16): k_norm; q_rope/k_rope after RoPE; q_rot/k_rot after RoPE+Hadamard
-// (the act_quant input; equal to q_rope/k_rope when hadamard=0), so a user can see which sub-step diverges.
-// Every token is independent (contract way 3: one fixed order per token): bit-identical for any thread count.
-// The per-token math is token_core.hpp (DSA_HD: cpu.cpp and cuda.cu run the same definition).
+// indexer.prolog's per-token math as DSA_HD functions: the one definition cpu.cpp and cuda.cu both run (contract way
+// 3: per token / head one fixed sequence of fp32 operations; LayerNorm statistics in fp64 in index order). Plain
+// C++17 without libm (numerics/hd_ops.hpp, half_core.hpp, fp8_core.hpp), so nvcc compiles it for the device.
+//   k:       bf16 -> LayerNorm (fp32) -> bf16 k_norm -> RoPE -> bf16 k_rope -> Hadamard -> bf16 k_rot -> act_quant
+//   q head:  bf16 -> RoPE -> bf16 q_rope -> Hadamard -> bf16 q_rot -> act_quant; W = fl32(fl32(w * s) * sm_scale)
 #pragma once
-#include <cmath>
-#include <vector>
+#include <cstdint>
 
-#include "numerics/formats.hpp"
-#include "stage/stage.hpp"
+#include "numerics/half_core.hpp"
+#include "numerics/hd.hpp"
 #include "engines/quant/block_quant.hpp"
+#include "numerics/hadamard.hpp"
+#include "numerics/layernorm.hpp"
 #include "numerics/rope.hpp"
-#include "stages/indexer/prolog/token_core.hpp"
 
 namespace dsa::indexer::prolog {
 
-struct Params : dsa::Params {
+// The largest head_dim the stage takes (parse: 32, 64 or 128; one act_quant block per head).
+constexpr std::int64_t kMaxHeadDim = 128;
+
+// What the per-token math reads from the attrs (trivially copyable: passed to kernels by value).
+struct TokenParams {
   std::int64_t rope_dim = 64;
   num::RopeLayout layout = num::RopeLayout::neox;
   bool hadamard = true;
-  float ln_eps = 1e-6f;  // torch casts the double eps to fp32
-  dsa::quant::QuantParams quant;     // clamp always on: every producer clamps to ±448 (§2.5)
-  num::YarnParams yarn;       // computed tables (no cos/sin inputs)
+  float ln_eps = 1e-6f;
+  dsa::quant::QuantParams quant;
 };
 
-// The per-token math (token_core.hpp) reads these.
-inline TokenParams token_params(const Params& p) { return TokenParams{p.rope_dim, p.layout, p.hadamard, p.ln_eps, p.quant}; }
+// RoPE (first rope_dim dims; the rest pass through untouched), Hadamard, act_quant of one bf16 vector x[Dh] given as
+// exact fp32 values (overwritten). Writes the bf16 intermediates and the codes; returns the scale.
+DSA_HD inline float rope_rot_quant(const TokenParams& p, std::int64_t Dh, float* x, const float* cs, const float* sn,
+                                   std::uint16_t* rope_out, std::uint16_t* rot_out, std::uint8_t* codes) {
+  num::apply_rope_bf16(x, cs, sn, p.rope_dim, p.layout);
+  for (std::int64_t i = 0; i < Dh; ++i) rope_out[i] = halfcore::f32_to_bf16(x[i]);
+  if (p.hadamard) num::hadamard_bf16(x, Dh);
+  for (std::int64_t i = 0; i < Dh; ++i) rot_out[i] = halfcore::f32_to_bf16(x[i]);
+  return dsa::quant::quantize_block_hd(x, Dh, p.quant, codes);  // one block of Dh (<= 128) values (§2.4)
+}
 
-// Host parts both backends share: each token's RoPE cos/sin rows [T, rope_dim/2] (the dumped table, or the YaRN
-// table at the token's position), and the packaging of the output tensors into the reference.
-void rope_rows(const Case& c, const Params& p, std::int64_t T, int threads, std::vector<float>& cs, std::vector<float>& sn);
-struct Outputs {
-  Tensor q_fp8, q_scale, k_fp8, k_scale, weights, k_norm, k_rope, k_rot, q_rope, q_rot;
-};
-Outputs make_outputs(std::int64_t T, std::int64_t H, std::int64_t Dh);
-Expected package(Outputs o, const Params& p, std::int64_t H, std::int64_t Dh);
-// §2.6: softmax_scale = index_head_dim^-0.5 as fp32 (0x3DB504F3 for 128).
-float softmax_scale(std::int64_t Dh);
+// The k row of one token: kb[Dh] bf16, LayerNorm weight/bias lw/lb[Dh], this token's RoPE cos/sin[rope_dim/2].
+DSA_HD inline void token_k(const TokenParams& p, std::int64_t Dh, const std::uint16_t* kb, const float* lw, const float* lb,
+                           const float* cs, const float* sn, std::uint16_t* k_norm, std::uint16_t* k_rope, std::uint16_t* k_rot,
+                           std::uint8_t* k_fp8, float* k_scale) {
+  if (Dh > kMaxHeadDim) return;  // parse() refuses such shapes
+  float v[kMaxHeadDim], y[kMaxHeadDim];
+  for (std::int64_t i = 0; i < Dh; ++i) v[i] = halfcore::bf16_to_f32(kb[i]);
+  num::layer_norm_f32(v, Dh, lw, lb, p.ln_eps, y);
+  for (std::int64_t i = 0; i < Dh; ++i) y[i] = halfcore::round_to_bf16(y[i]);  // .type_as(k)
+  for (std::int64_t i = 0; i < Dh; ++i) k_norm[i] = halfcore::f32_to_bf16(y[i]);
+  *k_scale = rope_rot_quant(p, Dh, y, cs, sn, k_rope, k_rot, k_fp8);
+}
 
-Expected cpu(const Case& c, const Params& p, const RefOptions& opt);
-Expected cuda(const Case& c, const Params& p, const RefOptions& opt);  // stage.cpp, with DSA_CUDA_BACKEND
-std::vector<golden::Generator> generators();
-std::vector<golden::GoldenSpec> goldens();
-std::vector<golden::GoldenSpec> selftest_cases();
-std::vector<Mutant> mutants();
+// One q head of one token: qb[Dh] bf16, its gate w; sm_scale = fl32(Dh^-0.5) (§2.6: 0x3DB504F3 for 128).
+DSA_HD inline void token_q_head(const TokenParams& p, std::int64_t Dh, const std::uint16_t* qb, float w, const float* cs,
+                                const float* sn, float sm_scale, std::uint16_t* q_rope, std::uint16_t* q_rot, std::uint8_t* q_fp8,
+                                float* q_scale, float* weight) {
+  if (Dh > kMaxHeadDim) return;
+  float v[kMaxHeadDim];
+  for (std::int64_t i = 0; i < Dh; ++i) v[i] = halfcore::bf16_to_f32(qb[i]);
+  const float s = rope_rot_quant(p, Dh, v, cs, sn, q_rope, q_rot, q_fp8);
+  *q_scale = s;
+  *weight = (w * s) * sm_scale;  // two fp32 roundings, in this order (§2.6)
+}
 
 }  // namespace dsa::indexer::prolog

@@ -1,4 +1,4 @@
-// indexer.prolog CPU reference: tokens in parallel, each through token_core.hpp's token_k / token_q_head (the
+// indexer.prolog CPU reference: tokens in parallel, each through core.hpp's token_k / token_q_head (the
 // functions the CUDA backend runs); the RoPE rows and the packaging are host code both backends share.
 #include <omp.h>
 
@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "stages/indexer/prolog/core.hpp"
+#include "stages/indexer/prolog/stage.hpp"
 
 namespace dsa::indexer::prolog {
 

@@ -1,10 +1,10 @@
 // indexer.prolog on the GPU: one thread per token for the k row, one per (token, head) for q, each running
-// token_core.hpp's token_k / token_q_head — the definitions cpu.cpp runs (built with --fmad=false, IEEE division and
+// core.hpp's token_k / token_q_head — the definitions cpu.cpp runs (built with --fmad=false, IEEE division and
 // sqrt): identical bits (dsa-check backend-diff). The RoPE rows come from the host (rope_rows: dumped table or YaRN).
 #include <cstdint>
 
 #include "backend/cuda.hpp"
-#include "stages/indexer/prolog/cuda_api.hpp"
+#include "stages/indexer/prolog/cuda.hpp"
 
 namespace dsa::indexer::prolog {
 

@@ -9,7 +9,7 @@
 #include "numerics/formats.hpp"
 #include "numerics/det_math.hpp"
 #include "stage/gen/gen.hpp"
-#include "stages/indexer/prolog/core.hpp"
+#include "stages/indexer/prolog/stage.hpp"
 
 // The rows use designated initializers and leave unused fields at their defaults on purpose.
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"

@@ -7,7 +7,7 @@
 
 #include "numerics/rng.hpp"
 #include "stage/mutant_kit.hpp"
-#include "stages/indexer/prolog/core.hpp"
+#include "stages/indexer/prolog/stage.hpp"
 
 // The rows use designated initializers and leave unused fields at their defaults on purpose.
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"

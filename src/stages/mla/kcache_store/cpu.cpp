@@ -10,7 +10,7 @@
 
 #include "numerics/formats.hpp"
 #include "numerics/fp8_core.hpp"
-#include "stages/mla/kcache_store/core.hpp"
+#include "stages/mla/kcache_store/stage.hpp"
 
 namespace dsa::mla::kcache_store {
 

@@ -9,7 +9,7 @@
 #include "backend/cuda.hpp"
 #include "engines/quant/quant_core.hpp"
 #include "numerics/fp8_core.hpp"
-#include "stages/mla/kcache_store/cuda_api.hpp"
+#include "stages/mla/kcache_store/cuda.hpp"
 
 namespace dsa::mla::kcache_store {
 

@@ -5,7 +5,7 @@
 
 #include "numerics/formats.hpp"
 #include "stage/gen/gen.hpp"
-#include "stages/mla/kcache_store/core.hpp"
+#include "stages/mla/kcache_store/stage.hpp"
 
 // The rows use designated initializers and leave unused fields at their defaults on purpose.
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"

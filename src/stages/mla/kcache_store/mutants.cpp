@@ -2,7 +2,7 @@
 #include <cstring>
 
 #include "stage/mutant_kit.hpp"
-#include "stages/mla/kcache_store/core.hpp"
+#include "stages/mla/kcache_store/stage.hpp"
 
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 

@@ -4,7 +4,7 @@
 #pragma once
 #include <cstdint>
 
-#include "stages/indexer/prolog/token_core.hpp"
+#include "stages/indexer/prolog/core.hpp"
 
 namespace dsa::indexer::prolog {
 

@@ -19,9 +19,12 @@ struct Params : dsa::Params {
   std::string tolerance_policy() const override { return "derived-bound"; }
 };
 
+// The reference on the row engine of `backend` (cpu.cpp; engines/sparse_attn/sparse_attn_rows.hpp: the same bits on
+// both): the rows' keys and values, the outputs and their bounds.
+Expected run(const Case& c, const Params& p, const RefOptions& opt, Backend backend);
 Expected cpu(const Case& c, const Params& p, const RefOptions& opt);
 #ifdef DSA_CUDA_BACKEND
-Expected cuda(const Case& c, const Params& p, const RefOptions& opt);  // the CUDA row engine, same bits
+Expected cuda(const Case& c, const Params& p, const RefOptions& opt);  // cuda.cpp: the CUDA row engine, same bits
 #endif
 std::vector<golden::Generator> generators();
 std::vector<golden::GoldenSpec> goldens();

@@ -88,9 +88,11 @@ std::optional<Hypothesis::Value> element(const Case& c, const Params& p, Bug bug
 
 Expected cpu(const Case& c, const Params& p, const RefOptions& opt);
 #ifdef DSA_CUDA_BACKEND
-Expected cuda(const Case& c, const Params& p, const RefOptions& opt);  // the CUDA row engine, same bits
+Expected cuda(const Case& c, const Params& p, const RefOptions& opt);  // cuda.cpp: the CUDA row engine, same bits
 #endif
 Expected run(const Case& c, const Params& p, Bug bug, int threads);  // the CPU reference with `bug`
+// The reference on the row engine of `backend` (cpu.cpp; engines/sparse_attn/sparse_attn_rows.hpp: the same bits on
+// both).
 Expected run_on(const Case& c, const Params& p, Bug bug, int threads, Backend backend);
 std::vector<golden::Generator> generators();
 std::vector<golden::GoldenSpec> goldens();

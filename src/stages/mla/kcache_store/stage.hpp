@@ -35,8 +35,11 @@ void store_token(const Params& p, const std::uint16_t* c, const std::uint16_t* k
 void store_token_model1(const Params& p, const std::uint16_t* c, const std::uint16_t* k_pe, std::uint8_t* cache, std::int64_t slot);
 
 Expected cpu(const Case& c, const Params& p, const RefOptions& opt);
-// The reference's frame without the store: kv_cache = a copy of kv_cache_in, with the describe of every slot (the
-// token written there); cpu() and the CUDA reference then store into it.
+#ifdef DSA_CUDA_BACKEND
+Expected cuda(const Case& c, const Params& p, const RefOptions& opt);  // cuda.cpp: the quantization on the GPU
+#endif
+// The reference's frame without the store (cpu.cpp): kv_cache = a copy of kv_cache_in, with the describe of every
+// slot (the token written there); cpu() and cuda() then store into it.
 Expected cpu_frame(const Case& c, const Params& p, const RefOptions& opt);
 std::vector<golden::Generator> generators();
 std::vector<golden::GoldenSpec> goldens();

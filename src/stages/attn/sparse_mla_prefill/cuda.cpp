@@ -1,0 +1,11 @@
+// attn.sparse_mla_prefill, the CUDA implementation: the reference (run, cpu.cpp) on the sparse attention row engine's CUDA
+// backend (engines/sparse_attn/sparse_attn_cuda.cu). Same bits as cpu.cpp (backend-diff).
+#ifdef DSA_CUDA_BACKEND
+#include "stages/attn/sparse_mla_prefill/stage.hpp"
+
+namespace dsa::attn::sparse_mla_prefill {
+
+Expected cuda(const Case& c, const Params& p, const RefOptions& opt) { return run(c, p, opt, Backend::cuda); }
+
+}  // namespace dsa::attn::sparse_mla_prefill
+#endif
