@@ -10,7 +10,7 @@
 #include "numerics/formats.hpp"
 #include "numerics/rng.hpp"
 #include "ref_test_util.hpp"
-#include "stages/v4/compressor/core.hpp"
+#include "stages/v4/compressor/stage.hpp"
 
 using namespace dsa;
 
@@ -136,7 +136,7 @@ TEST_CASE("v4.compressor: missing table entries and too few rope rows are input 
 }
 
 #include "numerics/hadamard.hpp"
-#include "stages/v4/indexer_prolog/core.hpp"
+#include "stages/v4/indexer_prolog/stage.hpp"
 
 TEST_CASE("v4.indexer_prolog: the DSA_HD constants are the expressions' fp32 values") {
   namespace ip = v4::indexer_prolog;

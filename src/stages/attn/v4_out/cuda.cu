@@ -1,11 +1,11 @@
-// attn.v4_out on the GPU: three kernels, one thread per output element each, running elem_core.hpp's rot_elem,
+// attn.v4_out on the GPU: three kernels, one thread per output element each, running core.hpp's rot_elem,
 // lora_elem and out_elem — the definitions cpu.cpp runs (built with --fmad=false; fma and the f64 sums in the same
 // index order): identical bits (dsa-check backend-diff). Each stage reads the previous one's device output, as the
 // CPU reads the reference's own o_rot / o_lora. Device memory: the inputs, the outputs and their bounds.
 #include <cstdint>
 
 #include "backend/cuda.hpp"
-#include "stages/attn/v4_out/cuda_api.hpp"
+#include "stages/attn/v4_out/cuda.hpp"
 
 namespace dsa::attn::v4_out {
 

@@ -3,8 +3,8 @@
 
 #include "numerics/formats.hpp"
 #include "stage/gen/index_rows.hpp"
-#include "stages/attn/v4_out/core.hpp"
-#include "stages/v4/compressor/core.hpp"
+#include "stages/attn/v4_out/stage.hpp"
+#include "stages/v4/compressor/stage.hpp"
 
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 

@@ -1,7 +1,7 @@
 // attn.v4_out: selftest cases and mutants modelled on real bug shapes (spec v4 §4.4, validation_anchors B1), each
 // with the verdict it must get.
 #include "stage/mutant_kit.hpp"
-#include "stages/attn/v4_out/core.hpp"
+#include "stages/attn/v4_out/stage.hpp"
 
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 

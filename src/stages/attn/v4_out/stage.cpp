@@ -4,13 +4,9 @@
 #include <string>
 
 #include "stages/attn/table.hpp"
-#include "stages/attn/v4_out/core.hpp"
+#include "stages/attn/v4_out/stage.hpp"
 
 namespace dsa::attn::v4_out {
-
-#ifdef DSA_CUDA_BACKEND
-Expected cuda(const Case& c, const Params& p, const RefOptions& opt) { return run_on(c, p, Bug::none, opt.thread_count(), Backend::cuda); }
-#endif
 
 namespace {
 

@@ -1,6 +1,6 @@
-// v4.compressor reference: projections in parallel over tokens (on the CPU micro-kernel or the GPU, the same fma
-// chains: cuda_api.hpp), entries in parallel over output rows on the host; every value in one fixed fp64 order
-// (det_exp), rounded at the variant's rounding points (core.hpp).
+// v4.compressor reference: projections in parallel over tokens (on the CPU micro-kernel, or the GPU's from cuda.cpp:
+// the same fma chains, cuda.hpp), entries in parallel over output rows on the host; every value in one fixed fp64
+// order (det_exp), rounded at the variant's rounding points (stage.hpp).
 #include <omp.h>
 
 #include <algorithm>
@@ -12,10 +12,7 @@
 #include "numerics/det_math.hpp"
 #include "numerics/formats.hpp"
 #include "engines/sparse_attn/sparse_attn.hpp"
-#include "stages/v4/compressor/core.hpp"
-#ifdef DSA_CUDA_BACKEND
-#include "stages/v4/compressor/cuda_api.hpp"
-#endif
+#include "stages/v4/compressor/stage.hpp"
 
 namespace dsa::v4::compressor {
 namespace {
@@ -204,7 +201,7 @@ void finish(const Params& p, const double* C, const double* eC, const std::uint1
   }
 }
 
-StepResult run_step(const Case& c, const Params& p, Bug bug, int threads, [[maybe_unused]] Backend backend) {
+StepResult run_step(const Case& c, const Params& p, Bug bug, int threads, Projector project) {
   const std::int64_t T = p.T, C2 = p.C2, D = p.D, R = p.R;
   const Tensor& cu = c.input("cu_seqlens");
   const Tensor& sp = c.input("start_pos");
@@ -261,12 +258,9 @@ StepResult run_step(const Case& c, const Params& p, Bug bug, int threads, [[mayb
                 static_cast<double>(Hh + 2) * kU * xn * ng[static_cast<std::size_t>(o)]);
       }
     };
-#ifdef DSA_CUDA_BACKEND
-    if (backend == Backend::cuda) {
-      project_cuda(xb, T, Hh, wk, wg, C2, emit);
-    } else
-#endif
-    {
+    if (project) {
+      project(xb, T, Hh, wk, wg, C2, emit);  // another backend's projections (cuda.cpp: the GPU's)
+    } else {
       constexpr std::int64_t kTB = 64;
 #pragma omp parallel num_threads(threads)
       {
@@ -367,8 +361,6 @@ StepResult run_step(const Case& c, const Params& p, Bug bug, int threads, [[mayb
   return out;
 }
 
-namespace {
-
 Expected package(const Params& p, StepResult s) {
   Expected e;
   RefTensor k;
@@ -400,15 +392,6 @@ Expected package(const Params& p, StepResult s) {
   return e;
 }
 
-}  // namespace
-
-Expected cpu(const Case& c, const Params& p, const RefOptions& opt) {
-  return package(p, run_step(c, p, Bug::none, opt.thread_count(), Backend::cpu));
-}
-#ifdef DSA_CUDA_BACKEND
-Expected cuda(const Case& c, const Params& p, const RefOptions& opt) {
-  return package(p, run_step(c, p, Bug::none, opt.thread_count(), Backend::cuda));
-}
-#endif
+Expected cpu(const Case& c, const Params& p, const RefOptions& opt) { return package(p, run_step(c, p, Bug::none, opt.thread_count())); }
 
 }  // namespace dsa::v4::compressor

@@ -1,4 +1,4 @@
-// v4.compressor on the GPU: the projections (cuda_api.hpp); the pooling, norm, RoPE, rounding and bounds stay the
+// v4.compressor on the GPU: the projections (cuda.hpp); the pooling, norm, RoPE, rounding and bounds stay the
 // host code of cpu.cpp, fed by these exact chains. Built with --fmad=false.
 #include <algorithm>
 #include <cstdint>
@@ -8,7 +8,7 @@
 #include "backend/chain_tile.cuh"
 #include "backend/cuda.hpp"
 #include "numerics/half_core.hpp"
-#include "stages/v4/compressor/cuda_api.hpp"
+#include "stages/v4/compressor/cuda.hpp"
 
 namespace dsa::v4::compressor {
 

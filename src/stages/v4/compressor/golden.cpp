@@ -6,7 +6,7 @@
 #include "numerics/formats.hpp"
 #include "numerics/rng.hpp"
 #include "numerics/rope.hpp"
-#include "stages/v4/compressor/core.hpp"
+#include "stages/v4/compressor/stage.hpp"
 
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 

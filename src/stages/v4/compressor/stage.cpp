@@ -8,7 +8,7 @@
 #include <tuple>
 
 #include "profiles/profiles.hpp"
-#include "stages/v4/compressor/core.hpp"
+#include "stages/v4/compressor/stage.hpp"
 #include "stages/v4/table.hpp"
 
 namespace dsa::v4::compressor {

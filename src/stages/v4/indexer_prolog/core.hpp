@@ -1,66 +1,175 @@
-// v4.indexer_prolog — what feeds the DeepSeek-V4 Ascend indexer (spec v4 §3.1-3.4; seed 004 indexer_select_qli /
-// _indexer_qkv_prepare, device_op.py indexer_quantize_query / prepare_dsa_indexer_weights / indexer_quant_scatter):
-//   query:   (q8, qs) = dynamic_quant_int8 of every (token, head) row of the rotated bf16 query [T, H, D] (the
-//            output of RoPE + Hadamard), q_scale = fp16(qs) (RNE)
-//   weights: A3 head weights w16 = fp16(bf16(fl32(w * fl32(0.011048543456039806)))) of the bf16 weights_proj output
-//   key:     (k8, ks) = dynamic_quant_int8 of every indexer-compressor row k [R, D]; k8 and fp16(ks) scattered into
-//            the PA_BSND caches at slot_mapping ([block, offset] pairs, A3; or flat slots); a negative block (vLLM's
-//            padding [-1, bs-1]) is skipped, as npu_scatter_nd_update_v2 skips linear indices outside the cache
-// dynamic_quant_int8 (the A2/A3 kernel for bf16 input, spec §3.4): xf = float(x) (exact); amax = max |xf|;
-//   scale = fl32(amax * fl32(1/127)) (a multiply, not amax / 127); inv = fl32(127 / amax); q = rint(fl32(xf * inv))
-//   (half to even), an int8 in [-127, 127].
-// amax = 0 (an all-zero row) is a named option, attr amax_zero: `scale1` = ops-nn's golden.py (scale := 1, codes 0),
-// `scale0` = the kernel's arithmetic (scale 0 * (1/127) = 0; inv = inf, 0 * inf = NaN, whose int8 cast is taken as 0).
-// A NaN in a row: amax, scale and fp16 scale NaN (0x7FFF), every code of the row 0. An inf: amax and scale inf,
-// inv = 0, codes x * 0 = 0 (inf * 0 = NaN, cast to 0). Everything is exact: bytes comparators.
-//
-// The query path may start one step earlier, from `q_pre` = the wq_b output [T, H, D] bf16 and the per-token RoPE
-// table `rope_cos` / `rope_sin` f32 [T, 64] (the Ascend table, interleave-duplicated: cos[2i] = cos[2i+1]) or
-// [T, 32]: output `q_rot` (bf16 [T, H, D]) =
-//   r = bf16(RoPE_interleaved(x) on the last 64 dims) (fp32 x*cos - y*sin / y*cos + x*sin; the nope dims as given),
-//   attr hadamard=ascend (vLLM-Ascend rotate_activation): h = bf16(r @ H^T) (cube: fp32 accumulation, order unknown),
-//     q_rot = bf16(fl32(h * fl32(128^-0.5)));
-//   attr hadamard=fwht (the reference model): h = the fp32 FWHT of r (fixed butterfly order), q_rot =
-//     bf16(fl32(h * fl32(128^-0.5))).
-// The kernel's fp32 RoPE (product/FMA order unknown: error <= 3 2^-24 (|x c| + |y s|)) and the cube's fp32 sum
-// (g(D-1, 2^-24) sum |r|, 0 when every partial sum is exact: all inputs multiples of 2^m and sum |r| < 2^(m+24)) can
-// move a value across a bf16 rounding boundary. The reference computes each value exactly
-// and rounds it at the kernel's rounding points; where the kernel's error interval around an exact value straddles a
-// boundary, the possible outputs are carried on as an interval to the end. q_rot is judged against the reference
-// with that per-element bound (policy derived-bound; 0 = the value is certain, most elements): a value outside it
-// FAILs. q_int8 / q_scale are then judged as the quant of the dumped q_rot (the kernel's own intermediate: required
-// with q_pre), so a wrong rotation is reported on q_rot and a wrong quant on q_int8, each bit for bit.
+// v4.indexer_prolog's per-row math as DSA_HD functions: the one definition cpu.cpp and cuda.cu both run (contract way
+// 3: fixed operation order per row / element; exact steps in fp64). Plain C++17 without libm (numerics/hd_ops.hpp,
+// half_core.hpp), so nvcc compiles it for the device. The Bug variants (selftest mutants) run on the CPU only; they
+// are parameters here so that there is one copy of the math.
+//   dynamic_quant_int8   amax, scale = fl32(amax * fl32(1/127)), codes rint(fl32(x * fl32(127 / amax)))
+//   a3_weight            fp16(bf16(fl32(w * fl32(0.011048543456039806))))
+//   the q_pre path, per head row of D values (cpu.cpp rotate_row is the sequence of the three steps):
+//     rope_row   the bf16 RoPE output r and the ends [lo, hi] of what a kernel with the fp32 error may produce,
+//                all bf16 values, stored as bf16 bits
+//     row_stats  W = sum (hi - lo), A = sum max(|lo|, |hi|) in index order, and whether every fp32 partial sum of
+//                such values is exact
+//     prep_row   the two above, and for fwht the fp32 FWHT of r (fixed butterfly order, numerics/hadamard.hpp)
+//     rot_elem   output i: the Hadamard (fwht: the fp32 FWHT values f, computed beforehand; ascend: the exact
+//                +-1 sums in index order), its interval, the final rounding and the bound
 #pragma once
 #include <cstdint>
 
-#include "stage/stage.hpp"
-#include "stages/v4/indexer_prolog/row_core.hpp"  // the per-row math (DSA_HD), AmaxZero, HadamardKind, Bug
+#include "numerics/half_core.hpp"
+#include "numerics/hd_ops.hpp"
+#include "numerics/hadamard.hpp"
 
 namespace dsa::v4::indexer_prolog {
 
-struct Params : dsa::Params {
-  AmaxZero amax_zero = AmaxZero::scale1;
-  bool pairs = true;  // slot_mapping as [block, offset] pairs (else flat slots)
-  HadamardKind hadamard = HadamardKind::ascend;
-  std::int64_t nblk = 0, bs = 0, D = 0;
+enum class AmaxZero { scale1, scale0 };
+enum class HadamardKind { ascend, fwht };
+// Known bugs the selftest mutants reproduce through the reference's own code path (never set by a dump).
+enum class Bug { none, scale_div127, codes_trunc, weights_unscaled, rope_neox, no_hadamard_scale };
+
+// fl32(1/127) = 0x3C010204 and fl32(0.011048543456039806) = fl32(128^-0.5 / 64) = 0x3C3504F3 as bit patterns, so no
+// compiler folds a constant differently (tests/cpp/test_ref_v4.cpp checks them against the expressions).
+DSA_HD inline float inv127_f32() { return hd::from_bits32(0x3C010204u); }
+DSA_HD inline float a3_weight_scale_f32() { return hd::from_bits32(0x3C3504F3u); }
+
+// dynamic_quant_int8 of n bf16 values: writes n codes, returns the fp32 scale (before its fp16 cast).
+DSA_HD inline float dynamic_quant_int8(const std::uint16_t* x, std::int64_t n, AmaxZero az, std::int8_t* codes, Bug bug = Bug::none) {
+  float amax = 0;
+  bool nan = false;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float a = hd::abs(halfcore::bf16_to_f32(x[i]));
+    nan |= a != a;
+    amax = a > amax ? a : amax;
+  }
+  if (nan || amax == 0) {
+    for (std::int64_t i = 0; i < n; ++i) codes[i] = 0;
+    if (nan) return hd::from_bits32(0x7FC00000u);
+    return az == AmaxZero::scale1 ? 1.0f : 0.0f;
+  }
+  const float scale = bug == Bug::scale_div127 ? amax / 127.0f : amax * inv127_f32();
+  const float inv = 127.0f / amax;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float y = halfcore::bf16_to_f32(x[i]) * inv;
+    const float r = bug == Bug::codes_trunc ? hd::trunc(y) : hd::rint(y);  // half to even
+    codes[i] = hd::is_nan(r) ? std::int8_t{0} : static_cast<std::int8_t>(hd::clamp(r, -127.0f, 127.0f));  // inf * 0 = NaN -> 0
+  }
+  return scale;
+}
+
+// The fp16 scale as stored: RNE, a NaN scale as the CUDA-canonical 0x7FFF.
+DSA_HD inline std::uint16_t scale_fp16(float s) { return hd::is_nan(s) ? std::uint16_t{0x7FFF} : halfcore::f32_to_fp16(s); }
+
+// The A3 head weight of one bf16 weights_proj output value (fp16 bits).
+DSA_HD inline std::uint16_t a3_weight(std::uint16_t w_bf16, Bug bug = Bug::none) {
+  const float w = halfcore::bf16_to_f32(w_bf16);
+  if (bug == Bug::weights_unscaled) return halfcore::f32_to_fp16(w);
+  return halfcore::f32_to_fp16(halfcore::round_to_bf16(w * a3_weight_scale_f32()));
+}
+
+DSA_HD inline double gamma_n(std::int64_t n, double u) {
+  return n <= 0 ? 0.0 : static_cast<double>(n) * u / (1.0 - static_cast<double>(n) * u);
+}
+DSA_HD inline std::uint16_t bf16_of(double x) { return halfcore::f64_to_bf16(x); }
+DSA_HD inline double val(std::uint16_t b) { return halfcore::bf16_to_f64(b); }
+
+// RoPE on the last 64 dims of one head row x[D] (interleaved pairs; NeoX halves under Bug::rope_neox) with the
+// token's cos/sin[32]: r = bf16(exact rotation); [lo, hi] = bf16 of the rotation -+ the kernel's fp32 error
+// (3 2^-24 + 2 2^-53)(|x c| + |y s|); the nope dims as given. r, lo, hi [D] as bf16 bits.
+DSA_HD inline void rope_row(const std::uint16_t* x, std::int64_t D, const float* cos_v, const float* sin_v, Bug bug, std::uint16_t* r,
+                            std::uint16_t* lo, std::uint16_t* hi) {
+  const std::int64_t R = 64, base = D - R;
+  for (std::int64_t d = 0; d < base; ++d) r[d] = lo[d] = hi[d] = x[d];
+  for (std::int64_t i = 0; i < R / 2; ++i) {
+    const std::int64_t a = bug == Bug::rope_neox ? base + i : base + 2 * i;
+    const std::int64_t b = bug == Bug::rope_neox ? base + i + R / 2 : base + 2 * i + 1;
+    const double xa = val(x[a]), xb = val(x[b]), c = cos_v[i], sn = sin_v[i];
+    const double ac = xa * c, bs = xb * sn, bc = xb * c, as = xa * sn;  // exact: 8 x 24 significant bits
+    const double rho[2] = {ac - bs, bc + as}, mag[2] = {hd::abs(ac) + hd::abs(bs), hd::abs(bc) + hd::abs(as)};
+    const std::int64_t at[2] = {a, b};
+    for (int k = 0; k < 2; ++k) {
+      const std::int64_t q = at[k];
+      const double e = (3 * 0x1p-24 + 2 * 0x1p-53) * mag[k];
+      r[q] = bf16_of(rho[k]);
+      lo[q] = hd::is_finite(rho[k]) ? bf16_of(rho[k] - e) : r[q];
+      hi[q] = hd::is_finite(rho[k]) ? bf16_of(rho[k] + e) : r[q];
+    }
+  }
+}
+
+struct RowStats {
+  double W = 0, A = 0;      // total input uncertainty, sum of the largest magnitudes
+  bool sums_exact = false;  // every fp32 partial sum of such inputs is exact, in any order
 };
 
-// The q path from q_pre: one head row of D bf16 values (D a power of two >= 64) with its token's cos/sin (rope_dim/2
-// values each), writes the reference q_rot bf16 bits and each element's bound (0 = certain): row_core.hpp's rope_row,
-// row_stats and rot_elem in sequence (the CUDA backend runs the same three).
-void rotate_row(const std::uint16_t* x, std::int64_t D, const float* cos_v, const float* sin_v, HadamardKind kind,
-                std::uint16_t* out, double* bound, Bug bug = Bug::none);
-// Flat cache slot of key row r, or -1 (skipped).
-std::int64_t slot_of(const Case& c, const Params& p, std::int64_t r);
+DSA_HD inline RowStats row_stats(const std::uint16_t* lo, const std::uint16_t* hi, std::int64_t D) {
+  RowStats s;
+  int lsb = 1 << 20;  // the lowest significant bit of any possible input: every partial sum is a multiple of 2^lsb
+  for (std::int64_t d = 0; d < D; ++d) {
+    const double l = val(lo[d]), h = val(hi[d]);
+    s.W += h - l;
+    s.A += hd::max(hd::abs(l), hd::abs(h));
+    const double ends[2] = {l, h};
+    for (const double v : ends)
+      if (v != 0 && hd::is_finite(v)) {
+        const int e = hd::frexp_exp(v) - 8;  // bf16: 8 significant bits
+        lsb = e < lsb ? e : lsb;
+      }
+  }
+  const int k = lsb + 24 < 1000 ? lsb + 24 : 1000;
+  s.sums_exact = s.A < hd::pow2(k);
+  return s;
+}
 
-Expected cpu(const Case& c, const Params& p, const RefOptions& opt);
-Expected run(const Case& c, const Params& p, Bug bug, int threads);  // = run_on(..., Backend::cpu)
-// The reference with its heavy row loops on the CPU (OpenMP) or, for Bug::none, on the device (cuda.cu).
-Expected run_on(const Case& c, const Params& p, Bug bug, int threads, Backend backend);
-Expected cuda(const Case& c, const Params& p, const RefOptions& opt);  // stage.cpp, with DSA_CUDA_BACKEND
-std::vector<golden::Generator> generators();
-std::vector<golden::GoldenSpec> goldens();
-std::vector<golden::GoldenSpec> selftest_cases();
-std::vector<Mutant> mutants();
+// The per-row part of the q_pre path: rope_row into r/lo/hi [D], the row's stats, and for fwht the fp32 FWHT of r
+// into f [D] (f unused for ascend).
+DSA_HD inline RowStats prep_row(const std::uint16_t* x, std::int64_t D, const float* cos_v, const float* sin_v, HadamardKind kind,
+                                Bug bug, std::uint16_t* r, std::uint16_t* lo, std::uint16_t* hi, float* f) {
+  rope_row(x, D, cos_v, sin_v, bug, r, lo, hi);
+  const RowStats st = row_stats(lo, hi, D);
+  if (kind == HadamardKind::fwht) {
+    for (std::int64_t d = 0; d < D; ++d) f[d] = static_cast<float>(val(r[d]));  // exact: bf16 values
+    dsa::num::fwht_f32(f, D);
+  }
+  return st;
+}
+
+// bf16(fl32(v * s32)), v an fp32 value.
+DSA_HD inline double final_round(double v, float s32, Bug bug) {
+  const float fv = bug == Bug::no_hadamard_scale ? static_cast<float>(v) : static_cast<float>(v) * s32;
+  return static_cast<double>(halfcore::round_to_bf16(fv));
+}
+
+// Output i of one row: h (fwht: f[i] of the fp32 FWHT of r; ascend: bf16 of the exact sum), its interval
+// [hlo, hhi], out = bf16(fl32(h * s32)) and the bound = the largest distance to the roundings of the interval ends.
+DSA_HD inline void rot_elem(std::int64_t i, std::int64_t D, HadamardKind kind, const std::uint16_t* r, const std::uint16_t* lo,
+                            const std::uint16_t* hi, const float* f, const RowStats& st, float s32, Bug bug, std::uint16_t* out,
+                            double* bound) {
+  const double u32 = 0x1p-24, u64 = 0x1p-53;
+  double h, hlo, hhi;
+  if (kind == HadamardKind::fwht) {  // the same fp32 butterflies: exact unless an input is uncertain
+    h = f[i];
+    const double E = st.W > 0 ? st.W + (st.sums_exact ? 0.0 : 2 * gamma_n(7, u32) * (st.A + st.W)) : 0.0;
+    hlo = h - E, hhi = h + E;
+  } else {  // bf16(cube fp32 sum): the exact sum, its interval, the accumulation error
+    double S = 0, Slo = 0, Shi = 0;
+    for (std::int64_t d = 0; d < D; ++d) {
+      const bool neg = hd::popcount(static_cast<std::uint64_t>(i & d)) & 1;
+      S += neg ? -val(r[d]) : val(r[d]);
+      Slo += neg ? -val(hi[d]) : val(lo[d]);
+      Shi += neg ? -val(lo[d]) : val(hi[d]);
+    }
+    const double E = st.sums_exact ? 0.0 : (gamma_n(D - 1, u32) + gamma_n(D - 1, u64)) * st.A;
+    h = val(bf16_of(S));
+    hlo = hd::is_finite(S) ? val(bf16_of(Slo - E)) : h;
+    hhi = hd::is_finite(S) ? val(bf16_of(Shi + E)) : h;
+  }
+  const double o = final_round(h, s32, bug);
+  double olo = o, ohi = o;
+  if (hd::is_finite(h) && (hlo != h || hhi != h)) {  // fp32 ends, widened by an ulp against the f64 -> f32 rounding
+    olo = final_round(hd::next_toward(static_cast<float>(hlo), false), s32, bug);
+    ohi = final_round(hd::next_toward(static_cast<float>(hhi), true), s32, bug);
+  }
+  *out = bf16_of(o);
+  *bound = hd::is_finite(o) ? hd::max(o - olo, ohi - o) : 0.0;
+}
 
 }  // namespace dsa::v4::indexer_prolog

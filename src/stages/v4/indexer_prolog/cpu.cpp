@@ -1,6 +1,6 @@
 // v4.indexer_prolog reference: rows in parallel (each row independent; exact: any thread count, same bytes), each
-// through row_core.hpp's DSA_HD functions; with Backend::cuda the same row loops run on the device (cuda.cu) and the
-// host keeps the packaging and the cache scatter.
+// through core.hpp's DSA_HD functions; the host parts both backends share (run_with: the RoPE rows, the packaging and
+// the cache scatter around the row loops, which cuda.cpp runs on the device).
 #include <omp.h>
 
 #include <algorithm>
@@ -10,8 +10,7 @@
 
 #include "numerics/formats.hpp"
 #include "numerics/hadamard.hpp"
-#include "stages/v4/indexer_prolog/core.hpp"
-#include "stages/v4/indexer_prolog/cuda_api.hpp"
+#include "stages/v4/indexer_prolog/stage.hpp"
 
 namespace dsa::v4::indexer_prolog {
 
@@ -34,17 +33,28 @@ i64 slot_of(const Case& c, const Params& p, i64 r) {
   return blk < 0 ? -1 : blk * p.bs + off;
 }
 
-Expected run(const Case& c, const Params& p, Bug bug, int threads) { return run_on(c, p, bug, threads, Backend::cpu); }
-
-Expected run_on(const Case& c, const Params& p, Bug bug, int threads, Backend backend) {
-  Expected e;
+Expected run(const Case& c, const Params& p, Bug bug, int threads) {
   const int nt = std::max(1, threads);
-#ifdef DSA_CUDA_BACKEND
-  const bool gpu = backend == Backend::cuda && bug == Bug::none;
-#else
-  const bool gpu = false;
-  (void)backend;
-#endif
+  RowLoops loops;
+  loops.rotate = [&](const std::uint16_t* pre, i64 T, i64 H, i64 D, const float* cs, const float* sn, std::uint16_t* out, double* bound) {
+#pragma omp parallel for schedule(static) num_threads(nt)
+    for (i64 r = 0; r < T * H; ++r) {
+      const i64 t = r / H;
+      rotate_row(pre + r * D, D, cs + t * 32, sn + t * 32, p.hadamard, out + r * D, bound + r * D, bug);
+    }
+  };
+  loops.quant = [&](const std::uint16_t* x, i64 R, i64 D, std::int8_t* codes, std::uint16_t* scales) {
+#pragma omp parallel for schedule(static) num_threads(nt)
+    for (i64 r = 0; r < R; ++r) scales[r] = scale_fp16(dynamic_quant_int8(x + r * D, D, p.amax_zero, codes + r * D, bug));
+  };
+  loops.weights = [&](const std::uint16_t* w, i64 n, std::uint16_t* out) {
+    for (i64 i = 0; i < n; ++i) out[i] = a3_weight(w[i], bug);
+  };
+  return run_with(c, p, loops);
+}
+
+Expected run_with(const Case& c, const Params& p, const RowLoops& loops) {
+  Expected e;
   const Tensor* q = c.input_opt("q");
   Tensor rot;  // the quant's input when the path starts at q_pre: the dumped q_rot, else the reference's
   if (const Tensor* pre = c.input_opt("q_pre")) {
@@ -59,18 +69,7 @@ Expected run_on(const Case& c, const Params& p, Bug bug, int threads, Backend ba
         sv[static_cast<std::size_t>(t * 32 + i)] = sn.data<float>()[t * Wc + i * step];
       }
     Tensor ref(DType::bf16, {T, H, D}, Tensor::Uninit{}), bnd(DType::f64, {T, H, D}, Tensor::Uninit{});
-    if (gpu) {
-#ifdef DSA_CUDA_BACKEND
-      rotate_rows_cuda(pre->data<std::uint16_t>(), T, H, D, cv.data(), sv.data(), p.hadamard, ref.data<std::uint16_t>(), bnd.data<double>());
-#endif
-    } else {
-#pragma omp parallel for schedule(static) num_threads(nt)
-      for (i64 r = 0; r < T * H; ++r) {
-        const i64 t = r / H;
-        rotate_row(pre->data<std::uint16_t>() + r * D, D, cv.data() + t * 32, sv.data() + t * 32, p.hadamard,
-                   ref.data<std::uint16_t>() + r * D, bnd.data<double>() + r * D, bug);
-      }
-    }
+    loops.rotate(pre->data<std::uint16_t>(), T, H, D, cv.data(), sv.data(), ref.data<std::uint16_t>(), bnd.data<double>());
     RefTensor a;
     a.name = "q_rot";
     a.kind = CompareKind::bounded;
@@ -83,16 +82,7 @@ Expected run_on(const Case& c, const Params& p, Bug bug, int threads, Backend ba
     q = &rot;
   }
   // dynamic_quant_int8 of rows [R, D]: codes and fp16 scale bits.
-  auto quant_rows = [&](const std::uint16_t* x, i64 R, i64 D, std::int8_t* codes, std::uint16_t* scales) {
-    if (gpu) {
-#ifdef DSA_CUDA_BACKEND
-      quant_rows_cuda(x, R, D, p.amax_zero, codes, scales);
-#endif
-      return;
-    }
-#pragma omp parallel for schedule(static) num_threads(nt)
-    for (i64 r = 0; r < R; ++r) scales[r] = scale_fp16(dynamic_quant_int8(x + r * D, D, p.amax_zero, codes + r * D, bug));
-  };
+  const auto& quant_rows = loops.quant;
   if (q) {
     const i64 T = q->dim(0), H = q->dim(1), D = q->dim(2);
     Tensor q8(DType::int8, {T, H, D}, Tensor::Uninit{}), qs(DType::fp16, {T, H}, Tensor::Uninit{});
@@ -111,13 +101,7 @@ Expected run_on(const Case& c, const Params& p, Bug bug, int threads, Backend ba
   if (const Tensor* w = c.input_opt("weights")) {
     const i64 H = w->dim(-1);
     Tensor w16(DType::fp16, w->shape(), Tensor::Uninit{});
-    if (gpu) {
-#ifdef DSA_CUDA_BACKEND
-      weights_cuda(w->data<std::uint16_t>(), w->numel(), w16.data<std::uint16_t>());
-#endif
-    } else {
-      for (i64 i = 0; i < w->numel(); ++i) w16.data<std::uint16_t>()[i] = a3_weight(w->data<std::uint16_t>()[i], bug);
-    }
+    loops.weights(w->data<std::uint16_t>(), w->numel(), w16.data<std::uint16_t>());
     RefTensor a;
     a.name = "weights_fp16";
     a.value = w16;

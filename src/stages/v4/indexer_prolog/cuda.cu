@@ -1,4 +1,4 @@
-// v4.indexer_prolog on the GPU: the row loops of cpu.cpp's run_on with row_core.hpp's DSA_HD functions (built with
+// v4.indexer_prolog on the GPU: the row loops of the reference (RowLoops) with core.hpp's DSA_HD functions (built with
 // --fmad=false, IEEE division): identical bytes (dsa-check backend-diff).
 //   q_pre path, in chunks of rows: one thread per row runs prep_row (RoPE, the row's stats, the fwht FWHT) into
 //   scratch, then one thread per output element runs rot_elem (its Hadamard sum in index order, rounding, bound)
@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "backend/cuda.hpp"
-#include "stages/v4/indexer_prolog/cuda_api.hpp"
+#include "stages/v4/indexer_prolog/cuda.hpp"
 
 namespace dsa::v4::indexer_prolog {
 

@@ -1,7 +1,7 @@
 // v4.indexer_prolog: selftest cases and mutants (issue list: scale stored fp32 instead of fp16; plus codes truncated,
 // weights without the softmax scale, padded key rows written), each with the verdict it must get.
 #include "stage/mutant_kit.hpp"
-#include "stages/v4/indexer_prolog/core.hpp"
+#include "stages/v4/indexer_prolog/stage.hpp"
 
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 

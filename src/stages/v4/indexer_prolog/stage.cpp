@@ -3,14 +3,10 @@
 
 #include "numerics/formats.hpp"
 
-#include "stages/v4/indexer_prolog/core.hpp"
+#include "stages/v4/indexer_prolog/stage.hpp"
 #include "stages/v4/table.hpp"
 
 namespace dsa::v4::indexer_prolog {
-
-#ifdef DSA_CUDA_BACKEND
-Expected cuda(const Case& c, const Params& p, const RefOptions& opt) { return run_on(c, p, Bug::none, opt.thread_count(), Backend::cuda); }
-#endif
 
 namespace {
 

@@ -1,9 +1,9 @@
 // v4.indexer_prolog's CUDA entry points (cuda.cu), callable from C++20 code: plain arguments, std::runtime_error on
-// a CUDA failure. Each runs one row loop of cpu.cpp's run_on with row_core.hpp's functions (Bug::none).
+// a CUDA failure. Each runs one row loop of the reference (RowLoops, stage.hpp) with core.hpp's functions (Bug::none).
 #pragma once
 #include <cstdint>
 
-#include "stages/v4/indexer_prolog/row_core.hpp"
+#include "stages/v4/indexer_prolog/core.hpp"
 
 namespace dsa::v4::indexer_prolog {
 

@@ -27,6 +27,7 @@
 // blocks, whose ue8m0 scale can itself flip). State rows read from state_cache_in are exact inputs.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "stage/stage.hpp"
@@ -73,7 +74,16 @@ struct StepResult {
   Tensor cmp_kv, cmp_m, cmp_def, state, state_m;
   std::vector<std::int64_t> row_req, row_entry;  // output row -> request, compressed index j (-1 = padding)
 };
-StepResult run_step(const Case& c, const Params& p, Bug bug, int threads, Backend backend = Backend::cpu);
+// The projections of this step's tokens x [T, H] (bf16 bits) done elsewhere: KV = x . wkv^T and S = x . wgate^T, each
+// element the fp64 fma chain over h in increasing order that the CPU micro-kernel keeps; for each token chunk,
+// emit(t0, nt, Sk, Sg) with Sk / Sg [nt, C2] row-major (cuda.cpp passes project_cuda).
+using ProjectEmit = std::function<void(std::int64_t t0, std::int64_t nt, const double* Sk, const double* Sg)>;
+using Projector = void (*)(const std::uint16_t* x, std::int64_t T, std::int64_t H, const std::uint16_t* wkv, const std::uint16_t* wgate,
+                           std::int64_t C2, const ProjectEmit& emit);
+// cpu.cpp: the step with the projections on the CPU micro-kernel, or by `project` when given.
+StepResult run_step(const Case& c, const Params& p, Bug bug, int threads, Projector project = nullptr);
+// The reference of a step (cpu.cpp; both backends): cmp_kv and state_cache with their bounds.
+Expected package(const Params& p, StepResult s);
 
 // The rope row (interleave-duplicated cos/sin, rope dims) of position pos: DeepSeek-V4 compressed layers (YaRN,
 // base 160000, factor 16, original 65536, beta 32/1), as the generators build the compressor_metadata gather.
@@ -81,7 +91,7 @@ void v4_rope_row(std::int64_t rope, std::int64_t pos, float* cos_out, float* sin
 
 Expected cpu(const Case& c, const Params& p, const RefOptions& opt);
 #ifdef DSA_CUDA_BACKEND
-Expected cuda(const Case& c, const Params& p, const RefOptions& opt);  // the projections on the GPU, same bits
+Expected cuda(const Case& c, const Params& p, const RefOptions& opt);  // cuda.cpp: the projections on the GPU, same bits
 #endif
 std::vector<golden::Generator> generators();
 std::vector<golden::GoldenSpec> goldens();

@@ -4,7 +4,7 @@
 #pragma once
 #include <cstdint>
 
-#include "stages/attn/v4_out/elem_core.hpp"
+#include "stages/attn/v4_out/core.hpp"
 
 namespace dsa::attn::v4_out {
 
