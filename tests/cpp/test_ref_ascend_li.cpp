@@ -1,5 +1,6 @@
 // indexer.npu_lightning: the per-candidate score bound is rigorous for fp32 kernels in adversarial orders (and not
-// vacuous), and the CP split with positions is the unsplit call.
+// vacuous), the CP split with positions is the unsplit call, and the one scorer (core::score_thread) gives the same
+// bytes on 1 thread, on all threads and on the GPU.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -9,7 +10,7 @@
 #include "numerics/formats.hpp"
 #include "pipeline/golden.hpp"
 #include "ref_test_util.hpp"
-#include "stages/indexer/npu_lightning/core.hpp"
+#include "stages/indexer/npu_lightning/stage.hpp"
 
 using namespace dsa;
 
@@ -117,7 +118,7 @@ TEST_CASE("indexer.npu_lightning: a CP split with positions equals the unsplit c
   for (std::int64_t i = 0; i < a.numel(); ++i) CHECK(a.int_at(i) == b.int_at(i));
 }
 
-TEST_CASE("indexer.npu_lightning: the CUDA kernel body on the host (and the GPU when present) equals the CPU reference") {
+TEST_CASE("indexer.npu_lightning: the one scorer (the CUDA kernel body, which the CPU runs) gives the same bytes on 1 thread, on all threads and on the GPU when present") {
   // Every golden and selftest case, plus shapes the kernels must not assume away: H not a multiple of 16, odd D and
   // block size, fp16 with f32 weights, a CP split, NaN / inf planted (canonical NaN bits on both sides).
   const char* g = "li_npu.requests";
@@ -130,6 +131,8 @@ TEST_CASE("indexer.npu_lightning: the CUDA kernel body on the host (and the GPU 
        .attrs = {{"sparse_count", golden::I(4)}, {"variant", golden::S("ascend-950")}},
        .poison = {{"query", 0, 2, golden::kInf}}},
   };
-  test::check_kernel_body_on_host<indexer::npu_lightning::Params>("indexer.npu_lightning", std::move(specs),
-                                                                    indexer::npu_lightning::cuda_body_on_host);
+  test::check_kernel_body_on_host<indexer::npu_lightning::Params>(
+      "indexer.npu_lightning", std::move(specs), [](const Case& c, const indexer::npu_lightning::Params& p, const RefOptions&) {
+        return indexer::npu_lightning::run(c, p, indexer::npu_lightning::Bug::none, 1);
+      });
 }

@@ -1,68 +1,81 @@
-// indexer.npu_lightning — the Ascend V3.2 lightning indexer torch_npu.npu_lightning_indexer (spec v4 §5, last bullet;
-// seed 000 Indexer forward_npu and do_npu_cp_balance_indexer): bf16 (or fp16) query [T, H, D] TND, key cache
-// PA_BSND [nblk, bs, 1, D] of the same dtype, head weights [T, H] (bf16, fp16 or fp32), sparse_mode 3, cmp_ratio 1,
-// sparse_count 2048. For query row t of request b at position p (p = kv_len - q_len + i, see ascend_li.hpp), keys
-// j < nvis = (p + 1) // cmp_ratio at block_table[b][j / bs], slot j % bs:
-//   score_j = sum_h w[t,h] * relu(q[t,h,:] . k_j)
-//   sparse_indices[t, 0, :] = the top sparse_count j by score, descending, -1 padded; all -1 when nvis <= 0.
-// The reference: every product exact in f64, the dots and the head sum in one fixed order in f64. The kernel's
-// rounding is covered by a rigorous bound u_j per candidate (attr variant):
-//   ascend-a3 (A2/A3, ops-transformer lightning_indexer): the cube's fp32 dot (order inside the cube unknown), ReLU in
-//     the Fixpipe, fp32 weight multiply (bf16/fp16 weights cast exactly), head sum in fp32 as 16 lanes (lane r adds
-//     heads r, r+16, r+32, r+48 in turn) then a tree 8/4/2/1: every result is a sum tree of depth
-//     m = H/16 - 1 + 4 (7 for 64 heads); the fp32 score is the sort key.
-//   ascend-950: head sum in an unknown order (m = H - 1) and the score rounded to bf16 before the top-k (the arch35
-//     variants that sort bf16 keys).
-//   e_h = (g(D-1, 2^-24) + g(D-1, 2^-53)) A_h,  A_h = sum_d |q_hd k_jd|      (dot error, kernel + reference)
-//   W   = sum_h |w_h| (r_h + e_h)                                         (r_h = relu of the f64 dot)
-//   u_j = sum_h |w_h| e_h + (2^-24 + 2^-53) W + (g(m, 2^-24) + g(H-1, 2^-53)) W (1 + 2^-24) + (D H + 2 H + 2) 2^-149
-//   ascend-950: u_j += 2^-8 (|score_j| + u_j)
-// times (1 + 2^-20) for the bound's own rounding. The top-k comparator accepts either pick among candidates whose
-// bands overlap (exact and near-ties), nothing else. Ties: Sort32 puts the lower index first; MrgSort's rule
-// between its queues is not documented (the band accepts both orders of tied candidates).
-// Context parallelism (attr cp_split=prev_next): the query rows are split at ceil(T / 2) (torch.split(q, (T+1)//2)):
-// the first half is one call with actual_seq_lengths_query / _key, the second one with the *_next tensors. Input
-// `positions` [T] (the rows' global positions, provenance) makes the reference the unsplit call: each row sees
-// (positions[t] + 1) // cmp_ratio keys whatever the metadata says, so a split whose metadata mixes rank-local and
-// global lengths (B45) fails, and the metadata's own positions are reported beside the verdict when they differ.
+// indexer.npu_lightning: the score and bound of one candidate (stage.hpp has the formulas), the one scorer that cpu.cpp
+// runs on the host and cuda.cu on the device (determinism contract way 3: the same fp64 operations in the same order;
+// DSA_HD, plain C++17).
+//   per head h in turn (after its dot64):  head(acc, dot_h, abs_h, w_h)
+//   then                                    finish(acc) -> score, bound (NaN canonical)
+//   score_thread                            the per-candidate body: the key's slot, the dots, head, finish
 #pragma once
 #include <cstdint>
 
-#include "stage/stage.hpp"
-#include "engines/ascend_li/ascend_li.hpp"
-#include "stages/indexer/npu_lightning/score_core.hpp"
+#include "engines/ascend_li/ascend_li_core.hpp"
 
-namespace dsa::indexer::npu_lightning {
+namespace dsa::indexer::npu_lightning::core {
 
-// Known bugs the selftest mutants reproduce through the reference's own code path (never set by a dump).
-enum class Bug { none, relu_after_weighting, weights_ignored };
+namespace li = dsa::engines::ascend_li::core;
 
-struct Params : dsa::Params {
-  std::int64_t k = 2048;  // sparse_count
-  std::int64_t T = 0, H = 0, D = 0;
-  engines::ascend_li::Geometry g;
-  bool cp = false;         // cp_split=prev_next
-  bool a950 = false;       // variant=ascend-950
+// Per-case constants (consts() in cpu.cpp computes them from H, D and the variant).
+struct Consts {
+  double g_dot = 0;    // g(D-1, 2^-24) + g(D-1, 2^-53)
+  double u_sum = 0;    // 2^-24 + 2^-53
+  double g_head = 0;   // (g(depth, 2^-24) + g(H-1, 2^-53)) (1 + 2^-24)
+  double tiny = 0;     // (D H + 2 H + 2) 2^-149
+  bool a950 = false;   // variant=ascend-950: the bf16 sort key
+  bool relu_after_weighting = false;  // Bug::relu_after_weighting (selftest mutant, CPU only)
 };
 
-// The rows of the case: from the metadata (one call, or the two CP halves), positions overridden by inputs/positions.
-std::vector<engines::ascend_li::Row> rows_of(const Case& c, const Params& p, bool use_positions = true);
-// The metadata's calls (one, or the CP halves).
-std::vector<engines::ascend_li::Call> calls_of(const Params& p);
+struct Acc {
+  double L = 0, werr = 0, wmag = 0;
+};
 
-// The per-candidate constants of score_core.hpp for this case (Bug::none).
-core::Consts consts(const Params& p);
+// Head h: L += w relu(dot) (fixed order h = 0..H-1), werr += |w| e, wmag += |w| (r + e), e = g_dot abs.
+DSA_HD inline void head(Acc& a, double dot, double abs, double w, const Consts& k) {
+  const double r = li::max0(dot), e = k.g_dot * abs, aw = hd::abs(w);
+  a.L += k.relu_after_weighting ? li::max0(w * dot) : w * r;
+  a.werr += aw * e;
+  a.wmag += aw * (r + e);
+}
 
-Expected cpu(const Case& c, const Params& p, const RefOptions& opt);
-#ifdef DSA_CUDA_BACKEND
-Expected cuda(const Case& c, const Params& p, const RefOptions& opt);  // cuda.cpp: the scores on the GPU
-#endif
-// cuda.cpp: the CUDA implementation with the kernel's per-thread body run on the host (tests without a GPU).
-Expected cuda_body_on_host(const Case& c, const Params& p, const RefOptions& opt);
-Expected run(const Case& c, const Params& p, Bug bug, int threads);
-std::vector<golden::Generator> generators();
-std::vector<golden::GoldenSpec> goldens();
-std::vector<golden::GoldenSpec> selftest_cases();
-std::vector<Mutant> mutants();
+// u = werr + (2^-24 + 2^-53) W + g_head W + tiny (+ 2^-8 (|L| + u) for ascend-950), times (1 + 2^-20); bound 0 for a
+// non-finite score. (|L| + u) 2^-8 is exact: u >= tiny keeps it far above the f64 subnormals.
+DSA_HD inline void finish(const Acc& a, const Consts& k, double& score, double& bound) {
+  double u = a.werr + k.u_sum * a.wmag + k.g_head * a.wmag + k.tiny;
+  if (k.a950) u += (hd::abs(a.L) + u) * 0x1p-8;
+  score = li::canonical(a.L);
+  bound = hd::is_finite(a.L) ? li::canonical(u * (1.0 + 0x1p-20)) : 0.0;
+}
 
-}  // namespace dsa::indexer::npu_lightning
+// ---- the per-candidate body (one thread of cuda.cu; cpu.cpp runs it for every candidate) -------------------------
+// Everything the scorer reads (host pointers; cuda.cu passes the kernel a copy with device pointers): the rows,
+// weights (widened exactly, engines::ascend_li::widen) and cache geometry of PagedRows, and the members below.
+struct ScoreJob : li::PagedRows {
+  const void* query = nullptr;  // [T, H, D] bf16 / fp16 bits (elem)
+  const void* key = nullptr;    // [key_slots, D] (the PA_BSND cache flattened), the query's dtype
+  li::Elem elem = li::Elem::bf16;
+  Consts k;
+};
+
+// Row t, position j < C: the score and bound of key j (key j at engines::ascend_li::key_slot, per head h = 0..H-1 the
+// dot64 of the exactly decoded codes then head, finish), or -inf / 0 (score_buffers) for j >= nvis.
+DSA_HD inline void score_thread(const ScoreJob& d, li::Elem e, std::int64_t t, std::int64_t j, double& score, double& bound) {
+  namespace lc = li;
+  using i64 = std::int64_t;
+  if (j >= d.row_nvis[t]) {
+    score = lc::neg_inf();
+    bound = 0.0;
+    return;
+  }
+  const i64 slot = d.slot(t, j);
+  const i64 q0 = t * d.H * d.D, k0 = slot * d.D;
+  const void* q = d.query;
+  const void* key = d.key;
+  Acc acc;
+  for (i64 h = 0; h < d.H; ++h) {
+    const i64 qh = q0 + h * d.D;
+    double s, a;
+    lc::dot64([=](i64 x) { return lc::widen(q, e, qh + x); }, [=](i64 x) { return lc::widen(key, e, k0 + x); }, d.D, s, a);
+    head(acc, s, a, d.weights[t * d.H + h], d.k);
+  }
+  finish(acc, d.k, score, bound);
+}
+
+}  // namespace dsa::indexer::npu_lightning::core

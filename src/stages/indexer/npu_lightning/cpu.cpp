@@ -1,5 +1,6 @@
-// indexer.npu_lightning CPU reference: rows in parallel (each row independent; one fixed summation order: any thread
-// count gives the same bits).
+// indexer.npu_lightning CPU reference: the score job of the case, core::score_thread (the kernel body cuda.cu runs on
+// the device) for every visible key of every row, rows in parallel (each score in one fixed order: any thread count
+// gives the same bits), then the top-k selection.
 #include <omp.h>
 
 #include <algorithm>
@@ -8,8 +9,7 @@
 #include <vector>
 
 #include "numerics/formats.hpp"
-#include "stages/indexer/npu_lightning/core.hpp"
-#include "stages/indexer/npu_lightning/score_core.hpp"
+#include "stages/indexer/npu_lightning/stage.hpp"
 
 namespace dsa::indexer::npu_lightning {
 
@@ -53,35 +53,38 @@ core::Consts consts(const Params& p) {
   return k;
 }
 
-Expected run(const Case& c, const Params& p, Bug bug, int threads) {
-  const i64 H = p.H, D = p.D;
+Job job_of(const Case& c, const Params& p, Bug bug) {
+  Job j;
   const Tensor& query = c.input("query");
-  const Tensor& key = c.input("key");
-  const Tensor& weights = c.input("weights");
-  const std::int32_t* bt = c.input("block_table").data<std::int32_t>();
-  core::Consts kc = consts(p);
-  kc.relu_after_weighting = bug == Bug::relu_after_weighting;
-  auto scorer = [&](i64 t, const engines::ascend_li::Row& ri, double* score, double* bound) {
-    std::vector<double> q(static_cast<std::size_t>(H * D)), w(static_cast<std::size_t>(H)), k(static_cast<std::size_t>(D));
-    std::vector<double> dot(static_cast<std::size_t>(H)), abs(static_cast<std::size_t>(H));
-    engines::ascend_li::widen(query, t * H * D, H * D, q.data());
-    engines::ascend_li::widen(weights, t * H, H, w.data());
-    if (bug == Bug::weights_ignored) std::fill(w.begin(), w.end(), 1.0);
-    for (i64 j = 0; j < ri.nvis; ++j) {
-      engines::ascend_li::widen(key, engines::ascend_li::key_slot(bt, p.g, ri.b, j) * D, D, k.data());
-      engines::ascend_li::heads_dot64(q.data(), k.data(), H, D, dot.data(), abs.data());
-      core::Acc acc;
-      for (i64 h = 0; h < H; ++h) {
-        const std::size_t hh = static_cast<std::size_t>(h);
-        core::head(acc, dot[hh], abs[hh], w[hh], kc);  // fixed order h = 0..H-1
-      }
-      core::finish(acc, kc, score[j], bound[j]);
-    }
-  };
   auto rows = std::make_shared<std::vector<engines::ascend_li::Row>>(rows_of(c, p));
+  j.rows = rows;
+  core::ScoreJob& d = j.job;
+  engines::ascend_li::bind_rows(*j.rows, p.g, p.H, p.D, c.input("block_table"), j.h, d);
+  engines::ascend_li::widen(c.input("weights"), 0, p.T * p.H, j.h.w.data());
+  if (bug == Bug::weights_ignored) std::fill(j.h.w.begin(), j.h.w.end(), 1.0);
+  d.query = query.raw();
+  d.key = c.input("key").raw();
+  d.elem = engines::ascend_li::elem_of(query);  // the key's too (parse: one dtype)
+  d.k = consts(p);
+  d.k.relu_after_weighting = bug == Bug::relu_after_weighting;
+  return j;
+}
+
+Expected finish(const Case& c, const Params& p, Job& j, int threads) {
   Expected e;
-  e.tensors.push_back(engines::ascend_li::topk_indices(c, "sparse_indices", rows, p.k, scorer, threads));
+  e.tensors.push_back(engines::ascend_li::topk_from_scores(c, "sparse_indices", j.rows, p.k, std::move(j.h.scores), std::move(j.h.bounds), threads));
   return e;
+}
+
+Expected run(const Case& c, const Params& p, Bug bug, int threads) {
+  Job j = job_of(c, p, bug);
+  const core::ScoreJob& d = j.job;
+  double* scores = j.h.scores.data<double>();
+  double* bounds = j.h.bounds.data<double>();
+#pragma omp parallel for schedule(dynamic, 1) num_threads(std::max(1, threads))
+  for (i64 t = 0; t < d.T; ++t)
+    for (i64 x = 0; x < d.C; ++x) core::score_thread(d, d.elem, t, x, scores[t * d.C + x], bounds[t * d.C + x]);
+  return finish(c, p, j, threads);
 }
 
 Expected cpu(const Case& c, const Params& p, const RefOptions& opt) { return run(c, p, Bug::none, opt.thread_count()); }

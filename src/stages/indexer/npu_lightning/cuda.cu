@@ -1,14 +1,14 @@
-// indexer.npu_lightning on the GPU: one thread per (row, key position j < C) running score_thread (cuda_api.hpp: the
+// indexer.npu_lightning on the GPU: one thread per (row, key position j < C) running score_thread (core.hpp: the
 // key's slot from the block table, the exactly decoded codes, per head h = 0..H-1 in turn core::dot64 and core::head,
-// then core::finish): the operations of cpu.cpp in its order (--fmad=false), so the same bits. Rows go in chunks so
-// that the device holds at most ~256 MiB of scores and bounds besides the inputs.
+// then core::finish): the body cpu.cpp runs on the host (--fmad=false), so the same bits. Rows go in chunks so that
+// the device holds at most ~256 MiB of scores and bounds besides the inputs.
 #include <algorithm>
 #include <cstdint>
 #include <stdexcept>
 
 #include "backend/cuda.hpp"
 #include "engines/ascend_li/score_chunks.cuh"
-#include "stages/indexer/npu_lightning/cuda_api.hpp"
+#include "stages/indexer/npu_lightning/cuda.hpp"
 
 namespace dsa::indexer::npu_lightning {
 
@@ -18,16 +18,16 @@ using i64 = std::int64_t;
 namespace lc = engines::ascend_li::core;
 
 template <int E>
-__global__ void score_kernel(CudaJob d, i64 row0, i64 rows, double* sc, double* bd) {
+__global__ void score_kernel(core::ScoreJob d, i64 row0, i64 rows, double* sc, double* bd) {
   const i64 r = blockIdx.y;
   const i64 j = static_cast<i64>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (r >= rows || j >= d.C) return;
-  score_thread(d, static_cast<lc::Elem>(E), row0 + r, j, sc[r * d.C + j], bd[r * d.C + j]);
+  core::score_thread(d, static_cast<lc::Elem>(E), row0 + r, j, sc[r * d.C + j], bd[r * d.C + j]);
 }
 
 }  // namespace
 
-void scores_cuda(const CudaJob& job, double* scores, double* bounds) {
+void scores_cuda(const core::ScoreJob& job, double* scores, double* bounds) {
   const i64 T = job.T, C = job.C;
   if (T <= 0) return;
   if (job.elem != lc::Elem::fp16 && job.elem != lc::Elem::bf16)
@@ -37,7 +37,7 @@ void scores_cuda(const CudaJob& job, double* scores, double* bounds) {
   if (qbytes) dq.upload(job.query, qbytes);
   if (kbytes) dk.upload(job.key, kbytes);
   const engines::ascend_li::DevicePagedRows rows(job);
-  CudaJob d = job;  // the same job with device pointers
+  core::ScoreJob d = job;  // the same job with device pointers
   rows.bind(d);
   d.query = dq.get();
   d.key = dk.get();

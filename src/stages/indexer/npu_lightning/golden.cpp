@@ -6,7 +6,7 @@
 
 #include "numerics/formats.hpp"
 #include "numerics/rng.hpp"
-#include "stages/indexer/npu_lightning/core.hpp"
+#include "stages/indexer/npu_lightning/stage.hpp"
 
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 

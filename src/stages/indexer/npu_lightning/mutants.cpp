@@ -2,7 +2,7 @@
 // off by one, relu after the weighting, weights dropped, unsorted output, 1-based indices, 0 padding), each with the
 // verdict it must get.
 #include "stage/mutant_kit.hpp"
-#include "stages/indexer/npu_lightning/core.hpp"
+#include "stages/indexer/npu_lightning/stage.hpp"
 
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "profiles/profiles.hpp"
-#include "stages/indexer/npu_lightning/core.hpp"
+#include "stages/indexer/npu_lightning/stage.hpp"
 #include "stages/indexer/table.hpp"
 
 namespace dsa::indexer::npu_lightning {
