@@ -32,5 +32,6 @@ const std::vector<LayoutInfo>& all() {
   return v;
 }
 
-}  // namespace dsa::layouts
+AttrSpec page_size_attr() { return int_attr("page_size", 64, "tokens per page"); }
 
+}  // namespace dsa::layouts

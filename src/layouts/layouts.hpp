@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "schema/schema.hpp"
+
 namespace dsa::layouts {
 
 struct LayoutInfo {
@@ -12,5 +14,8 @@ struct LayoutInfo {
   std::string doc;
 };
 const std::vector<LayoutInfo>& all();
+
+// attr `page_size`: tokens per page of a paged cache (every paged layout; the writers and readers of one cache).
+AttrSpec page_size_attr();
 
 }  // namespace dsa::layouts

@@ -61,4 +61,23 @@ void yarn_cos_sin(const std::vector<float>& inv_freqs, std::int64_t pos, float* 
   }
 }
 
+void v4_rope_row(std::int64_t rope, std::int64_t pos, float* cos_out, float* sin_out) {
+  YarnParams y;
+  y.rope_dim = rope;
+  y.theta = 160000.0;
+  y.factor = 16.0;
+  y.original_seq_len = 65536;
+  y.max_seq_len = 65536 * 16;
+  y.beta_fast = 32.0;
+  y.beta_slow = 1.0;
+  static const std::vector<float> f64 = yarn_inv_freqs(y);
+  const std::vector<float> f = rope == 64 ? f64 : yarn_inv_freqs(y);
+  std::vector<float> c(static_cast<std::size_t>(rope / 2)), s(c.size());
+  yarn_cos_sin(f, pos, c.data(), s.data());
+  for (std::int64_t i = 0; i < rope / 2; ++i) {
+    cos_out[2 * i] = cos_out[2 * i + 1] = c[static_cast<std::size_t>(i)];
+    sin_out[2 * i] = sin_out[2 * i + 1] = s[static_cast<std::size_t>(i)];
+  }
+}
+
 }  // namespace dsa::num

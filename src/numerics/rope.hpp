@@ -37,6 +37,10 @@ std::vector<float> yarn_inv_freqs(const YarnParams& p);
 // (after the bf16 cast of the rotated values this almost never shows; dump the table for bit-exactness).
 void yarn_cos_sin(const std::vector<float>& inv_freqs, std::int64_t pos, float* cos_out, float* sin_out);
 
+// The rope row (interleave-duplicated cos/sin, `rope` dims) of position pos of DeepSeek-V4's compressed layers (YaRN,
+// base 160000, factor 16, original 65536, beta 32/1), as the V4 generators build the compressor_metadata gather.
+void v4_rope_row(std::int64_t rope, std::int64_t pos, float* cos_out, float* sin_out);
+
 // Rotates x[0..rope_dim) (fp32 values, exact bf16 in the prolog) in place with cos/sin[rope_dim/2]:
 //   out_a = fl32(fl32(x_a*c) - fl32(x_b*s)),  out_b = fl32(fl32(x_a*s) + fl32(x_b*c)),
 // pairs (a, b) = (i, i + rope_dim/2) for neox, (2i, 2i+1) for interleaved; then rounds every rotated value to

@@ -305,4 +305,10 @@ double AttrReader::f(const std::string& name) const { return attr_as_float(c_, n
 std::string AttrReader::s(const std::string& name) const { return attr_as_str(c_, name, *value(name)); }
 bool AttrReader::b(const std::string& name) const { return attr_as_bool(c_, name, *value(name)); }
 
+void check_finite_attr(const Case& c, const AttrReader& a, const std::string& name, bool positive, std::vector<Problem>& p) {
+  const double v = a.f(name);
+  if (!std::isfinite(v) || v < 0.0 || (positive && v == 0.0))
+    p.push_back({c.file, c.name, "attr " + name, positive ? "a finite number > 0" : "a finite number >= 0", attr_to_string(AttrValue{v})});
+}
+
 }  // namespace dsa

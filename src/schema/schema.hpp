@@ -67,6 +67,10 @@ std::vector<Problem> validate_schema(const Case& c, const Schema& s, bool check_
 // Adds the schema's declared defaults for attrs the case does not carry (goldens are written with every option).
 void apply_attr_defaults(Case& c, const Schema& s);
 
+// A float attr must be finite and >= 0 (> 0 when `positive`): NaN, inf or negative epsilons are input errors.
+class AttrReader;
+void check_finite_attr(const Case& c, const AttrReader& a, const std::string& name, bool positive, std::vector<Problem>& p);
+
 // Typed attr access for a stage's parse(): the case's value, else the schema's declared default. Asking for an attr
 // the schema does not declare is a programming error (std::logic_error); a wrong type is a SchemaError naming the
 // case and the attr. This is the only place attr values are read.

@@ -1,10 +1,13 @@
 // The Stage type and THE stage table (table.cpp): one line per stage. A stage is one folder,
 // src/stages/<family>/<stage>/, holding everything about it:
+//   stage.hpp   its Params and the declarations its files share (cpu(), cuda(), generators, mutants)
 //   stage.cpp   the schema (engine tensor names), parse(Case) -> Params (every attr and cross-tensor rule checked
 //               once), the table entry (`Stage <family>::<stage>::stage()`)
-//   core.hpp    its Params and the scalar math shared by cpu.cpp and cuda.cu (same operations, same order)
+//   core.hpp    only the DSA_HD bodies cpu.cpp and cuda.cu both call (same operations, same order)
 //   cpu.cpp     the OpenMP reference: impl[Backend::cpu](Case inputs, Params) -> Expected
+//   cuda.hpp / cuda.cu / cuda.cpp   the kernel interface, the kernels, the host side with Expected cuda(...)
 //   golden.cpp  input generators + golden catalogue rows      mutants.cpp  selftest cases and mutants (real bugs)
+// (docs/architecture.md; shared computation lives in src/engines/, never in another stage's folder)
 // The CLI, the reader, `golden`, `selftest`, `backend-diff` and the docs (`dsa-check stages --json`) all read the
 // table; comparators and reports never name a stage.
 #pragma once
@@ -52,7 +55,7 @@ struct RefOptions {
   std::map<std::string, Tensor> input_bounds;
 };
 
-// Parsed, validated options of one case for one stage. Each stage derives its own (in its core.hpp); references
+// Parsed, validated options of one case for one stage. Each stage derives its own (in its stage.hpp); references
 // read attrs only through it.
 struct Params {
   virtual ~Params() = default;

@@ -23,10 +23,11 @@ inline Expected run_reference(Case c, int threads = 1) {
   return dsa::run_reference(c, o);
 }
 
-// Every spec of `stage` given plus its goldens and selftest cases, seeds 1 and 2: the stage's CUDA kernel body run on
-// the host, body(case, params, options), equals the CPU reference; so does the CUDA backend when a device is present.
+// Every spec of `stage` given plus its goldens and selftest cases, seeds 1 and 2: body(case, params, options) -- the
+// stage's scorer on one thread, say -- equals the CPU reference (all threads); so does the CUDA backend when a device
+// is present.
 template <class Params, class Body>
-void check_kernel_body_on_host(const std::string& stage, std::vector<golden::GoldenSpec> specs, Body body) {
+void check_thread_and_gpu_agreement(const std::string& stage, std::vector<golden::GoldenSpec> specs, Body body) {
   for (const Stage& s : stages())
     if (s.name == stage)
       for (const auto* v : {&s.goldens, &s.selftest}) specs.insert(specs.end(), v->begin(), v->end());
@@ -38,7 +39,7 @@ void check_kernel_body_on_host(const std::string& stage, std::vector<golden::Gol
       REQUIRE(validate_case(c, true, &b).empty());
       const auto& p = dynamic_cast<const Params&>(*b.params);
       const Expected cpu = dsa::run_reference(b, {}, Backend::cpu);
-      const auto d = pipeline::diff_expected(cpu, body(c, p, RefOptions{}), "cpu", "kernel body on the host");
+      const auto d = pipeline::diff_expected(cpu, body(c, p, RefOptions{}), "cpu", "body");
       INFO(spec.name << " seed " << seed << (d.empty() ? "" : ": " + d[0].tensor + ": " + d[0].message));
       CHECK(d.empty());
       if (gpu) CHECK(pipeline::diff_expected(cpu, dsa::run_reference(b, {}, Backend::cuda), "cpu", "cuda").empty());

@@ -131,7 +131,7 @@ TEST_CASE("indexer.npu_lightning: the one scorer (the CUDA kernel body, which th
        .attrs = {{"sparse_count", golden::I(4)}, {"variant", golden::S("ascend-950")}},
        .poison = {{"query", 0, 2, golden::kInf}}},
   };
-  test::check_kernel_body_on_host<indexer::npu_lightning::Params>(
+  test::check_thread_and_gpu_agreement<indexer::npu_lightning::Params>(
       "indexer.npu_lightning", std::move(specs), [](const Case& c, const indexer::npu_lightning::Params& p, const RefOptions&) {
         return indexer::npu_lightning::run(c, p, indexer::npu_lightning::Bug::none, 1);
       });

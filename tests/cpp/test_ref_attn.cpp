@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "engines/kv_cache/mla_records.hpp"
 #include "layouts/mla_kcache.hpp"
 #include "numerics/formats.hpp"
 #include "numerics/rng.hpp"
@@ -96,13 +97,13 @@ TEST_CASE("attn: no valid key = lonely (out 0, lse -inf internally) - a NaN key 
 TEST_CASE("mla.kcache_store: scale conventions of spec v32 §6.3 on hand-made tiles") {
   using L = layouts::MlaKCache;
   auto store = [](const char* fmt, double amax, std::uint8_t* rec) {
-    mla::kcache_store::Params p;
-    if (std::string(fmt) == "pow2") p.quant.fmt = dsa::quant::ScaleFmt::pow2_div, p.quant.amax_eps = 1e-4f;
-    if (std::string(fmt) == "ue8m0") p.quant.fmt = dsa::quant::ScaleFmt::ue8m0, p.quant.amax_eps = 1e-4f;
-    if (std::string(fmt) == "amax448") p.quant.fmt = dsa::quant::ScaleFmt::fp32_floor, p.quant.amax_eps = 0.0f;
+    dsa::quant::QuantParams q;
+    if (std::string(fmt) == "pow2") q.fmt = dsa::quant::ScaleFmt::pow2_div, q.amax_eps = 1e-4f;
+    if (std::string(fmt) == "ue8m0") q.fmt = dsa::quant::ScaleFmt::ue8m0, q.amax_eps = 1e-4f;
+    if (std::string(fmt) == "amax448") q.fmt = dsa::quant::ScaleFmt::fp32_floor, q.amax_eps = 0.0f;
     std::vector<std::uint16_t> c(512, 0), pe(64, 0x3F80);
     for (int j = 0; j < 4; ++j) c[static_cast<std::size_t>(j * 128 + 3)] = num::f64_to_bf16(amax);
-    mla::kcache_store::store_token(p, c.data(), pe.data(), rec);
+    engines::kv_cache::store_mla_token(q, c.data(), pe.data(), rec);
     return layouts::MlaToken{rec}.scale(0);
   };
   std::vector<std::uint8_t> rec(L::kRecord);

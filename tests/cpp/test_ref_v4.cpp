@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "numerics/rope.hpp"
 #include "numerics/formats.hpp"
 #include "numerics/rng.hpp"
 #include "ref_test_util.hpp"
@@ -65,7 +66,7 @@ Case step(const std::vector<const Req*>& rs, const std::vector<std::int64_t>& st
   std::int64_t row = 0;
   for (std::int64_t b = 0; b < B; ++b)
     for (std::int64_t j = start[b] / kR; j < (start[b] + len[b]) / kR; ++j, ++row)
-      v4::compressor::v4_rope_row(64, j * kR, rc.data<float>() + row * 64, rsn.data<float>() + row * 64);
+      num::v4_rope_row(64, j * kR, rc.data<float>() + row * 64, rsn.data<float>() + row * 64);
   for (std::int64_t i = 0; i < kD; ++i) gamma.data<std::uint16_t>()[i] = num::f64_to_bf16(1.0 + 0.01 * static_cast<double>(i % 7));
   c.inputs = {{"kv_proj", kv}, {"score_proj", sc}, {"ape", shared_ape()}, {"norm_weight", gamma}, {"rope_sin", rsn},
               {"rope_cos", rc}, {"state_cache_in", state_in}, {"state_block_table", tab}, {"cu_seqlens", cu}, {"start_pos", sp}};
@@ -253,7 +254,7 @@ TEST_CASE("v4.indexer: the one scorer (the CUDA kernel body, which the CPU runs)
        .attrs = {{"sparse_count", golden::I(4)}},
        .poison = {{"weights", 2, 0, golden::kNaN}, {"key", 1, 5, -golden::kInf}}},
   };
-  test::check_kernel_body_on_host<v4::indexer::Params>(st, std::move(specs), [](const Case& c, const v4::indexer::Params& p, const RefOptions&) {
+  test::check_thread_and_gpu_agreement<v4::indexer::Params>(st, std::move(specs), [](const Case& c, const v4::indexer::Params& p, const RefOptions&) {
     return v4::indexer::run(c, p, v4::indexer::Bug::none, 1);
   });
 }

@@ -5,7 +5,7 @@
 #include "numerics/formats.hpp"
 #include "stage/gen/index_rows.hpp"
 #include "stages/attn/sparse_mla_decode/stage.hpp"
-#include "stages/mla/kcache_store/stage.hpp"
+#include "engines/kv_cache/mla_records.hpp"
 
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 
@@ -27,19 +27,20 @@ Tensor write_cache(const GoldenSpec& s, const Rng& k, bool m1, std::int64_t P, s
   const std::int64_t rec = m1 ? M::kRecord : L::kRecord, nope = m1 ? M::kNope : L::kNope, tile = m1 ? M::kTile : L::kTile;
   const std::int64_t tiles = m1 ? M::kTiles : L::kTiles, cap = P * ps;
   Tensor cache(DType::u8, {P, ps, 1, rec});
-  mla::kcache_store::Params wp;
+  quant::QuantParams q;  // the mla.kcache_store writer's scale rule
   const auto writer = static_cast<int>(s.param("writer", 0));
-  wp.quant.fmt = writer == 1 ? quant::ScaleFmt::fp32_floor : writer == 2 ? quant::ScaleFmt::ue8m0 : quant::ScaleFmt::pow2_div;
-  wp.quant.amax_eps = writer == 1 ? 0.0f : 1e-4f;
-  wp.m1.page_size = ps;
+  q.fmt = writer == 1 ? quant::ScaleFmt::fp32_floor : writer == 2 ? quant::ScaleFmt::ue8m0 : quant::ScaleFmt::pow2_div;
+  q.amax_eps = writer == 1 ? 0.0f : 1e-4f;
+  layouts::Model1KCache m1l;
+  m1l.page_size = ps;
   std::vector<std::uint16_t> cv(static_cast<std::size_t>(nope)), pe(L::kRope);
   for (std::int64_t t = 0; t < cap; ++t) {
     Rng r = k.fork(static_cast<std::uint64_t>(t));
     for (std::int64_t j = 0; j < tiles; ++j)  // tiles of different magnitude: 2^U{-4..2}
       gen::bf16_normal(r, std::ldexp(s.param("kv_sigma", 1.0), static_cast<int>(r.randint(-4, 2))), tile, cv.data() + j * tile);
     gen::bf16_normal(r, 1.0, L::kRope, pe.data());
-    if (m1) mla::kcache_store::store_token_model1(wp, cv.data(), pe.data(), cache.data<std::uint8_t>(), t);
-    else mla::kcache_store::store_token(wp, cv.data(), pe.data(), cache.data<std::uint8_t>() + t * L::kRecord);
+    if (m1) engines::kv_cache::store_model1_token(m1l, q, cv.data(), pe.data(), cache.data<std::uint8_t>(), t);
+    else engines::kv_cache::store_mla_token(q, cv.data(), pe.data(), cache.data<std::uint8_t>() + t * L::kRecord);
   }
   return cache;
 }

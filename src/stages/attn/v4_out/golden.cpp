@@ -2,9 +2,9 @@
 #include <stdexcept>
 
 #include "numerics/formats.hpp"
+#include "numerics/rope.hpp"
 #include "stage/gen/index_rows.hpp"
 #include "stages/attn/v4_out/stage.hpp"
-#include "stages/v4/compressor/stage.hpp"
 
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 
@@ -42,7 +42,7 @@ void gen_tokens(const GoldenSpec& s, std::uint64_t seed, int threads, Case& c) {
   Rng rb = root.fork(kWb);
   gen::bf16_normal(rb, s.param("wb_sigma", 0.02), wb.numel(), wb.data<std::uint16_t>());
   Rng rp = root.fork(kPos);
-  for (i64 t = 0; t < T; ++t) v4::compressor::v4_rope_row(64, rp.randint(0, 1 << 20), cs.data<float>() + t * 64, sn.data<float>() + t * 64);
+  for (i64 t = 0; t < T; ++t) num::v4_rope_row(64, rp.randint(0, 1 << 20), cs.data<float>() + t * 64, sn.data<float>() + t * 64);
   c.inputs = {{"o", o}, {"cos", cs}, {"sin", sn}, {"wo_a", wa}, {"wo_b", wb}};
 }
 

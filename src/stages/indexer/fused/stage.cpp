@@ -1,5 +1,6 @@
 // indexer.fused: schema, parse (the logits part validated as the indexer.logits_paged case it is), table entry.
 #include "profiles/profile.hpp"
+#include "layouts/layouts.hpp"
 #include "stages/indexer/attrs.hpp"
 #include "stages/indexer/fused/stage.hpp"
 #include "stages/indexer/logits_paged/stage.hpp"
@@ -41,7 +42,7 @@ Stage stage() {
                     bool_attr("sorted", false, "output in descending score order"),
                     bool_attr("fast_path", true, "rows with n <= k emit [0..n-1] then -1 regardless of scores"),
                     required_int_attr("max_context_len", "key positions per row the kernel may select from (logits width)"),
-                    page_size_attr(), kcache_layout_attr(),
+                    layouts::page_size_attr(), kcache_layout_attr(),
                     logits_dtype_attr()};  // + attr kernel (added by the table): a profile emulating the logits gives an exact band on its logits
   s.schema.inputs = logits_paged::input_schema();  // the inputs of fp8_paged_mqa_logits
   s.schema.outputs = {{{"indices", {D::i32, D::i64}, {"B*next_n,?"}, false, "selected key positions, -1 padded"}, CompareKind::topk_set}};

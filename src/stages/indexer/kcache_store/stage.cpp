@@ -2,6 +2,7 @@
 #include <cmath>
 #include <map>
 
+#include "layouts/layouts.hpp"
 #include "stages/indexer/attrs.hpp"
 #include "stages/indexer/kcache_store/stage.hpp"
 #include "stages/indexer/table.hpp"
@@ -57,7 +58,7 @@ Stage stage() {
   s.name = "indexer.kcache_store";
   s.summary = "write k_fp8 + k_scale into the paged indexer K cache (planar pages of codes then scales; aiter layouts)";
   s.spec = "v32 §3.4";
-  s.schema.attrs = {page_size_attr(), kcache_layout_attr()};
+  s.schema.attrs = {layouts::page_size_attr(), kcache_layout_attr()};
   s.schema.inputs = {{"k_fp8", {D::fp8_e4m3fn}, {"T,Dh"}, false, "quantized k per token"},
                      {"k_scale", {D::f32}, {"T"}, false, "k scale per token"},
                      {"slot_mapping", {D::i32, D::i64}, {"T"}, false, "cache slot page*page_size+offset per token; -1 = padded token, skipped"},

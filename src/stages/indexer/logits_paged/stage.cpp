@@ -1,5 +1,6 @@
 // indexer.logits_paged: schema, parse, table entry.
 #include "layouts/indexer_kcache.hpp"
+#include "layouts/layouts.hpp"
 #include "stages/indexer/attrs.hpp"
 #include "engines/logits/logits_engine.hpp"
 #include "stages/indexer/logits_paged/stage.hpp"
@@ -111,7 +112,7 @@ Stage stage() {
   s.spec = "v32 §3.3, §3.4, §3.5";
   s.default_tolerance = "sm90-fp8";
   s.schema.attrs = {bool_attr("clean_logits", false, "columns past the row's causal length are -inf (1-D context_lens only)"),
-                    required_int_attr("max_context_len", "number of logits columns"), page_size_attr(), kcache_layout_attr(),
+                    required_int_attr("max_context_len", "number of logits columns"), layouts::page_size_attr(), kcache_layout_attr(),
                     logits_dtype_attr()};  // + attr kernel (added by the table: deepgemm-sm90 emulates this stage)
   s.schema.inputs = input_schema();
   s.schema.outputs = {{{"logits", {D::f32, D::bf16}, {"B*next_n,max_context_len"}, false, "logits"}, CompareKind::bounded, false, true}};

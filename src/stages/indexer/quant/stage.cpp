@@ -1,5 +1,5 @@
 // indexer.quant: schema, parse, table entry.
-#include "stages/indexer/attrs.hpp"
+#include "engines/quant/quant_attrs.hpp"
 #include "stages/indexer/quant/stage.hpp"
 #include "stages/indexer/table.hpp"
 
@@ -10,7 +10,7 @@ namespace {
 Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& p) {
   Params r;
   r.block_size = a.i("block_size");
-  r.q = quant_params(a, a.b("clamp"));
+  r.q = dsa::quant::quant_params(a, a.b("clamp"));
   check_finite_attr(c, a, "amax_eps", false, p);
   const auto K = c.input("x").dim(1);
   if (r.block_size <= 0 || K % r.block_size != 0)
@@ -25,8 +25,8 @@ Stage stage() {
   s.name = "indexer.quant";
   s.summary = "act_quant: per 1x128 block fp8 e4m3fn quantization with ue8m0 or fp32 scales";
   s.spec = "v32 §2.5, §3.4, §3.6";
-  s.schema.attrs = {int_attr("block_size", 128, "quantization block along the last dim"), scale_fmt_attr(), scale_apply_attr(),
-                    amax_eps_attr(), bool_attr("clamp", true, "clamp x/s to [-448, 448] before the cast")};
+  s.schema.attrs = {int_attr("block_size", 128, "quantization block along the last dim"), dsa::quant::scale_fmt_attr(), dsa::quant::scale_apply_attr(),
+                    dsa::quant::amax_eps_attr(), bool_attr("clamp", true, "clamp x/s to [-448, 448] before the cast")};
   s.schema.inputs = {{"x", {DType::bf16, DType::f32}, {"T,K"}, false, "activations, rows of K values (K a multiple of block_size)"}};
   s.schema.outputs = {{{"y", {DType::fp8_e4m3fn}, {"T,K"}, false, "fp8 e4m3fn codes"}, CompareKind::bytes},
                       {{"scale", {DType::f32}, {"T,NB"}, false, "fp32 scale per row and block (NB = K / block_size)"}, CompareKind::bytes, true}};

@@ -10,46 +10,12 @@
 
 #include "numerics/formats.hpp"
 #include "numerics/fp8_core.hpp"
+#include "engines/kv_cache/mla_records.hpp"
 #include "stages/mla/kcache_store/stage.hpp"
 
 namespace dsa::mla::kcache_store {
 
 using L = layouts::MlaKCache;
-
-namespace {
-
-// One tile of n bf16 values into n e4m3 codes; returns the tile's scale.
-float quantize_tile(const Params& p, const std::uint16_t* c, std::int64_t n, std::uint8_t* codes) {
-  float x[L::kTile];
-  for (std::int64_t d = 0; d < n; ++d) x[d] = num::bf16_to_f32(c[d]);
-  const float s = quant::quantize_block(x, n, p.quant, codes);
-  for (std::int64_t d = 0; d < n; ++d)
-    if ((codes[d] & 0x7F) == 0x7F) codes[d] = 0x7F;  // NaN (x86 writes the sign of 0/0): the CUDA code
-  return s;
-}
-
-}  // namespace
-
-void store_token(const Params& p, const std::uint16_t* c, const std::uint16_t* k_pe, std::uint8_t* rec) {
-  for (std::int64_t j = 0; j < L::kTiles; ++j) {
-    const float s = quantize_tile(p, c + j * L::kTile, L::kTile, rec + j * L::kTile);
-    std::memcpy(rec + L::kScaleOff + 4 * j, &s, 4);
-  }
-  std::memcpy(rec + L::kRopeOff, k_pe, 2 * L::kRope);
-}
-
-void store_token_model1(const Params& p, const std::uint16_t* c, const std::uint16_t* k_pe, std::uint8_t* cache, std::int64_t slot) {
-  using M = layouts::Model1KCache;
-  std::uint8_t* tok = cache + p.m1.token_offset(slot);
-  std::uint8_t* sc = cache + p.m1.scale_offset(slot);
-  for (std::int64_t j = 0; j < M::kTiles; ++j) {
-    const float s = quantize_tile(p, c + j * M::kTile, M::kTile, tok + j * M::kTile);
-    // e8m0: the exponent field of the power-of-two scale, NaN 0xFF (fp8_core.hpp, shared with cuda.cu)
-    sc[j] = fp8core::e8m0_of(s);
-  }
-  sc[M::kTiles] = 0;
-  std::memcpy(tok + M::kNope, k_pe, 2 * M::kRope);
-}
 
 Expected cpu_frame(const Case& c, const Params& p, const RefOptions&) {
   using M = layouts::Model1KCache;
@@ -97,8 +63,8 @@ Expected cpu(const Case& c, const Params& p, const RefOptions& opt) {
     if (s < 0) continue;  // padded token
     const std::uint16_t* ct = kv_c.data<std::uint16_t>() + t * nope;
     const std::uint16_t* pt = k_pe.data<std::uint16_t>() + t * L::kRope;
-    if (p.model1) store_token_model1(p, ct, pt, out, s);
-    else store_token(p, ct, pt, out + s * L::kRecord);
+    if (p.model1) engines::kv_cache::store_model1_token(p.m1, p.quant, ct, pt, out, s);
+    else engines::kv_cache::store_mla_token(p.quant, ct, pt, out + s * L::kRecord);
   }
   return e;
 }

@@ -3,7 +3,8 @@
 #include <cstring>
 #include <map>
 
-#include "stages/indexer/attrs.hpp"
+#include "engines/quant/quant_attrs.hpp"
+#include "layouts/layouts.hpp"
 #include "stages/mla/kcache_store/stage.hpp"
 #include "stages/mla/table.hpp"
 
@@ -37,7 +38,7 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& p) {
   else if (fmt == "amax448") r.quant.fmt = quant::ScaleFmt::fp32_floor, r.quant.amax_eps = 0.0f;
   else if (fmt == "flt_min") r.quant.fmt = quant::ScaleFmt::fp32_floor, r.quant.amax_eps = std::numeric_limits<float>::min();
   else {
-    indexer::check_finite_attr(c, a, "amax_eps", false, p);
+    check_finite_attr(c, a, "amax_eps", false, p);
     r.quant.fmt = quant::ScaleFmt::fp32_div, r.quant.amax_eps = static_cast<float>(a.f("amax_eps"));
   }
   check_slot_mapping(c, c.input("slot_mapping"), c.input("kv_cache_in").dim(0) * r.layout.page_size, "num_blocks*page_size", p);
@@ -86,7 +87,7 @@ Stage stage() {
                "tile scale: ue8m0 2^ceil(log2(max(amax,1e-4)*fl32(1/448))) (DeepSeek demo); pow2 "
                "2^ceil(log2(max(amax/448,1e-4))) (FlashMLA @HEAD, vLLM 2026-07+); amax448 amax/448 without eps (FlashMLA "
                "@1408756 tests, sglang Triton); amax448_eps max(amax,amax_eps)/448; flt_min max(amax/448, FLT_MIN) (vLLM 2026)"),
-      indexer::scale_apply_attr(), indexer::amax_eps_attr(), indexer::page_size_attr(),
+      quant::scale_apply_attr(), quant::amax_eps_attr(), layouts::page_size_attr(),
       str_attr("layout", L::kName, {L::kName, layouts::Model1KCache::kName},
                "cache byte layout: mla_fp8_656 (V3.2: 656-byte token records) or model1_fp8_584 (DeepSeek-V4 / FlashMLA MODEL1: "
                "576-byte token records then 8-byte e8m0 scale records per block)")};

@@ -29,11 +29,6 @@ struct Params : dsa::Params {
   quant::QuantParams quant;  // fmt, apply, eps; clamp on
 };
 
-// Quantizes and stores one token: c (512 bf16 bits), k_pe (64 bf16 bits) into record `rec` (656 bytes).
-void store_token(const Params& p, const std::uint16_t* c, const std::uint16_t* k_pe, std::uint8_t* rec);
-// MODEL1: c (448 bf16 bits), k_pe (64) into slot `slot` of the cache bytes `cache` (layout p.m1).
-void store_token_model1(const Params& p, const std::uint16_t* c, const std::uint16_t* k_pe, std::uint8_t* cache, std::int64_t slot);
-
 Expected cpu(const Case& c, const Params& p, const RefOptions& opt);
 #ifdef DSA_CUDA_BACKEND
 Expected cuda(const Case& c, const Params& p, const RefOptions& opt);  // cuda.cpp: the quantization on the GPU

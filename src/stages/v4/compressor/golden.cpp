@@ -17,24 +17,6 @@ using golden::GoldenSpec;
 using golden::I;
 using golden::S;
 
-void v4_rope_row(std::int64_t rope, std::int64_t pos, float* cos_out, float* sin_out) {
-  num::YarnParams y;
-  y.rope_dim = rope;
-  y.theta = 160000.0;
-  y.factor = 16.0;
-  y.original_seq_len = 65536;
-  y.max_seq_len = 65536 * 16;
-  y.beta_fast = 32.0;
-  y.beta_slow = 1.0;
-  static const std::vector<float> f64 = num::yarn_inv_freqs(y);
-  const std::vector<float> f = rope == 64 ? f64 : num::yarn_inv_freqs(y);
-  std::vector<float> c(static_cast<std::size_t>(rope / 2)), s(c.size());
-  num::yarn_cos_sin(f, pos, c.data(), s.data());
-  for (std::int64_t i = 0; i < rope / 2; ++i) {
-    cos_out[2 * i] = cos_out[2 * i + 1] = c[static_cast<std::size_t>(i)];
-    sin_out[2 * i] = sin_out[2 * i + 1] = s[static_cast<std::size_t>(i)];
-  }
-}
 
 namespace {
 
@@ -141,7 +123,7 @@ void gen_steps(const GoldenSpec& s, std::uint64_t seed, int threads, Case& c) {
   std::int64_t row = 0;
   for (std::int64_t b = 0; b < B; ++b)
     for (std::int64_t j = s0[b] / r; j < (s0[b] + ql[b]) / r; ++j, ++row)
-      v4_rope_row(rope, j * r, rc.data<float>() + row * rope, rs.data<float>() + row * rope);
+      num::v4_rope_row(rope, j * r, rc.data<float>() + row * rope, rs.data<float>() + row * rope);
   c.inputs = {{"ape", ape}, {"norm_weight", gamma}, {"rope_sin", rs}, {"rope_cos", rc}, {"state_cache_in", st},
               {"state_block_table", tab}, {"cu_seqlens", cu}, {"start_pos", sp}};
   if (s.param("projections", 0) != 0) {

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "numerics/formats.hpp"
+#include "numerics/rope.hpp"
 #include "stage/mutant_kit.hpp"
 #include "stages/v4/compressor/stage.hpp"
 
@@ -71,7 +72,7 @@ std::vector<Mutant> mutants() {
          std::int64_t row = 0;
          for (std::int64_t b = 0; b + 1 < cu.numel(); ++b)
            for (std::int64_t j = sp.int_at(b) / r; j < (sp.int_at(b) + cu.int_at(b + 1) - cu.int_at(b)) / r; ++j, ++row)
-             v4_rope_row(rope, j * r + r - 1, cs.data<float>() + row * rope, sn.data<float>() + row * rope);
+             num::v4_rope_row(rope, j * r + r - 1, cs.data<float>() + row * rope, sn.data<float>() + row * rope);
          c.inputs["rope_cos"] = cs;
          c.inputs["rope_sin"] = sn;
        })},

@@ -85,9 +85,6 @@ StepResult run_step(const Case& c, const Params& p, Bug bug, int threads, Projec
 // The reference of a step (cpu.cpp; both backends): cmp_kv and state_cache with their bounds.
 Expected package(const Params& p, StepResult s);
 
-// The rope row (interleave-duplicated cos/sin, rope dims) of position pos: DeepSeek-V4 compressed layers (YaRN,
-// base 160000, factor 16, original 65536, beta 32/1), as the generators build the compressor_metadata gather.
-void v4_rope_row(std::int64_t rope, std::int64_t pos, float* cos_out, float* sin_out);
 
 Expected cpu(const Case& c, const Params& p, const RefOptions& opt);
 #ifdef DSA_CUDA_BACKEND
