@@ -143,7 +143,7 @@ TEST_CASE("v4.indexer_prolog: the DSA_HD constants are the expressions' fp32 val
   namespace ip = v4::indexer_prolog;
   const volatile float one = 1.0f, d127 = 127.0f;
   const volatile double w = 0.011048543456039806;
-  CHECK(num::f32_bits(ip::inv127_f32()) == num::f32_bits(one / d127));
+  CHECK(num::f32_bits(dsa::quant::inv127_f32()) == num::f32_bits(one / d127));
   CHECK(num::f32_bits(ip::a3_weight_scale_f32()) == num::f32_bits(static_cast<float>(w)));
 }
 

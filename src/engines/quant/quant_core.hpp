@@ -10,6 +10,8 @@
 #include <cstdint>
 
 #include "numerics/fp8_core.hpp"
+#include "numerics/half_core.hpp"
+#include "numerics/hd_ops.hpp"
 
 namespace dsa::quant {
 
@@ -72,5 +74,42 @@ DSA_HD inline float quantize_block_hd(const float* x, std::int64_t n, const Quan
 
 // bf16 bits -> fp32 (exact).
 DSA_HD inline float bf16_value(std::uint16_t b) { return fp8core::from_bits(static_cast<std::uint32_t>(b) << 16); }
+
+// ---- int8 codes: the dynamic per-row quantization of the Ascend A2/A3 kernels (spec v4 §3.4) ----------------------
+//   amax = max |x| (exact; NaN propagates)  ->  scale = fl32(amax * fl32(1/127)), inv = fl32(127 / amax)
+//   ->  codes rint(fl32(x * inv)) (half to even), clamped to +-127, a NaN product coded 0
+// A NaN block: codes 0, scale NaN. An all-zero block: codes 0, scale per Int8Rule::zero_scale.
+enum class Int8ZeroScale { one, zero };  // 1 (ops-nn golden.py) or 0 (the kernel's arithmetic)
+struct Int8Rule {
+  Int8ZeroScale zero_scale = Int8ZeroScale::one;
+  // Producer bugs the selftest plants (never set by a dump): scale = amax / 127 (a true division), codes truncated.
+  bool scale_div127 = false, codes_trunc = false;
+};
+// fl32(1/127) = 0x3C010204 as a bit pattern, so no compiler folds the constant differently.
+DSA_HD inline float inv127_f32() { return fp8core::from_bits(0x3C010204u); }
+
+// One block of n bf16 values (bits) -> n int8 codes; returns the fp32 scale.
+DSA_HD inline float quantize_int8_block(const std::uint16_t* x, std::int64_t n, const Int8Rule& r, std::int8_t* codes) {
+  float amax = 0;
+  bool nan = false;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float a = hd::abs(halfcore::bf16_to_f32(x[i]));
+    nan |= a != a;
+    amax = a > amax ? a : amax;
+  }
+  if (nan || amax == 0) {
+    for (std::int64_t i = 0; i < n; ++i) codes[i] = 0;
+    if (nan) return fp8core::quiet_nan();
+    return r.zero_scale == Int8ZeroScale::one ? 1.0f : 0.0f;
+  }
+  const float scale = r.scale_div127 ? amax / 127.0f : amax * inv127_f32();
+  const float inv = 127.0f / amax;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float y = halfcore::bf16_to_f32(x[i]) * inv;
+    const float q = r.codes_trunc ? hd::trunc(y) : hd::rint(y);  // half to even
+    codes[i] = hd::is_nan(q) ? std::int8_t{0} : static_cast<std::int8_t>(hd::clamp(q, -127.0f, 127.0f));  // inf * 0 = NaN -> 0
+  }
+  return scale;
+}
 
 }  // namespace dsa::quant

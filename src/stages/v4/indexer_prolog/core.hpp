@@ -2,7 +2,8 @@
 // 3: fixed operation order per row / element; exact steps in fp64). Plain C++17 without libm (numerics/hd_ops.hpp,
 // half_core.hpp), so nvcc compiles it for the device. The Bug variants (selftest mutants) run on the CPU only; they
 // are parameters here so that there is one copy of the math.
-//   dynamic_quant_int8   amax, scale = fl32(amax * fl32(1/127)), codes rint(fl32(x * fl32(127 / amax)))
+//   dynamic_quant_int8   the shared int8 block quantizer (engines/quant): amax, scale = fl32(amax * fl32(1/127)),
+//                        codes rint(fl32(x * fl32(127 / amax)))
 //   a3_weight            fp16(bf16(fl32(w * fl32(0.011048543456039806))))
 //   the q_pre path, per head row of D values (cpu.cpp rotate_row is the sequence of the three steps):
 //     rope_row   the bf16 RoPE output r and the ends [lo, hi] of what a kernel with the fp32 error may produce,
@@ -15,6 +16,7 @@
 #pragma once
 #include <cstdint>
 
+#include "engines/quant/quant_core.hpp"
 #include "numerics/half_core.hpp"
 #include "numerics/hd_ops.hpp"
 #include "numerics/hadamard.hpp"
@@ -26,33 +28,19 @@ enum class HadamardKind { ascend, fwht };
 // Known bugs the selftest mutants reproduce through the reference's own code path (never set by a dump).
 enum class Bug { none, scale_div127, codes_trunc, weights_unscaled, rope_neox, no_hadamard_scale };
 
-// fl32(1/127) = 0x3C010204 and fl32(0.011048543456039806) = fl32(128^-0.5 / 64) = 0x3C3504F3 as bit patterns, so no
-// compiler folds a constant differently (tests/cpp/test_ref_v4.cpp checks them against the expressions).
-DSA_HD inline float inv127_f32() { return hd::from_bits32(0x3C010204u); }
+// fl32(0.011048543456039806) = fl32(128^-0.5 / 64) = 0x3C3504F3 as a bit pattern, so no compiler folds the constant
+// differently (tests/cpp/test_ref_v4.cpp checks it, and quant::inv127_f32, against the expressions).
 DSA_HD inline float a3_weight_scale_f32() { return hd::from_bits32(0x3C3504F3u); }
 
-// dynamic_quant_int8 of n bf16 values: writes n codes, returns the fp32 scale (before its fp16 cast).
+// dynamic_quant_int8 of n bf16 values: the shared int8 block quantizer (engines/quant/quant_core.hpp) with the
+// amax = 0 rule of attr amax_zero and the selftest's planted bugs; writes n codes, returns the fp32 scale (before
+// its fp16 cast).
 DSA_HD inline float dynamic_quant_int8(const std::uint16_t* x, std::int64_t n, AmaxZero az, std::int8_t* codes, Bug bug = Bug::none) {
-  float amax = 0;
-  bool nan = false;
-  for (std::int64_t i = 0; i < n; ++i) {
-    const float a = hd::abs(halfcore::bf16_to_f32(x[i]));
-    nan |= a != a;
-    amax = a > amax ? a : amax;
-  }
-  if (nan || amax == 0) {
-    for (std::int64_t i = 0; i < n; ++i) codes[i] = 0;
-    if (nan) return hd::from_bits32(0x7FC00000u);
-    return az == AmaxZero::scale1 ? 1.0f : 0.0f;
-  }
-  const float scale = bug == Bug::scale_div127 ? amax / 127.0f : amax * inv127_f32();
-  const float inv = 127.0f / amax;
-  for (std::int64_t i = 0; i < n; ++i) {
-    const float y = halfcore::bf16_to_f32(x[i]) * inv;
-    const float r = bug == Bug::codes_trunc ? hd::trunc(y) : hd::rint(y);  // half to even
-    codes[i] = hd::is_nan(r) ? std::int8_t{0} : static_cast<std::int8_t>(hd::clamp(r, -127.0f, 127.0f));  // inf * 0 = NaN -> 0
-  }
-  return scale;
+  quant::Int8Rule r;
+  r.zero_scale = az == AmaxZero::scale1 ? quant::Int8ZeroScale::one : quant::Int8ZeroScale::zero;
+  r.scale_div127 = bug == Bug::scale_div127;
+  r.codes_trunc = bug == Bug::codes_trunc;
+  return quant::quantize_int8_block(x, n, r, codes);
 }
 
 // The fp16 scale as stored: RNE, a NaN scale as the CUDA-canonical 0x7FFF.
