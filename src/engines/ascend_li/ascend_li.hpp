@@ -75,6 +75,19 @@ struct PagedRowsHost {
 // Fills h from rows and points d at it: T, H, D, the cache's key slots and block table (g), weights, rows, C.
 void bind_rows(const std::vector<Row>& rows, const Geometry& g, std::int64_t H, std::int64_t D, const Tensor& block_table,
                PagedRowsHost& h, core::PagedRows& d);
+// The host side of a scorer's kernel body: thread(t, x, score, bound) for every row t < d.T and position x < d.C of
+// h's [T, C] score / bound buffers, rows in parallel (one row's scores are independent of the others: any thread count
+// gives the same bits), then row_done(t, scores_row, bounds_row) (the selftest's row-level bugs; may do nothing).
+template <class Thread, class RowDone>
+void score_rows_host(const core::PagedRows& d, PagedRowsHost& h, int threads, Thread thread, RowDone row_done) {
+  double* scores = h.scores.data<double>();
+  double* bounds = h.bounds.data<double>();
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads > 0 ? threads : 1)
+  for (std::int64_t t = 0; t < d.T; ++t) {
+    for (std::int64_t x = 0; x < d.C; ++x) thread(t, x, scores[t * d.C + x], bounds[t * d.C + x]);
+    row_done(t, scores + t * d.C, bounds + t * d.C);
+  }
+}
 // topk_indices once the scores and bounds (from score_buffers) are filled: the selection, k-th values, index maps.
 RefTensor topk_from_scores(const Case& c, const std::string& output, Rows rows, std::int64_t k, Tensor scores, Tensor bounds,
                            int threads, bool sorted = true);

@@ -79,11 +79,9 @@ Expected finish(const Case& c, const Params& p, Job& j, int threads) {
 Expected run(const Case& c, const Params& p, Bug bug, int threads) {
   Job j = job_of(c, p, bug);
   const core::ScoreJob& d = j.job;
-  double* scores = j.h.scores.data<double>();
-  double* bounds = j.h.bounds.data<double>();
-#pragma omp parallel for schedule(dynamic, 1) num_threads(std::max(1, threads))
-  for (i64 t = 0; t < d.T; ++t)
-    for (i64 x = 0; x < d.C; ++x) core::score_thread(d, d.elem, t, x, scores[t * d.C + x], bounds[t * d.C + x]);
+  engines::ascend_li::score_rows_host(
+      d, j.h, threads, [&](i64 t, i64 x, double& s, double& b) { core::score_thread(d, d.elem, t, x, s, b); },
+      [](i64, double*, double*) {});
   return finish(c, p, j, threads);
 }
 

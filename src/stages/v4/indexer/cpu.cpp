@@ -78,16 +78,14 @@ Expected finish(const Case& c, const Params& p, Job& j, int threads) {
 Expected run(const Case& c, const Params& p, Bug bug, int threads) {
   Job j = job_of(c, p, bug);
   const core::ScoreJob& d = j.job;
-  double* scores = j.h.scores.data<double>();
-  double* bounds = j.h.bounds.data<double>();
   const li::core::Elem e = core::fl_elem(d.variant);
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
-  for (i64 t = 0; t < d.T; ++t) {
-    for (i64 x = 0; x < d.C; ++x) core::score_thread(d, e, t, x, scores[t * d.C + x], bounds[t * d.C + x]);
-    if (bug == Bug::chunk_slots)  // chunked prefill: only the chunk's own q_len // 4 entries scored
-      for (i64 x = (*j.rows)[static_cast<std::size_t>(t)].qlen / p.g.cmp_ratio; x < d.C; ++x)
-        scores[t * d.C + x] = -std::numeric_limits<double>::infinity(), bounds[t * d.C + x] = 0;
-  }
+  li::score_rows_host(
+      d, j.h, threads, [&](i64 t, i64 x, double& s, double& b) { core::score_thread(d, e, t, x, s, b); },
+      [&](i64 t, double* scores, double* bounds) {
+        if (bug == Bug::chunk_slots)  // chunked prefill: only the chunk's own q_len // 4 entries scored
+          for (i64 x = (*j.rows)[static_cast<std::size_t>(t)].qlen / p.g.cmp_ratio; x < d.C; ++x)
+            scores[x] = -std::numeric_limits<double>::infinity(), bounds[x] = 0;
+      });
   return finish(c, p, j, threads);
 }
 
