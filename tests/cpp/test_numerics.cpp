@@ -3,6 +3,7 @@
 // ml_dtypes in tests/python/test_numerics_exhaustive.py.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -144,6 +145,81 @@ TEST_CASE("numerics.fp32 scales - div rounds amax/448 once - mul is fl32(amax * 
   CHECK(std::isnan(fp32_scale_mul(std::numeric_limits<float>::quiet_NaN())));
 }
 
+// Every form of quant::ScaleRule against a scale computed here in double (IEEE division and the fp32 product are
+// innocuous under double rounding: 53 >= 2*24 + 2), over every positive bf16 amax plus 2^16 random floats including
+// subnormals, each floor placement, and the legacy named formulas of fp8_core.hpp where they exist.
+TEST_CASE("numerics.ScaleRule - every round x op x eps placement equals a double-precision model") {
+  using namespace dsa::quant;
+  auto bf16_rne = [](double t) {  // RNE to 8 significant bits (quantum 2^-133 below 2^-126), by rint (ties to even)
+    if (t == 0.0) return 0.0f;
+    int e;
+    std::frexp(t, &e);
+    const int q = std::max(e - 8, -133);
+    return static_cast<float>(std::ldexp(std::nearbyint(std::ldexp(t, -q)), q));
+  };
+  auto pow2c = [](double t) {  // 2^ceil(log2 t), t > 0
+    int e;
+    const double m = std::frexp(t, &e);
+    return static_cast<float>(m == 0.5 ? t : std::ldexp(1.0, e));
+  };
+  auto model = [&](const ScaleRule& r, float amax) -> float {
+    const double a = r.eps_on == EpsOn::amax ? std::fmax(static_cast<double>(amax), static_cast<double>(r.eps)) : amax;
+    const float inv = static_cast<float>(1.0 / 448.0);
+    float t = r.op == ScaleOp::div ? static_cast<float>(a / 448.0) : static_cast<float>(a * static_cast<double>(inv));
+    if (r.eps_on == EpsOn::scale) t = std::fmax(t, r.eps);
+    if (r.round == ScaleRound::bf16) return bf16_rne(t);
+    if (r.round == ScaleRound::pow2) return t == 0.0f ? 0.0f : pow2c(t);
+    return t;
+  };
+  std::vector<float> amaxes;
+  for (std::uint32_t b = 0; b < 0x7F80u; ++b) amaxes.push_back(bf16_to_f32(static_cast<std::uint16_t>(b)));
+  std::mt19937 rng(7);
+  for (int i = 0; i < 65536; ++i) {
+    std::uint32_t bits = rng() & 0x7FFFFFFFu;
+    if ((bits >> 23) == 0xFF) bits &= 0x7F7FFFFFu;
+    float f;
+    std::memcpy(&f, &bits, 4);
+    amaxes.push_back(f);
+  }
+  long checked = 0;
+  for (auto round : {ScaleRound::fp32, ScaleRound::bf16, ScaleRound::pow2})
+    for (auto op : {ScaleOp::div, ScaleOp::mul})
+      for (auto on : {EpsOn::amax, EpsOn::scale})
+        for (float eps : {0.0f, 1e-4f, std::numeric_limits<float>::min()}) {
+          const ScaleRule r{round, op, on, eps};
+          for (float a : amaxes) {
+            const float got = scale_of(r, a), want = model(r, a);
+            if (f32_bits(got) != f32_bits(want)) {
+              FAIL_CHECK("rule " << int(round) << int(op) << int(on) << " eps " << eps << " amax " << a << ": "
+                                 << got << " != " << want);
+              break;
+            }
+            ++checked;
+          }
+        }
+  CHECK(checked == 3L * 2 * 2 * 3 * static_cast<long>(amaxes.size()));
+  // The legacy named formulas (fp8_core.hpp) are particular rules.
+  for (float a : amaxes) {
+    CHECK(scale_of(ue8m0_rule(), a) == fp8core::scale_of(fp8core::Fmt::ue8m0, a, 1e-4f));
+    CHECK(scale_of(fp32_div_rule(), a) == fp8core::scale_of(fp8core::Fmt::fp32_div, a, 1e-4f));
+    CHECK(scale_of(fp32_mul_rule(), a) == fp8core::scale_of(fp8core::Fmt::fp32_mul, a, 1e-4f));
+    CHECK(scale_of(pow2_rule(), a) == fp8core::scale_of(fp8core::Fmt::pow2_div, a, 1e-4f));
+    CHECK(scale_of(ScaleRule{ScaleRound::fp32, ScaleOp::div, EpsOn::scale, 1e-4f}, a) ==
+          fp8core::scale_of(fp8core::Fmt::fp32_floor, a, 1e-4f));
+  }
+  // div and mul differ on real amaxes (a torch-on-CUDA writer is not a CUDA-C writer), and bf16 rounding matters.
+  int div_mul = 0, bf = 0;
+  for (float a : amaxes) {
+    div_mul += scale_of(fp32_div_rule(), a) != scale_of(fp32_mul_rule(), a);
+    bf += scale_of(fp32_div_rule(), a) != scale_of(ScaleRule{ScaleRound::bf16, ScaleOp::div, EpsOn::amax, 1e-4f}, a);
+  }
+  CHECK(div_mul > 100);
+  CHECK(bf > 1000);
+  CHECK(std::isnan(scale_of(fp32_mul_rule(), std::numeric_limits<float>::quiet_NaN())));
+  CHECK(std::isnan(scale_of(ScaleRule{ScaleRound::bf16, ScaleOp::div, EpsOn::scale, 1e-4f},
+                            std::numeric_limits<float>::quiet_NaN())));
+}
+
 TEST_CASE("numerics.act_quant hand-checked blocks") {
   using dsa::quant::QuantParams;
   std::vector<std::uint8_t> y(128);
@@ -177,10 +253,13 @@ TEST_CASE("numerics.act_quant hand-checked blocks") {
     for (std::size_t i = 0; i < sizeof(want); ++i) CHECK(y[i] == want[i]);
   }
   SUBCASE("saturation: the block maximum maps to +-448 (0x7E/0xFE), never NaN, for every scale format") {
-    for (auto fmt : {dsa::quant::ScaleFmt::ue8m0, dsa::quant::ScaleFmt::fp32_div, dsa::quant::ScaleFmt::fp32_mul}) {
+    using dsa::quant::ScaleRule;
+    for (ScaleRule rule : {dsa::quant::ue8m0_rule(), dsa::quant::fp32_div_rule(), dsa::quant::fp32_mul_rule(),
+                           ScaleRule{dsa::quant::ScaleRound::bf16, dsa::quant::ScaleOp::div, dsa::quant::EpsOn::amax,
+                                     1e-4f}}) {
       for (auto apply : {dsa::quant::ScaleApply::div, dsa::quant::ScaleApply::mul_inv}) {
         dsa::quant::QuantParams p;
-        p.fmt = fmt;
+        p.scale = rule;
         p.apply = apply;
         for (std::uint32_t b = 0x3F80; b < 0x4780; b += 7) {  // amax from 1 to 65536
           const float a = bf16_to_f32(static_cast<std::uint16_t>(b));
@@ -188,8 +267,8 @@ TEST_CASE("numerics.act_quant hand-checked blocks") {
           x[0] = a;
           x[1] = -a;
           dsa::quant::quantize_block(x.data(), 128, p, y.data());
-          if (fmt == dsa::quant::ScaleFmt::ue8m0) {
-            CHECK(y[0] <= 0x7E);  // a/s in (224, 448]
+          if (rule.round != dsa::quant::ScaleRound::fp32) {
+            CHECK(y[0] <= 0x7E);  // pow2: a/s in (224, 448]; bf16: s may round below a/448 -> clamped to 448
           } else {
             CHECK(y[0] == 0x7E);  // a/s ~ 448 (rounding either side of 448 gives 448)
             CHECK(y[1] == 0xFE);
@@ -200,7 +279,7 @@ TEST_CASE("numerics.act_quant hand-checked blocks") {
     }
     // Without the clamp, an unclamped fp32_mul scale that lands below amax/448 still rounds to 448 (<= 464).
     dsa::quant::QuantParams p;
-    p.fmt = dsa::quant::ScaleFmt::fp32_mul;
+    p.scale = dsa::quant::fp32_mul_rule();
     p.clamp = false;
     std::vector<float> x(128, 0.0f);
     x[0] = 1000.0f;

@@ -98,9 +98,9 @@ TEST_CASE("mla.kcache_store: scale conventions of spec v32 §6.3 on hand-made ti
   using L = layouts::MlaKCache;
   auto store = [](const char* fmt, double amax, std::uint8_t* rec) {
     dsa::quant::QuantParams q;
-    if (std::string(fmt) == "pow2") q.fmt = dsa::quant::ScaleFmt::pow2_div, q.amax_eps = 1e-4f;
-    if (std::string(fmt) == "ue8m0") q.fmt = dsa::quant::ScaleFmt::ue8m0, q.amax_eps = 1e-4f;
-    if (std::string(fmt) == "amax448") q.fmt = dsa::quant::ScaleFmt::fp32_floor, q.amax_eps = 0.0f;
+    if (std::string(fmt) == "pow2") q.scale = dsa::quant::pow2_rule();
+    if (std::string(fmt) == "ue8m0") q.scale = dsa::quant::ue8m0_rule();
+    if (std::string(fmt) == "amax448") q.scale = dsa::quant::fp32_div_rule(0.0f);
     std::vector<std::uint16_t> c(512, 0), pe(64, 0x3F80);
     for (int j = 0; j < 4; ++j) c[static_cast<std::size_t>(j * 128 + 3)] = num::f64_to_bf16(amax);
     engines::kv_cache::store_mla_token(q, c.data(), pe.data(), rec);

@@ -9,13 +9,6 @@
 
 namespace dsa::quant {
 
-ScaleFmt parse_scale_fmt(const std::string& s) {
-  if (s == "ue8m0") return ScaleFmt::ue8m0;
-  if (s == "fp32_div") return ScaleFmt::fp32_div;
-  if (s == "fp32_mul") return ScaleFmt::fp32_mul;
-  throw std::invalid_argument("scale_fmt must be ue8m0, fp32_div or fp32_mul, found '" + s + "'");
-}
-
 ScaleApply parse_scale_apply(const std::string& s) {
   if (s == "div") return ScaleApply::div;
   if (s == "mul_inv") return ScaleApply::mul_inv;

@@ -8,7 +8,6 @@
 
 namespace dsa::quant {
 
-ScaleFmt parse_scale_fmt(const std::string& s);    // "ue8m0" | "fp32_div" | "fp32_mul"
 ScaleApply parse_scale_apply(const std::string& s);  // "div" | "mul_inv"
 
 // Quantizes one block of n fp32 values (exact bf16 values, typically). Writes n e4m3 codes; returns the scale.

@@ -1,6 +1,6 @@
 // THE block quantizer of every fp8 writer, host and device (determinism contract way 3: one fixed sequence of IEEE
 // fp32 and integer operations; numerics/fp8_core.hpp holds the codec and the scale formulas):
-//   amax = max |x| over the block (exact; NaN propagates)  ->  s = the producer's scale rule (ScaleFmt, amax_eps)
+//   amax = max |x| over the block (exact; NaN propagates)  ->  s = the producer's scale rule (ScaleRule)
 //   ->  the element step: x / s, or fl32(x * fl32(1/s)) when the producer multiplies or the reciprocal is exact
 //   ->  clamp to +-448 (NaN stays NaN)  ->  RNE to e4m3.
 // indexer.quant, indexer.prolog and mla.kcache_store call it on the CPU (block_quant.hpp: the same steps with the
@@ -15,20 +15,47 @@
 
 namespace dsa::quant {
 
-// The scale rules of the producers (spec v32 §2.5, §3.4, §3.6, §6.3):
-//   ue8m0      2^ceil(log2(max(amax, eps) * fl32(1/448)))   (DeepSeek demo act_quant, sglang, vLLM)
-//   fp32_div   fl32(max(amax, eps) / 448)                   (DeepGEMM tests)
-//   fp32_mul   fl32(max(amax, eps) * fl32(1/448))           (demo scale_fmt=None)
-//   pow2_div   2^ceil(log2(max(amax / 448, eps)))           (MLA cache writers, power-of-two scales)
-//   fp32_floor max(fl32(amax / 448), eps)                   (MLA cache writers, fp32 scales with a floor)
-enum class ScaleFmt { ue8m0, fp32_div, fp32_mul, pow2_div, fp32_floor };  // the values of fp8core::Fmt
+// The scale rule of a producer: one object, every form the writers use (spec v32 §2.5, §3.4, §3.6, §6.3; v4 §10):
+//   a = max(amax, eps)            when the floor is on amax (eps_on amax), else a = amax
+//   t = fl32(a / 448)             op div: an IEEE division (torch on the CPU, CUDA C `/`, Triton div_rn)
+//     | fl32(a * fl32(1/448))     op mul: torch on CUDA turns `amax / 448.0` into this multiply; act_quant kernels
+//   t = max(t, eps)               when the floor is on the scale (eps_on scale)
+//   s = t | bf16(t) | 2^ceil(log2 t)   round fp32 | bf16 (a scale tensor kept in bf16) | pow2 (ue8m0, e8m0 bytes)
+// A NaN amax gives a NaN scale (torch clamp semantics). The rounding steps are monotone, so flooring before or after
+// them gives the same scale. The attr values that name rules are in quant_attrs.hpp (scale_fmt, eps_on, amax_eps).
+enum class ScaleRound : int { fp32, bf16, pow2 };
+enum class ScaleOp : int { div, mul };
+enum class EpsOn : int { amax, scale };
+struct ScaleRule {
+  ScaleRound round = ScaleRound::pow2;
+  ScaleOp op = ScaleOp::mul;
+  EpsOn eps_on = EpsOn::amax;
+  float eps = 1e-4f;
+};
+// The named rules (the values of attr scale_fmt; quant_attrs.cpp) at their producers' floors.
+DSA_HD inline ScaleRule ue8m0_rule(float eps = 1e-4f) { return {ScaleRound::pow2, ScaleOp::mul, EpsOn::amax, eps}; }
+DSA_HD inline ScaleRule pow2_rule(float eps = 1e-4f) { return {ScaleRound::pow2, ScaleOp::div, EpsOn::scale, eps}; }
+DSA_HD inline ScaleRule fp32_div_rule(float eps = 1e-4f) { return {ScaleRound::fp32, ScaleOp::div, EpsOn::amax, eps}; }
+DSA_HD inline ScaleRule fp32_mul_rule(float eps = 1e-4f) { return {ScaleRound::fp32, ScaleOp::mul, EpsOn::amax, eps}; }
+
+DSA_HD inline float scale_of(const ScaleRule& r, float amax) {
+  if (fp8core::is_nan(amax)) return amax;
+  const float a = r.eps_on == EpsOn::amax ? fp8core::fmax_ieee(amax, r.eps) : amax;
+  float t = r.op == ScaleOp::div ? a / 448.0f : a * fp8core::inv448();
+  if (r.eps_on == EpsOn::scale) t = fp8core::fmax_ieee(t, r.eps);
+  switch (r.round) {
+    case ScaleRound::bf16: return halfcore::round_to_bf16(t);
+    case ScaleRound::pow2: return fp8core::pow2_ceil(t);
+    default: return t;
+  }
+}
+
 // The element step: a true division by s, or a multiplication by fl32(1/s).
 enum class ScaleApply { div, mul_inv };
 
 struct QuantParams {
-  ScaleFmt fmt = ScaleFmt::ue8m0;
+  ScaleRule scale;
   ScaleApply apply = ScaleApply::div;
-  float amax_eps = 1e-4f;
   bool clamp = true;  // clamp x/s to [-448, 448] before the e4m3 cast
 };
 
@@ -41,7 +68,7 @@ struct BlockScale {
 
 DSA_HD inline BlockScale block_scale(float amax, const QuantParams& p) {
   BlockScale b;
-  b.s = fp8core::scale_of(static_cast<fp8core::Fmt>(p.fmt), amax, p.amax_eps);
+  b.s = scale_of(p.scale, amax);
   b.inv = 1.0f / b.s;
   b.mul = p.apply == ScaleApply::mul_inv || fp8core::exact_reciprocal(b.s, b.inv);
   return b;

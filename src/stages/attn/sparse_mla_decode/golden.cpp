@@ -29,8 +29,7 @@ Tensor write_cache(const GoldenSpec& s, const Rng& k, bool m1, std::int64_t P, s
   Tensor cache(DType::u8, {P, ps, 1, rec});
   quant::QuantParams q;  // the mla.kcache_store writer's scale rule
   const auto writer = static_cast<int>(s.param("writer", 0));
-  q.fmt = writer == 1 ? quant::ScaleFmt::fp32_floor : writer == 2 ? quant::ScaleFmt::ue8m0 : quant::ScaleFmt::pow2_div;
-  q.amax_eps = writer == 1 ? 0.0f : 1e-4f;
+  q.scale = writer == 1 ? quant::fp32_div_rule(0.0f) : writer == 2 ? quant::ue8m0_rule() : quant::pow2_rule();
   layouts::Model1KCache m1l;
   m1l.page_size = ps;
   std::vector<std::uint16_t> cv(static_cast<std::size_t>(nope)), pe(L::kRope);

@@ -14,7 +14,7 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& p) {
   r.layout = num::parse_rope_layout(a.s("rope_layout"));
   r.hadamard = a.b("hadamard");
   r.ln_eps = static_cast<float>(a.f("ln_eps"));
-  r.quant = dsa::quant::quant_params(a, true);
+  r.quant = dsa::quant::quant_params(c, a, true, p);
   r.yarn.rope_dim = r.rope_dim;
   r.yarn.theta = a.f("rope_theta");
   r.yarn.factor = a.f("rope_factor");
@@ -23,7 +23,6 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& p) {
   r.yarn.beta_fast = a.f("beta_fast");
   r.yarn.beta_slow = a.f("beta_slow");
 
-  check_finite_attr(c, a, "amax_eps", false, p);
   check_finite_attr(c, a, "ln_eps", false, p);
   for (const char* n : {"rope_theta", "rope_factor", "beta_fast", "beta_slow"}) check_finite_attr(c, a, n, true, p);
   if (const Tensor* pos = c.input_opt("positions"); pos && !(c.input_opt("cos") && c.input_opt("sin")))
@@ -63,7 +62,7 @@ Stage stage() {
       int_attr("rope_dim", 64, "leading dims of each head that are rotated"),
       bool_attr("hadamard", true, "apply rotate_activation (Hadamard-128, scale 128^-0.5); vLLM and fused sglang skip it"),
       num_attr("ln_eps", 1e-6, "k LayerNorm epsilon"),
-      dsa::quant::scale_fmt_attr(), dsa::quant::scale_apply_attr(), dsa::quant::amax_eps_attr(),
+      dsa::quant::scale_fmt_attr(), dsa::quant::eps_on_attr(), dsa::quant::scale_apply_attr(), dsa::quant::amax_eps_attr(),
       num_attr("rope_theta", 10000.0, "RoPE base (computed tables only)"),
       num_attr("rope_factor", 40.0, "YaRN factor (computed tables only)"),
       int_attr("original_seq_len", 4096, "YaRN original context (computed tables only)"),

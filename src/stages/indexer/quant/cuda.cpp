@@ -13,7 +13,7 @@ Expected cuda(const Case& c, const Params& p, const RefOptions&) {
   Tensor scale(DType::f32, {T, K / p.block_size}, Tensor::Uninit{});
   const bool bf16 = x.dtype() == DType::bf16;
   quant_rows_cuda(bf16 ? x.data<std::uint16_t>() : nullptr, bf16 ? nullptr : x.data<float>(), T, K, p.block_size,
-                  static_cast<int>(p.q.fmt), p.q.apply == dsa::quant::ScaleApply::mul_inv, p.q.clamp, p.q.amax_eps, y.data<std::uint8_t>(),
+                  p.q, y.data<std::uint8_t>(),
                   scale.data<float>());
   return expected(std::move(y), std::move(scale), K, p.block_size);
 }

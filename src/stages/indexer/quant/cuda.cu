@@ -15,24 +15,19 @@ __device__ inline float element(const std::uint16_t* xb, const float* xf, std::i
 }
 
 __global__ void quant_kernel(const std::uint16_t* xb, const float* xf, std::int64_t T, std::int64_t K, std::int64_t bs,
-                             int fmt, bool mul_inv, bool clamp, float eps, std::uint8_t* y, float* scale) {
+                             dsa::quant::QuantParams p, std::uint8_t* y, float* scale) {
   const std::int64_t nb = K / bs;
   const std::int64_t id = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (id >= T * nb) return;
   const std::int64_t o = (id / nb) * K + (id % nb) * bs;
-  dsa::quant::QuantParams p;
-  p.fmt = static_cast<dsa::quant::ScaleFmt>(fmt);
-  p.apply = mul_inv ? dsa::quant::ScaleApply::mul_inv : dsa::quant::ScaleApply::div;
-  p.amax_eps = eps;
-  p.clamp = clamp;
   scale[id] = dsa::quant::quantize_block_with([&](std::int64_t i) { return element(xb, xf, o + i); }, bs, p,
                                               [&](std::int64_t i, std::uint8_t c) { y[o + i] = c; });
 }
 
 }  // namespace
 
-void quant_rows_cuda(const std::uint16_t* x_bf16, const float* x_f32, std::int64_t T, std::int64_t K, std::int64_t bs, int fmt,
-                     bool mul_inv, bool clamp, float eps, std::uint8_t* y, float* scale) {
+void quant_rows_cuda(const std::uint16_t* x_bf16, const float* x_f32, std::int64_t T, std::int64_t K, std::int64_t bs,
+                     const dsa::quant::QuantParams& q, std::uint8_t* y, float* scale) {
   const std::int64_t nb = K / bs, n = T * K;
   const std::size_t in_bytes = static_cast<std::size_t>(n) * (x_bf16 ? 2 : 4);
   cuda::Buffer dx(in_bytes), dy(static_cast<std::size_t>(n)), ds(static_cast<std::size_t>(T * nb) * 4);
@@ -42,7 +37,7 @@ void quant_rows_cuda(const std::uint16_t* x_bf16, const float* x_f32, std::int64
     const int tpb = 128;
     const unsigned blocks = static_cast<unsigned>((threads + tpb - 1) / tpb);
     quant_kernel<<<blocks, tpb>>>(x_bf16 ? static_cast<const std::uint16_t*>(dx.get()) : nullptr,
-                                  x_bf16 ? nullptr : static_cast<const float*>(dx.get()), T, K, bs, fmt, mul_inv, clamp, eps,
+                                  x_bf16 ? nullptr : static_cast<const float*>(dx.get()), T, K, bs, q,
                                   static_cast<std::uint8_t*>(dy.get()), static_cast<float*>(ds.get()));
     cuda::check_last("indexer.quant kernel");
   }

@@ -3,9 +3,11 @@
 #pragma once
 #include <cstdint>
 
+#include "engines/quant/quant_core.hpp"
+
 namespace dsa::indexer::quant {
 
-void quant_rows_cuda(const std::uint16_t* x_bf16, const float* x_f32, std::int64_t T, std::int64_t K, std::int64_t bs, int fmt,
-                     bool mul_inv, bool clamp, float eps, std::uint8_t* y, float* scale);
+void quant_rows_cuda(const std::uint16_t* x_bf16, const float* x_f32, std::int64_t T, std::int64_t K, std::int64_t bs,
+                     const dsa::quant::QuantParams& q, std::uint8_t* y, float* scale);
 
 }  // namespace dsa::indexer::quant

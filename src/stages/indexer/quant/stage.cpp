@@ -10,8 +10,7 @@ namespace {
 Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& p) {
   Params r;
   r.block_size = a.i("block_size");
-  r.q = dsa::quant::quant_params(a, a.b("clamp"));
-  check_finite_attr(c, a, "amax_eps", false, p);
+  r.q = dsa::quant::quant_params(c, a, a.b("clamp"), p);
   const auto K = c.input("x").dim(1);
   if (r.block_size <= 0 || K % r.block_size != 0)
     p.push_back({c.file, c.name, "attr block_size", "a positive divisor of K = " + std::to_string(K), std::to_string(r.block_size)});
@@ -25,8 +24,8 @@ Stage stage() {
   s.name = "indexer.quant";
   s.summary = "act_quant: per 1x128 block fp8 e4m3fn quantization with ue8m0 or fp32 scales";
   s.spec = "v32 §2.5, §3.4, §3.6";
-  s.schema.attrs = {int_attr("block_size", 128, "quantization block along the last dim"), dsa::quant::scale_fmt_attr(), dsa::quant::scale_apply_attr(),
-                    dsa::quant::amax_eps_attr(), bool_attr("clamp", true, "clamp x/s to [-448, 448] before the cast")};
+  s.schema.attrs = {int_attr("block_size", 128, "quantization block along the last dim"), dsa::quant::scale_fmt_attr(), dsa::quant::eps_on_attr(),
+                    dsa::quant::scale_apply_attr(), dsa::quant::amax_eps_attr(), bool_attr("clamp", true, "clamp x/s to [-448, 448] before the cast")};
   s.schema.inputs = {{"x", {DType::bf16, DType::f32}, {"T,K"}, false, "activations, rows of K values (K a multiple of block_size)"}};
   s.schema.outputs = {{{"y", {DType::fp8_e4m3fn}, {"T,K"}, false, "fp8 e4m3fn codes"}, CompareKind::bytes},
                       {{"scale", {DType::f32}, {"T,NB"}, false, "fp32 scale per row and block (NB = K / block_size)"}, CompareKind::bytes, true}};

@@ -28,19 +28,10 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& p) {
   if (c.input("kv_c").dim(1) != nope)
     p.push_back({c.file, c.name, "inputs/kv_c", std::to_string(nope) + " NoPE dims per token (layout " + a.s("layout") + ")",
                  std::to_string(c.input("kv_c").dim(1))});
-  if (r.model1 && a.s("scale_fmt") != "pow2" && a.s("scale_fmt") != "ue8m0")
-    p.push_back({c.file, c.name, "attr scale_fmt", "pow2 or ue8m0 with layout model1_fp8_584 (e8m0 scales are powers of two)", a.s("scale_fmt")});
-  const std::string fmt = a.s("scale_fmt");
-  r.quant.clamp = true;
-  r.quant.apply = quant::parse_scale_apply(a.s("scale_apply"));
-  if (fmt == "ue8m0") r.quant.fmt = quant::ScaleFmt::ue8m0, r.quant.amax_eps = 1e-4f;
-  else if (fmt == "pow2") r.quant.fmt = quant::ScaleFmt::pow2_div, r.quant.amax_eps = 1e-4f;
-  else if (fmt == "amax448") r.quant.fmt = quant::ScaleFmt::fp32_floor, r.quant.amax_eps = 0.0f;
-  else if (fmt == "flt_min") r.quant.fmt = quant::ScaleFmt::fp32_floor, r.quant.amax_eps = std::numeric_limits<float>::min();
-  else {
-    check_finite_attr(c, a, "amax_eps", false, p);
-    r.quant.fmt = quant::ScaleFmt::fp32_div, r.quant.amax_eps = static_cast<float>(a.f("amax_eps"));
-  }
+  r.quant = quant::quant_params(c, a, true, p);
+  if (r.model1 && r.quant.scale.round != quant::ScaleRound::pow2)
+    p.push_back({c.file, c.name, "attr scale_fmt", "a power-of-two rule (pow2 or ue8m0) with layout model1_fp8_584 (e8m0 scale bytes)",
+                 a.s("scale_fmt")});
   check_slot_mapping(c, c.input("slot_mapping"), c.input("kv_cache_in").dim(0) * r.layout.page_size, "num_blocks*page_size", p);
   return r;
 }
@@ -83,11 +74,7 @@ Stage stage() {
   s.summary = "write [c | k_pe] tokens into the fp8 MLA cache: V3.2 656-byte records (FlashMLA FP8 with scale, vLLM fp8_ds_mla) or V4 MODEL1";
   s.spec = "v32 §6.3";
   s.schema.attrs = {
-      str_attr("scale_fmt", "pow2", {"ue8m0", "pow2", "amax448", "amax448_eps", "flt_min"},
-               "tile scale: ue8m0 2^ceil(log2(max(amax,1e-4)*fl32(1/448))) (DeepSeek demo); pow2 "
-               "2^ceil(log2(max(amax/448,1e-4))) (FlashMLA @HEAD, vLLM 2026-07+); amax448 amax/448 without eps (FlashMLA "
-               "@1408756 tests, sglang Triton); amax448_eps max(amax,amax_eps)/448; flt_min max(amax/448, FLT_MIN) (vLLM 2026)"),
-      quant::scale_apply_attr(), quant::amax_eps_attr(), layouts::page_size_attr(),
+      quant::scale_fmt_attr("pow2"), quant::eps_on_attr(), quant::scale_apply_attr(), quant::amax_eps_attr(), layouts::page_size_attr(),
       str_attr("layout", L::kName, {L::kName, layouts::Model1KCache::kName},
                "cache byte layout: mla_fp8_656 (V3.2: 656-byte token records) or model1_fp8_584 (DeepSeek-V4 / FlashMLA MODEL1: "
                "576-byte token records then 8-byte e8m0 scale records per block)")};

@@ -1,12 +1,15 @@
 // mla.kcache_store — write [c (512) | k_pe (64)] tokens into the 656-byte fp8 MLA cache (spec v32 §6.3, layout
 // `mla_fp8_656`), bit-exact. kv_cache = copy of kv_cache_in; for each token t with slot = slot_mapping[t] >= 0
 // (page = slot / page_size, offset = slot % page_size):
-//   per tile j (dims [128j, 128j+128)): amax = max |c| (exact), scale s_j by `scale_fmt`:
+//   per tile j (dims [128j, 128j+128)): amax = max |c| (exact), scale s_j by the shared scale rule (engines/quant:
+//   attrs scale_fmt, eps_on, amax_eps; every writer stage takes the same values), e.g.
+//     pow2 (default) 2^ceil(log2(max(fl32(amax/448), 1e-4)))          FlashMLA @HEAD tests, vLLM fp8_ds_mla (2026-07+)
 //     ue8m0       2^ceil(log2(fl32(max(amax, 1e-4) * fl32(1/448))))   DeepSeek demo act_quant(kv, 128, "ue8m0")
-//     pow2        2^ceil(log2(max(fl32(amax/448), 1e-4)))             FlashMLA @HEAD tests, vLLM fp8_ds_mla (2026-07+)
-//     amax448     fl32(amax/448), no eps (zero tile: scale 0, codes NaN) FlashMLA tests @1408756, sglang Triton
-//     amax448_eps fl32(max(amax, amax_eps)/448)                       vLLM non-ue8m0 path
+//     fp32_mul    fl32(max(amax, eps) * fl32(1/448))                  torch `amax / 448` on CUDA tensors (PyTorch
+//                 multiplies by the fp32 reciprocal of a scalar divisor): FlashMLA tests @1408756 with amax_eps 0
+//     fp32_div    fl32(max(amax, eps) / 448)                          CUDA C / torch on the CPU; amax448 = no floor
 //     flt_min     max(fl32(amax/448), FLT_MIN)                        vLLM concat_and_cache_ds_mla (2026 version)
+//     bf16_*      the scale rounded to bf16                           writers that keep the scale tensor in bf16
 //   codes = e4m3(clamp(c/s, +-448)) (`scale_apply` div) or e4m3(clamp(fl32(c * fl32(1/s)), +-448)) (mul_inv), RNE,
 //   a NaN quotient (0/0) stored as 0x7F (the CUDA cast's NaN code);
 //   the 4 scales as raw fp32, k_pe as raw bf16 bits.
