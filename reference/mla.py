@@ -28,30 +28,30 @@ BF16, E4M3 = num.BF16, num.E4M3
 # [528, 656)  the 64 bf16 values of the RoPE part k_pe, as they are
 
 
-def tile_scales(kv_c, fmt):
-    """[T, 4] fp32 tile scales of kv_c [T, 512] bf16, per 128-value tile with amax = max |c| (fp32):
+def tile_scales(kv_c, fmt, amax_eps=1e-4, eps_on="rule"):
+    """[T, 4] fp32 tile scales of kv_c [T, 512] bf16, per 128-value tile with amax = max |c| (fp32), by the named
+    scale rule (numerics.SCALE_FMTS), e.g.
 
         pow2     2^ceil(log2(max(fl32(amax / 448), 1e-4)))
         ue8m0    2^ceil(log2(fl32(max(amax, 1e-4) * fl32(1/448))))
+        fp32_mul fl32(max(amax, eps) * fl32(1/448))      (torch on CUDA)
+        bf16_mul bf16(fl32(max(amax, eps) * fl32(1/448)))
         amax448  fl32(amax / 448)  (not a power of two)"""
     x = kv_c.astype(np.float32).reshape(-1, 4, 128)
-    amax = np.abs(x).max(-1)
-    if fmt == "pow2":  # 2^ceil(log2(max(fl32(amax / 448), 1e-4)))
-        return num.ceil_pow2_f32(np.maximum(amax / np.float32(448.0), np.float32(1e-4)))
-    if fmt == "ue8m0":  # 2^ceil(log2(fl32(max(amax, 1e-4) * fl32(1/448))))
-        return num.ceil_pow2_f32(np.maximum(amax, np.float32(1e-4)) * np.float32(1.0 / 448.0))
-    if fmt == "amax448":  # fl32(amax / 448), not a power of two (the data here has no all-zero tile)
-        return (amax / np.float32(448.0)).astype(np.float32)
-    raise ValueError(fmt)
+    return num.block_scale(np.abs(x).max(-1), fmt, amax_eps, eps_on)
 
 
-def kcache_records(kv_c, k_pe, fmt):
+def kcache_records(kv_c, k_pe, fmt, amax_eps=1e-4, eps_on="rule", scale_apply="div"):
     """[T, 656] uint8 token records of kv_c [T, 512] bf16 and k_pe [T, 64] (or [T, 1, 64]) bf16: 512 e4m3 codes of
-    c / s (clamped to +-448), 4 fp32 LE scales (tile_scales with scale_fmt fmt), 64 bf16 k_pe."""
+    c / s or fl32(c * fl32(1/s)) (scale_apply mul_inv), clamped to +-448 (0/0 = NaN -> code 0x7F), 4 fp32 LE scales
+    (tile_scales with scale_fmt fmt), 64 bf16 k_pe."""
     T = kv_c.shape[0]
-    s = tile_scales(kv_c, fmt)
+    s = tile_scales(kv_c, fmt, amax_eps, eps_on)
     x = kv_c.astype(np.float32).reshape(T, 4, 128)
-    codes = np.clip(x / s[..., None], -448.0, 448.0).astype(E4M3).reshape(T, 512)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        q = x / s[..., None] if scale_apply == "div" else x * (np.float32(1.0) / s)[..., None]
+        q = np.where(np.isnan(q), np.float32(np.nan), q.astype(np.float32))  # 0/0: the positive NaN code 0x7F
+        codes = np.clip(q, -448.0, 448.0).astype(E4M3).reshape(T, 512)
     rec = np.empty((T, 656), np.uint8)
     rec[:, :512] = codes.view(np.uint8)
     rec[:, 512:528] = s.astype("<f4").view(np.uint8).reshape(T, 16)
@@ -59,12 +59,12 @@ def kcache_records(kv_c, k_pe, fmt):
     return rec
 
 
-def kcache_store(kv_c, k_pe, slot_mapping, cache_in, fmt):
+def kcache_store(kv_c, k_pe, slot_mapping, cache_in, fmt, amax_eps=1e-4, eps_on="rule", scale_apply="div"):
     """mla.kcache_store: cache_in [P, page_size, 1, 656] uint8 with the record (kcache_records) of every token t whose
     slot_mapping[t] is not -1 written at that flat slot; every other byte kept. Returns the new cache (a copy)."""
     cache = cache_in.copy()
     flat = cache.reshape(-1, 656)
-    rec = kcache_records(kv_c, k_pe, fmt)
+    rec = kcache_records(kv_c, k_pe, fmt, amax_eps, eps_on, scale_apply)
     for t, slot in enumerate(np.asarray(slot_mapping).tolist()):
         if slot != -1:
             flat[slot] = rec[t]

@@ -139,6 +139,39 @@ def ceil_pow2_f32(t):
     return np.ldexp(np.float32(1.0), e).astype(np.float32)
 
 
+# The scale rules of fp8 writers (dsa-check's quant::ScaleRule; attr scale_fmt, amax_eps, eps_on), in numpy fp32:
+#   a = max(amax, eps) (floor on amax) | amax;  t = fl32(a / 448) (div) | fl32(a * fl32(1/448)) (mul)
+#   t = max(t, eps) (floor on the scale);  s = t | bf16(t) (RNE) | 2^ceil(log2 t)
+SCALE_FMTS = {  # name: (round, op, floor place, fixed floor or None = the amax_eps attr)
+    "ue8m0": ("pow2", "mul", "amax", None), "pow2": ("pow2", "div", "scale", None),
+    "fp32_div": ("fp32", "div", "amax", None), "fp32_mul": ("fp32", "mul", "amax", None),
+    "bf16_div": ("bf16", "div", "amax", None), "bf16_mul": ("bf16", "mul", "amax", None),
+    "amax448": ("fp32", "div", "amax", 0.0), "amax448_eps": ("fp32", "div", "amax", None),
+    "flt_min": ("fp32", "div", "scale", float(np.finfo(np.float32).tiny)),
+}
+
+
+def block_scale(amax, scale_fmt, amax_eps=1e-4, eps_on="rule"):
+    """fp32 scales of fp32 amaxes under a named rule (SCALE_FMTS); NaN amax -> NaN scale."""
+    rnd, op, place, fixed = SCALE_FMTS[scale_fmt]
+    eps = np.float32(fixed if fixed is not None else amax_eps)
+    if fixed is None and eps_on != "rule":
+        place = eps_on
+    a = np.asarray(amax, dtype=np.float32)
+    with np.errstate(invalid="ignore", over="ignore", under="ignore"):
+        x = np.where(np.isnan(a), a, np.maximum(a, eps)) if place == "amax" else a
+        t = (x / np.float32(448.0)) if op == "div" else (x * (np.float32(1.0) / np.float32(448.0)))
+        t = t.astype(np.float32)
+        if place == "scale":
+            t = np.where(np.isnan(t), t, np.maximum(t, eps)).astype(np.float32)
+        if rnd == "bf16":
+            return t.astype(BF16).astype(np.float32)
+        if rnd == "pow2":
+            pos = t > 0
+            return np.where(pos, ceil_pow2_f32(np.where(pos, t, np.float32(1.0))), t).astype(np.float32)
+    return t
+
+
 def ue8m0_decode(codes):
     """e8m0 scale codes (uint8) -> fp32 scales 2^(code - 127); code 255 is NaN."""
     with np.errstate(all="ignore"):

@@ -200,6 +200,12 @@ void finish_result(CheckResult& r, const BoundCase& b, const std::string& group,
     }
   if (r.verdict != Verdict::ERROR && r.verdict != Verdict::SHAPE && r.verdict != Verdict::DTYPE) {
     for (const auto& f : sanity) {
+      // A finding that starts with "note: " is a fact about the case's inputs, not an explanation of a failure: it is
+      // listed as a note and never added to the message as a hint.
+      if (f.rfind(kNotePrefix, 0) == 0) {
+        r.notes.push_back(f.substr(std::char_traits<char>::length(kNotePrefix)));
+        continue;
+      }
       if (!r.pass()) r.message += "; hint: " + f;
       r.notes.push_back(f);
     }

@@ -62,13 +62,13 @@ std::vector<cmp::CheckResult> check_case(const BoundCase& b, const CheckOptions&
 // As check_case, with the reference already computed as run_reference(b, reference_options(b, o)).
 std::vector<cmp::CheckResult> check_case(const BoundCase& b, const CheckOptions& o, const Expected& reference);
 
-// Reference-free sanity findings on an output tensor: the RefTensor's expectations (B5 finite positive scales, B6
-// constant logit rows), the stage's own (Stage::sanity), B22 positional top-k. Findings the reference itself
-// exhibits are dropped.
 // The text after "<bug>" in a hypothesis hint.
 inline constexpr const char* kHypothesisMatch = ": the output matches a kernel with this bug";
 // Hints from the stage's hypotheses (known bugs as values) on a failing bounded output.
 std::vector<std::string> hypothesis_findings(const BoundCase& b, const Tensor& out, const RefTensor& ref, const cmp::Tolerance& tol);
+// Reference-free sanity findings on an output tensor: the RefTensor's expectations (B5 finite positive scales, B6
+// constant logit rows), the stage's own (Stage::sanity), B22 positional top-k. Findings the reference itself
+// exhibits are dropped. A finding that starts with kNotePrefix (stage.hpp) is a note, never a hint.
 std::vector<std::string> sanity_findings(const BoundCase& b, const std::string& tensor, const Tensor& out, const RefTensor* ref);
 
 }  // namespace dsa::pipeline

@@ -70,6 +70,8 @@ using ParseFn = std::function<ParamsPtr(const Case& c, const AttrReader& a, std:
 // A reference implementation: the case supplies the tensors, Params the options.
 using ImplFn = std::function<Expected(const Case& c, const Params& p, const RefOptions& opt)>;
 // Reference-free findings on a kernel output beyond the RefTensor flags (e.g. the K cache's written scales, B5).
+// A sanity finding that starts with kNotePrefix is a fact about the case's inputs: listed as a note, never as a hint.
+inline constexpr const char* kNotePrefix = "note: ";
 using SanityFn = std::function<void(const Case& c, const std::string& tensor, const Tensor& out, std::vector<std::string>& findings)>;
 
 // Consistency across the cases of one run (every file `check` reads): e.g. the same request processed by different

@@ -363,3 +363,28 @@ def test_torch_views_are_stored_as_the_numpy_arrays(cli, tmp_path):
             assert cn[n].raw[k].tobytes() == ct[n].raw[k].tobytes(), (n, k)
     rc, text, _ = check(cli, a_t, tmp_path)
     assert rc == 0, text
+
+
+# Every committed 656-byte cache golden, whatever its scale rule, equals the numpy writer (reference/mla.py with the
+# rule model of reference/numerics.py): the C++ ScaleRule and the numpy one are independent implementations.
+def test_committed_kcache_goldens_equal_the_numpy_writer():
+    root = os.path.join(os.path.dirname(__file__), "..", "..", "golden")
+    seen = set()
+    for f in sorted(os.listdir(root)):
+        if not f.startswith("mla_kcache") or not f.endswith(".h5"):
+            continue
+        for c in dsa_dump.read_dump(os.path.join(root, f)):
+            a = c.attrs
+            if c.stage != "mla.kcache_store" or a.get("layout", "mla_fp8_656") != "mla_fp8_656":
+                continue
+            inp = c.inputs
+            fmt = a["scale_fmt"]
+            got = ref.kcache_store(inp["kv_c"], inp["k_pe"], inp["slot_mapping"], inp["kv_cache_in"], fmt,
+                                   amax_eps=a.get("amax_eps", 1e-4), eps_on=a.get("eps_on", "rule"),
+                                   scale_apply=a.get("scale_apply", "div"))
+            want = np.asarray(c.expected["kv_cache"]).view(np.uint8)
+            assert got.shape == want.shape, (f, c.name)
+            diff = np.flatnonzero(got.reshape(-1) != want.reshape(-1))
+            assert diff.size == 0, (f, c.name, fmt, diff[:8])
+            seen.add(fmt)
+    assert {"pow2", "ue8m0", "amax448", "flt_min", "fp32_mul", "bf16_mul"} <= seen, seen

@@ -111,8 +111,8 @@ void sanity(const Case& c, const std::string& tensor, const Tensor&, std::vector
     }
   }
   if (nonpow2)
-    f.push_back("B25: " + std::to_string(nonpow2) + " scale(s) of selected cache tokens are not powers of two: the SM90 "
-                "kernel rounds them to bf16 (dequant bf16_scale models it), SM100 readers to E8M0");
+    f.push_back(std::string(kNotePrefix) + std::to_string(nonpow2) + " scale(s) of selected cache tokens are not powers of "
+                "two (B25): the SM90 kernel rounds them to bf16 (dequant bf16_scale models it), SM100 readers to E8M0");
 }
 
 }  // namespace

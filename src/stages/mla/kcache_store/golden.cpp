@@ -88,7 +88,17 @@ std::vector<GoldenSpec> goldens() {
        .doc = "DeepSeek demo act_quant ue8m0 scales (eps before the multiply by fl32(1/448): zero tiles 2^-22)"},
       {.name = "mla_kcache_amax448_zero_tiles", .stage = st, .generator = g, .seed = 603, .dims = {{"T", 40}, {"P", 1}},
        .params = {{"zero_tile_frac", 0.25}}, .attrs = {{"scale_fmt", S("amax448")}, {"scale_apply", S("mul_inv")}},
-       .doc = "amax/448 without eps, x*(1/s) (sglang Triton): zero tiles store scale 0 and NaN codes 0x7F"},
+       .doc = "amax/448 by IEEE division without eps, codes x*fl32(1/s): zero tiles store scale 0 and NaN codes 0x7F"},
+      {.name = "mla_kcache_fp32_mul_torch_cuda", .stage = st, .generator = g, .seed = 607, .dims = {{"T", 40}, {"P", 1}},
+       .params = {{"zero_tile_frac", 0.25}}, .attrs = {{"scale_fmt", S("fp32_mul")}, {"amax_eps", 0.0}},
+       .doc = "a torch writer on CUDA (FlashMLA tests @1408756 quantize_k_cache: amax.float() / 448.0, then x / s): torch "
+              "multiplies by fl32(1/448) (measured on H200: 0 of 1081215 amaxes differ), no floor: zero tiles scale 0 and "
+              "NaN codes 0x7F"},
+      {.name = "mla_kcache_bf16_mul_sglang", .stage = st, .generator = g, .seed = 608, .dims = {{"T", 40}, {"P", 1}},
+       .params = {{"zero_tile_frac", 0.2}}, .attrs = {{"scale_fmt", S("bf16_mul")}, {"amax_eps", 0.0}},
+       .doc = "sglang _quantize_k_cache_slow: the max of a bf16 tile is bf16 and `/ 448.0` runs in fp32 as a multiply, rounded "
+              "to bf16 (measured on H200), stored as fp32; codes x.float() / s, which may exceed 448 by up to 2^-8 and round "
+              "to 448"},
       {.name = "mla_kcache_flt_min", .stage = st, .generator = g, .seed = 604, .dims = {{"T", 40}, {"P", 1}},
        .params = {{"zero_tile_frac", 0.25}}, .attrs = {{"scale_fmt", S("flt_min")}},
        .poison = {{"kv_c", 3, -1, golden::kNaN}, {"kv_c", 5, 200, golden::kInf}},

@@ -19,6 +19,9 @@ std::vector<golden::GoldenSpec> selftest_cases() {
   return {{.name = "mla_kcache", .stage = "mla.kcache_store", .generator = "mla_kcache.shuffled_slots", .seed = 5,
            .dims = {{"T", 24}, {"P", 1}}, .params = {{"pad_frac", 0.25}}, .attrs = {{"scale_fmt", S("pow2")}},
            .doc = "shuffled slots, padded tokens, zero tiles"},
+          {.name = "mla_kcache_torch_cuda", .stage = "mla.kcache_store", .generator = "mla_kcache.shuffled_slots", .seed = 7,
+           .dims = {{"T", 24}, {"P", 1}}, .params = {{"zero_tile_frac", 0.1}},
+           .attrs = {{"scale_fmt", S("fp32_mul")}, {"amax_eps", 0.0}}, .doc = "torch on CUDA: fp32 scales fl32(amax * fl32(1/448))"},
           {.name = "mla_kcache_model1", .stage = "mla.kcache_store", .generator = "mla_kcache.shuffled_slots", .seed = 6,
            .dims = {{"T", 24}, {"P", 1}}, .params = {{"pad_frac", 0.25}, {"zero_tile_frac", 0.2}},
            .attrs = {{"layout", S("model1_fp8_584")}, {"scale_fmt", S("pow2")}}, .doc = "MODEL1 cache: shuffled slots, padded tokens"}};
@@ -70,6 +73,13 @@ std::vector<Mutant> mutants() {
          for (std::int64_t p0 = 0; p0 < o.dim(0); ++p0)
            layouts::model1_split_to_aos(o.data<std::uint8_t>() + p0 * ps * layouts::Model1KCache::kRecord, ps);
        }},
+      {"mla_kcache_torch_cpu_division", "v32 §6.3", "mla_kcache_torch_cuda", V{Verdict::FAIL},
+       "the scale computed by a true division fl32(amax / 448) (torch on the CPU, CUDA C) where the dump declares torch on "
+       "CUDA's fl32(amax * fl32(1/448)): 1 ulp apart on ~half of the amaxes",
+       buggy([](Case& c) { set_attr(c, "scale_fmt", S("fp32_div")); })},
+      {"mla_kcache_scale_bf16_rounded", "v32 §6.3", "mla_kcache_torch_cuda", V{Verdict::FAIL},
+       "the scale kept in a bf16 tensor (sglang's slow path) where the dump declares fp32 scales",
+       buggy([](Case& c) { set_attr(c, "scale_fmt", S("bf16_mul")); })},
       {"mla_kcache_model1_ue8m0_rule", "v4 §10", "mla_kcache_model1", V{Verdict::FAIL},
        "vLLM's scale rule (amax clamped before the 1/448 multiply) where the dump pins FlashMLA's pow2 rule",
        buggy([](Case& c) { set_attr(c, "scale_fmt", S("ue8m0")); })},
