@@ -418,7 +418,7 @@ def sparse_attn(t, attrs, bug=None):
     bug (seeded bugs): those of sparse_attn_keys, and "no_sink"."""
     q = t["q"]
     T, N, D = q.shape
-    scale = float(attrs.get("softmax_scale", 512 ** -0.5))
+    scale = float(attrs.get("softmax_scale", np.shape(t["q"])[-1] ** -0.5))  # absent: head_dim^-0.5 (512 in V4)
     sinks = t.get("sinks") if bug != "no_sink" else None
     out = np.zeros((T, N, D), np.float64)
     with np.errstate(all="ignore"):
@@ -452,7 +452,7 @@ def sparse_attn_fp32(t, attrs, kernel="a3", tile=64):
     f32 = np.float32
     q = t["q"].astype(f32)
     T, N, D = q.shape
-    scale = f32(attrs.get("softmax_scale", 512 ** -0.5))
+    scale = f32(attrs.get("softmax_scale", np.shape(t["q"])[-1] ** -0.5))
     sinks = t.get("sinks")
     out = np.zeros((T, N, D), f32)
     with np.errstate(all="ignore"):

@@ -14,6 +14,8 @@ namespace dsa::cmp {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
+// The systematic-error gate flags a fit this many standard errors from zero (for zero-mean errors P < 2e-5 at the smallest n, 16).
+constexpr double kSysSigmas = 6.0;
 constexpr std::size_t kWorst = 16;
 constexpr std::int64_t kGrid = 512;
 
@@ -54,6 +56,7 @@ BoundedAccumulator::BoundedAccumulator(const Tolerance& tol, const RefTensor& re
   emin_ = emin;
   s_.ulp_bits = p_;
   for (const auto& pm : ref.peers) peers_.push_back({pm, 0, 0, 0, 0});
+  sys_floor_ = ref.systematic_floor;
 }
 
 namespace {
@@ -132,6 +135,7 @@ void BoundedAccumulator::add(const Tensor& out, const RefTensor& ref, const Tens
       sxy_ += o * e;
       sxx_ += o * o;
       syy_ += e * e;
+      if (sys_floor_ > 0) g_n_ += 1, g_ee_ += e * e, g_eeee_ += e * e * e * e, g_abs_e_ += std::fabs(e);
       ++n_1e3_;
       ++n_5e3_;
       if (heat) {
@@ -163,6 +167,12 @@ void BoundedAccumulator::add(const Tensor& out, const RefTensor& ref, const Tens
     sxy_ += o * e;
     sxx_ += o * o;
     syy_ += e * e;
+    if (sys_floor_ > 0) {
+      const double d = o - e, ee = e * e;
+      g_n_ += 1, g_d_ += d, g_dd_ += d * d, g_de_ += d * e, g_ee_ += ee, g_eedd_ += ee * d * d, g_eeed_ += ee * e * d;
+      g_eeee_ += ee * ee, g_abs_e_ += std::fabs(e);
+    }
+    if (bound == 0 && err > 0) zero_bound_ulp_ = std::max(zero_bound_ulp_, err / detail::ulp_at(e, p_, emin_));
     s.max_abs = std::max(s.max_abs, err);
     const double rel = e != 0 ? err / std::fabs(e) : (err == 0 ? 0.0 : kInf);
     s.max_rel = std::max(s.max_rel, rel);
@@ -197,6 +207,7 @@ void BoundedAccumulator::add(const Tensor& out, const RefTensor& ref, const Tens
       ++s.ulp_compared;
     }
     if (err > tol.atol) s.min_rtol = std::max(s.min_rtol, M > 0 ? (err - tol.atol) / M : kInf);
+    if (err > 0 && err <= bound && em > top_pass_key_) top_pass_key_ = em, top_pass_ = loc(i, err, bound, true);
     if (err > bound) {
       ++bound_fail_;
       if (!first_fail_ && !fail_here) fail_here = loc(i, err, bound, false);
@@ -260,8 +271,37 @@ CheckResult BoundedAccumulator::finish() const {
     r.plot = std::move(pd);
   }
 
+  // The systematic-error gate: least-squares scale b (d = b e) and offset a (d = a), each with its standard error
+  // computed from the residuals; flagged when above the floor and 8 standard errors from zero.
+  std::string systematic;
+  if (sys_floor_ > 0 && g_n_ >= 16 && g_ee_ > 0) {
+    const double b = g_de_ / g_ee_;
+    const double rss_b = std::max(0.0, g_eedd_ - 2 * b * g_eeed_ + b * b * g_eeee_);
+    const double se_b = std::sqrt(rss_b) / g_ee_;
+    const double a = g_d_ / g_n_, mean_e = g_abs_e_ / g_n_;
+    const double se_a = std::sqrt(std::max(0.0, g_dd_ - g_n_ * a * a)) / g_n_;
+    std::ostringstream g;
+    if (std::fabs(b) > sys_floor_ && std::fabs(b) > kSysSigmas * se_b)
+      g << "systematic scale error: out = ref x (1 " << (b < 0 ? "- " : "+ ") << detail::fmt(std::fabs(b)) << ") fitted over "
+        << static_cast<std::int64_t>(g_n_) << " elements (standard error " << detail::fmt(se_b) << "), above the gate "
+        << detail::fmt(sys_floor_);
+    else if (mean_e > 0 && std::fabs(a) > sys_floor_ * mean_e && std::fabs(a) > kSysSigmas * se_a)
+      g << "systematic offset: out = ref " << (a < 0 ? "- " : "+ ") << detail::fmt(std::fabs(a)) << " fitted over "
+        << static_cast<std::int64_t>(g_n_) << " elements (standard error " << detail::fmt(se_a) << "), above the gate "
+        << detail::fmt(sys_floor_) << " x mean |ref| = " << detail::fmt(sys_floor_ * mean_e);
+    systematic = g.str();
+    if (systematic.empty())
+      r.notes.push_back("systematic-error gate: scale " + detail::fmt(b) + " (standard error " + detail::fmt(se_b) + "), offset " +
+                        detail::fmt(a) + " (standard error " + detail::fmt(se_a) + ") over " +
+                        std::to_string(static_cast<std::int64_t>(g_n_)) + " elements; floor " + detail::fmt(sys_floor_));
+  }
+
   std::ostringstream m;
   auto metrics = [&] {
+    if (zero_bound_ulp_ > 0 && !(s.max_err_over_m < kInf)) {
+      m << "exact required where the bound is 0, off by " << detail::fmt(zero_bound_ulp_) << " ulp; max abs " << detail::fmt(s.max_abs);
+      return;
+    }
     m << "max err/M " << detail::fmt(s.max_err_over_m) << ", max abs " << detail::fmt(s.max_abs) << ", max ulp "
       << detail::fmt(s.max_ulp) << ", calc_diff " << detail::fmt(s.calc_diff) << "; rtol "
       << detail::fmt(tol.rtol) << (tol.profile.empty() ? "" : " (" + tol.profile + ")") << ", min passing rtol "
@@ -288,9 +328,21 @@ CheckResult BoundedAccumulator::finish() const {
   } else if (bit_diff_ == 0) {
     r.verdict = Verdict::BITEXACT;
     m << "bit-exact (" << s.compared << " defined finite elements)";
+  } else if (!systematic.empty()) {
+    // Every element within its bound, but the errors share a sign: a shifted kernel (a wrong constant, a missing
+    // factor) that the per-element worst case is too wide to see.
+    r.verdict = Verdict::FAIL;
+    r.first = top_pass_;
+    r.worst = top_pass_;
+    m << systematic << "; every element is within its bound (";
+    metrics();
+    m << ")";
+    if (top_pass_) m << "; worst at " << detail::loc_str(*top_pass_);
   } else {
     r.verdict = Verdict::WITHIN_BOUND;
+    r.worst = top_pass_;
     metrics();
+    if (top_pass_) m << "; worst at " << detail::loc_str(*top_pass_);
   }
   if (r.verdict != Verdict::BITEXACT && r.verdict != Verdict::WITHIN_BOUND && r.verdict != Verdict::FAIL && s.compared)
     m << "; finite part: max err/M " << detail::fmt(s.max_err_over_m);
@@ -301,8 +353,8 @@ CheckResult BoundedAccumulator::finish() const {
     std::ostringstream pmsg;
     pmsg << pm.name << " (abs " << detail::fmt(pm.abs_tol) << ", rel " << detail::fmt(pm.rel_tol);
     if (use_cos) pmsg << ", cos_diff " << detail::fmt(pm.cos_tol);
-    pmsg << "): " << (pa.beyond == 0 && (!use_cos || cd <= pm.cos_tol) ? "pass" : "fail") << ", " << pa.beyond
-         << " element(s) beyond abs/rel";
+    pmsg << "): " << (pa.beyond == 0 && (!use_cos || cd <= pm.cos_tol) ? "within" : "over") << " its tolerance, "
+         << pa.beyond << " element(s) beyond abs/rel";
     if (use_cos) pmsg << ", cos_diff " << detail::fmt(cd);
     m << "; " << pmsg.str();
     r.notes.push_back("for information: " + pmsg.str());

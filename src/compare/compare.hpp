@@ -150,6 +150,7 @@ class BoundedAccumulator {
   void collect_plot(std::int64_t rows, std::int64_t cols);
   CheckResult finish() const;
   std::int64_t bound_failures() const { return bound_fail_; }  // finite elements outside the bound so far
+  std::int64_t mask_mismatches() const { return mask_; }        // elements breaking the -inf mask so far
 
  private:
   struct PeerAcc {
@@ -165,6 +166,12 @@ class BoundedAccumulator {
   double sxy_ = 0, sxx_ = 0, syy_ = 0, worst_key_ = -1;
   std::optional<Location> first_nf_, first_mask_, first_fail_, worst_;
   std::vector<PeerAcc> peers_;
+  // Systematic-error gate sums (RefTensor::systematic_floor), over compared finite pairs: d = out - ref, e = ref.
+  double sys_floor_ = 0, g_n_ = 0, g_d_ = 0, g_dd_ = 0, g_de_ = 0, g_ee_ = 0, g_eedd_ = 0, g_eeed_ = 0, g_eeee_ = 0, g_abs_e_ = 0;
+  // The largest err/M among passing elements (a passing result names its worst element) and, where the bound is 0,
+  // the largest error in ulps of the reference.
+  std::optional<Location> top_pass_;
+  double top_pass_key_ = -1, zero_bound_ulp_ = 0;
   std::shared_ptr<PlotData> plot_;
   std::vector<double> cell_max_;                 // per grid cell, -1 = none
   std::vector<std::pair<double, Location>> top_;  // largest err/M, a min-heap of kWorst

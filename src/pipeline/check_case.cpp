@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <limits>
 #include <sstream>
 
 #include "compare/detail.hpp"
@@ -105,6 +107,61 @@ class HypothesisSampler {
   std::vector<One> hs_;
 };
 
+// A -inf mask that differs from the reference's by one column at an end in every row where they differ (a causal
+// or [ks, ke) window off by one). The output is viewed as [rows, last dim] and fed whole or in row tiles (tiles hold
+// whole rows); only tiles where the mask differs are scanned. hint() is "" unless that is the pattern.
+class MaskShift {
+ public:
+  void add(const Tensor& out, const RefTensor& ref) {
+    const Tensor& e = ref.value;
+    if (broken_ || e.shape().empty() || out.numel() != e.numel()) return;
+    const std::int64_t cols = e.shape().back();
+    if (cols <= 0) return;
+    const std::int64_t rows = e.numel() / cols, row0 = ref.flat_offset / cols;
+    for (std::int64_t r = 0; r < rows && !broken_; ++r) {
+      std::int64_t a0, b0, a1, b1;
+      if (!interval(e, r, cols, a0, b0) || !interval(out, r, cols, a1, b1)) broken_ = true;
+      if (broken_ || (a0 == a1 && b0 == b1)) continue;
+      if (a0 < 0 || a1 < 0 || std::llabs(a1 - a0) > 1 || std::llabs(b1 - b0) > 1) {
+        broken_ = true;
+        continue;
+      }
+      if (differing_++ == 0) first_row_ = row0 + r;
+      merge(lo_, a1 - a0);
+      merge(hi_, b1 - b0);
+    }
+  }
+  std::string hint() const {
+    if (broken_ || !differing_ || lo_ == 99 || hi_ == 99) return "";
+    std::string what;
+    if (hi_) what = std::string("the window's end (ke / the causal limit) ") + (hi_ > 0 ? "one column late" : "one column early");
+    if (lo_) what += (what.empty() ? "" : " and ") + std::string("the window's start (ks) ") + (lo_ > 0 ? "one column late" : "one column early");
+    return "mask off by one: " + what + " in each of the " + std::to_string(differing_) + " row(s) whose mask differs (first: row " +
+           std::to_string(first_row_) + ")";
+  }
+
+ private:
+  // The finite (not -inf) columns of row r as one interval [a, b); false when they are not one interval.
+  static bool interval(const Tensor& t, std::int64_t r, std::int64_t cols, std::int64_t& a, std::int64_t& b) {
+    a = -1, b = -1;
+    for (std::int64_t j = 0; j < cols; ++j)
+      if (t.value(r * cols + j) != -std::numeric_limits<double>::infinity()) {
+        if (a < 0) a = j;
+        if (b >= 0 && b != j) return false;
+        b = j + 1;
+      }
+    return true;
+  }
+  static void merge(int& s, std::int64_t d) {
+    if (d == 0) return;
+    if (s == 0) s = static_cast<int>(d);
+    else if (s != d) s = 99;
+  }
+  bool broken_ = false;
+  int lo_ = 0, hi_ = 0;  // the one shift seen at each end (0 = none yet; 99 = inconsistent)
+  std::int64_t differing_ = 0, first_row_ = -1;
+};
+
 // The bounded judgement of one output, fed whole or in row tiles: the bound, and the bit-exact emulation the case's
 // kernel asks for (policy in check_case.hpp).
 class BoundedJudge {
@@ -126,8 +183,9 @@ class BoundedJudge {
     }
   }
   void add(const Tensor& out, const RefTensor& ref) {
-    const std::int64_t fails_before = main_.bound_failures();
+    const std::int64_t fails_before = main_.bound_failures(), masks_before = main_.mask_mismatches();
     main_.add(out, ref);
+    if (main_.mask_mismatches() > masks_before) mask_.add(out, ref);  // only tiles whose mask differs
     if (emu_acc_) {
       const Tensor& em = ref.emulations.at(emu_);
       emu_acc_->add(out, ref, &em);
@@ -142,6 +200,11 @@ class BoundedJudge {
   }
   CheckResult finish() const {
     CheckResult r = main_.finish();
+    if (r.verdict == Verdict::MASK_MISMATCH)
+      if (const std::string h = mask_.hint(); !h.empty()) {
+        r.message += "; hint: " + h;
+        r.notes.push_back(h);
+      }
     if (!emu_.empty() && !has_emu_) {
       r.notes.push_back("emulation " + emu_ + " requested by attr kernel but not provided by the reference; judged by bound");
     } else if (emu_acc_) {
@@ -178,10 +241,43 @@ class BoundedJudge {
   cmp::BoundedAccumulator main_;
   std::optional<cmp::BoundedAccumulator> emu_acc_;
   HypothesisSampler hyp_;
+  MaskShift mask_;
   std::string emu_;
   bool has_emu_ = false;
   std::int64_t diff_ = 0;
 };
+
+// The non-finite input elements of a case (float tensors of inputs/, in name order): "kv_scale[10] = inf" for the
+// first one, with the total; "" when every input is finite. A NONFINITE verdict names them: the kernel's NaN may
+// come from an input the reference treats differently.
+std::string nonfinite_inputs(const Case& c) {
+  std::string first;
+  std::int64_t total = 0, tensors = 0;
+  for (const auto& [name, t] : c.inputs) {
+    if (!dtype_is_float(t.dtype()) || !t.defined()) continue;
+    std::int64_t here = 0;
+    for (std::int64_t i = 0; i < t.numel(); ++i) {
+      const double v = t.value(i);
+      if (std::isfinite(v)) continue;
+      if (first.empty()) {
+        std::string idx;
+        std::int64_t rest = i;
+        for (std::size_t d = t.shape().size(); d-- > 0;) {
+          const std::int64_t n = t.shape()[d];
+          idx = std::to_string(n ? rest % n : 0) + (idx.empty() ? "" : ",") + idx;
+          rest = n ? rest / n : 0;
+        }
+        first = name + "[" + idx + "] = " + detail::exact(v);
+      }
+      ++here;
+    }
+    total += here;
+    tensors += here > 0;
+  }
+  if (first.empty()) return "";
+  return "non-finite input " + first + (total > 1 ? " (" + std::to_string(total) + " non-finite input element(s) in " +
+                                                        std::to_string(tensors) + " tensor(s))" : std::string());
+}
 
 // Fills in the result's identity and adds the hints and sanity findings.
 void finish_result(CheckResult& r, const BoundCase& b, const std::string& group, const RefTensor& ref,
@@ -193,6 +289,13 @@ void finish_result(CheckResult& r, const BoundCase& b, const std::string& group,
   r.file = c.file;
   r.case_name = c.name;
   r.stage = c.stage;
+  if (r.verdict == Verdict::NONFINITE && b.c) {
+    const std::string nf = nonfinite_inputs(c);
+    if (!nf.empty()) {
+      r.message += "; " + nf;
+      r.notes.push_back(nf);
+    }
+  }
   if (r.verdict == Verdict::FAIL && ref.kind == CompareKind::bounded)
     for (const auto& f : hints) {
       r.message += "; hint: " + f;
@@ -242,6 +345,7 @@ CheckResult compare_tensor(const BoundCase& b, const std::string& group, const T
       j.add(out, ref);
       r = j.finish();
       if (r.verdict == Verdict::FAIL) hints = j.hints();
+
     }
   } catch (const std::exception& e) {
     r.verdict = Verdict::ERROR;

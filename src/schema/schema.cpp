@@ -175,6 +175,30 @@ std::string choice_value(const AttrValue& v) {
 
 }  // namespace
 
+const std::vector<ProvenanceAttr>& provenance_attrs() {
+  static const std::vector<ProvenanceAttr> v = {
+      {"layer", "model layer of the call (layer checks, across-call consistency keys)"},
+      {"step", "decode step / call index within a layer (layer dumps, across-call consistency)"},
+      {"request_ids", "one request id per row: rows repeated across calls are compared (logits, top-k)"},
+      {"topk_source_layer", "the layer whose top-k this layer reuses (V4 shared indexer; attn.v4_sparse reads it too)"},
+      {"dsl_expand_factor", "CuTe-DSL paged logits: work split of the target-verify expansion (provenance only)"},
+      {"dsl_atom", "CuTe-DSL paged logits: work split (provenance only)"},
+      {"golden_generator", "golden: the generator that built the inputs"},
+      {"golden_seed", "golden: the generator's seed"},
+      {"demo_bug", "demo files: the planted bug"},
+      {"mutant_bug", "selftest files: the mutant's bug"},
+      {"expected_by", "who computed expected/ (dsa-check expect)"},
+  };
+  return v;
+}
+
+bool is_provenance_attr(const std::string& name) {
+  if (name.rfind(kUserAttrPrefix, 0) == 0 && name.size() > std::char_traits<char>::length(kUserAttrPrefix)) return true;
+  for (const auto& p : provenance_attrs())
+    if (name == p.name) return true;
+  return false;
+}
+
 std::vector<Problem> validate_schema(const Case& c, const Schema& sc, bool check_outputs) {
   std::vector<Problem> problems;
   const Schema* st = &sc;
@@ -199,11 +223,11 @@ std::vector<Problem> validate_schema(const Case& c, const Schema& sc, bool check
       }
     }
   }
-  // An attr the stage does not declare is metadata (step, note, provenance, golden_seed, ...) unless it is a near miss
-  // of a declared one: `scale_fmtt` would otherwise silently leave scale_fmt at its default.
+  // An attr the stage does not declare is an error unless it is provenance or user metadata (meta.*): `scale_format`
+  // would otherwise silently leave scale_fmt at its default and the check would blame the kernel.
   for (const auto& [name, v] : c.attrs) {
     (void)v;
-    if (st->attr(name)) continue;
+    if (st->attr(name) || is_provenance_attr(name)) continue;
     const AttrSpec* best = nullptr;
     std::size_t best_d = 99;
     for (const auto& a : st->attrs)
@@ -211,9 +235,16 @@ std::vector<Problem> validate_schema(const Case& c, const Schema& sc, bool check
         best_d = d;
         best = &a;
       }
-    if (best && best_d <= 2 && best_d * 3 <= best->name.size())
-      problems.push_back({c.file, c.name, "attr " + name, "an attr of stage " + c.stage + " (did you mean " + best->name + "?)",
-                          "an unknown attr"});
+    std::string names;
+    for (const auto& a : st->attrs) names += (names.empty() ? "" : ", ") + a.name;
+    // A near miss (a few edits, or one name inside the other: scale_format / scale_fmt) is named first.
+    const bool near = best && (best_d * 3 <= std::max(best->name.size(), name.size()) ||
+                               name.find(best->name) != std::string::npos || best->name.find(name) != std::string::npos);
+    std::string exp = "an attr of stage " + c.stage + (near ? " (did you mean " + best->name + "?)" : std::string()) + ": " +
+                      (names.empty() ? std::string("it has none") : names) +
+                      "; or provenance (layer, step, request_ids, ...: docs/dump-format.md); or user metadata under " +
+                      kUserAttrPrefix + "*";
+    problems.push_back({c.file, c.name, "attr " + name, exp, "an attr the stage does not read"});
   }
   // Tensors. Integer attrs bind symbols of the same name first.
   Binder b{c, problems, {}, {}};

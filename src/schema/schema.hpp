@@ -60,6 +60,18 @@ struct Schema {
   const AttrSpec* attr(const std::string& name) const;
 };
 
+// Attrs that are not stage options but are read by dsa-check itself (provenance: layers, steps, the rows' requests,
+// golden and selftest bookkeeping) or by people: accepted on every stage. Everything else a stage does not declare
+// is an error (a misspelt option would otherwise be ignored and the kernel blamed). User metadata goes under the
+// namespace kUserAttrPrefix ("meta.": e.g. meta.engine, meta.commit), never read.
+struct ProvenanceAttr {
+  const char* name;
+  const char* doc;
+};
+const std::vector<ProvenanceAttr>& provenance_attrs();
+inline constexpr const char* kUserAttrPrefix = "meta.";
+bool is_provenance_attr(const std::string& name);
+
 // Generic validation of a case against a schema: attr types and choices, missing / unknown tensors, dtypes, ranks,
 // dims. `check_outputs` also validates outputs/ and expected/ (each output optional there). Returns every problem.
 std::vector<Problem> validate_schema(const Case& c, const Schema& s, bool check_outputs);

@@ -4,6 +4,7 @@
 
 #include "io/h5io.hpp"
 #include "layouts/layouts.hpp"
+#include "schema/schema.hpp"
 #include "stage/stage.hpp"
 
 namespace dsa {
@@ -54,6 +55,10 @@ nlohmann::json stages_json() {
   nlohmann::json ly = nlohmann::json::array();
   for (const auto& l : layouts::all()) ly.push_back({{"name", l.name}, {"kind", l.kind}, {"doc", l.doc}});
   out["layouts"] = ly;
+  nlohmann::json pa = nlohmann::json::array();
+  for (const auto& p : provenance_attrs()) pa.push_back({{"name", p.name}, {"doc", p.doc}});
+  out["provenance_attrs"] = pa;
+  out["user_attr_prefix"] = kUserAttrPrefix;
   nlohmann::json st = nlohmann::json::array();
   for (const Stage& s : stages()) {
     nlohmann::json j;

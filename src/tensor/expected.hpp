@@ -60,6 +60,10 @@ struct RefTensor {
   Tensor defined;            // u8 same numel: 1 = this element is defined and compared (empty => all)
   bool mask_must_match = false;  // bounded: -inf pattern must match exactly (clean_logits)
   std::vector<PeerMetric> peers; // bounded: peer metrics reported beside the verdict (never decide it)
+  // bounded: the systematic-error gate (docs/checking.md "Systematic error"): 0 = off; else the smallest relative
+  // systematic error it may flag, as a scale (out = ref * (1 + b)) or an offset (out = ref + a, |a| relative to mean
+  // |ref|), and only when the fit is 8 standard errors away from zero.
+  double systematic_floor = 0;
   TopkRef topk;              // topk_set only
   // Bit-exact emulations of particular kernels (profile name -> value with the dtype/shape of `value`).
   std::map<std::string, Tensor> emulations;

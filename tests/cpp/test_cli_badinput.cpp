@@ -324,7 +324,7 @@ TEST_CASE("badinput.unknown tensor - bad attr type - attr value not in choices")
   c = quant_case("c0");
   c.attrs["scale_fmt"] = std::string("ue9m0");
   io::write_file(p, {c});
-  expect_problem(run_cli(d, "inspect " + q(p)), {p, "case 'c0'", "attr scale_fmt", "expected one of ue8m0|fp32_div|fp32_mul", "found 'ue9m0'"});
+  expect_problem(run_cli(d, "inspect " + q(p)), {p, "case 'c0'", "attr scale_fmt", "expected one of ue8m0|pow2|fp32_div|fp32_mul|bf16_div|bf16_mul|amax448|amax448_eps|flt_min", "found 'ue9m0'"});
   c = quant_case("c0");
   c.attrs["clamp"] = std::int64_t{2};
   io::write_file(p, {c});
@@ -407,7 +407,7 @@ TEST_CASE("badinput.cut copies the selected cases exactly") {
   BadTmpDir d;
   const std::string p = d / "in.h5";
   Case g1 = quant_case("good_1");
-  g1.attrs["note"] = std::string("keep me");
+  g1.attrs["meta.note"] = std::string("keep me");
   Case bad = quant_case("bad_one");
   bad.attrs["scale_fmt"] = std::string("nope");  // invalid but not selected: does not block the cut
   io::write_file(p, {g1, quant_case("good_2"), quant_case("other"), bad});

@@ -11,6 +11,7 @@
 #include "numerics/formats.hpp"
 #include "numerics/rng.hpp"
 #include "ref_test_util.hpp"
+#include "engines/sparse_attn/softmax_scale.hpp"
 #include "engines/sparse_attn/sparse_attn.hpp"
 #include "stages/attn/sparse_mla_decode/stage.hpp"
 #include "stages/mla/kcache_store/stage.hpp"
@@ -157,10 +158,34 @@ TEST_CASE("attn stages: structural input errors are problems naming the tensor")
     tl.data<std::int32_t>()[1] = 5;
     c.inputs["topk_length"] = tl;
     c.attrs["lse_base"] = std::string("2");
+    c.attrs["softmax_scale"] = 0.1352337788608801;
     apply_attr_defaults(c);
     const auto p = validate_case(c);
     REQUIRE(p.size() == 2);
     CHECK(p[0].str().find("attn_sink") != std::string::npos);
     CHECK(p[1].str().find("topk_length") != std::string::npos);
   }
+}
+
+TEST_CASE("attn: flash_mla_sparse_fwd's scale has no default - an absent one is a problem naming the attr") {
+  Case c;
+  c.file = "f.h5", c.name = "c", c.stage = "attn.sparse_mla_prefill";
+  c.inputs["q"] = Tensor(DType::bf16, {2, 2, 576});
+  c.inputs["kv"] = Tensor(DType::bf16, {8, 1, 576});
+  c.inputs["indices"] = Tensor(DType::i32, {2, 1, 4});
+  apply_attr_defaults(c);
+  const auto p = validate_case(c);
+  REQUIRE(p.size() == 1);
+  CHECK(p[0].str().find("attr softmax_scale: expected a number: flash_mla_sparse_fwd takes sm_scale without a default") !=
+        std::string::npos);
+}
+
+TEST_CASE("attn: softmax_scale default d^-0.5 equals Python's d ** -0.5 for the head dims engines use") {
+  // Values printed by CPython 3.11 (`repr(d ** -0.5)`), an independent computation (libm pow).
+  CHECK(dsa::sparse_attn::inv_sqrt(64) == 0.125);
+  CHECK(dsa::sparse_attn::inv_sqrt(128) == 0.08838834764831845);
+  CHECK(dsa::sparse_attn::inv_sqrt(192) == 0.07216878364870322);
+  CHECK(dsa::sparse_attn::inv_sqrt(256) == 0.0625);
+  CHECK(dsa::sparse_attn::inv_sqrt(512) == 0.04419417382415922);
+  CHECK(dsa::sparse_attn::inv_sqrt(576) == 0.041666666666666664);
 }

@@ -265,8 +265,14 @@ def main():
         ragged(f, kernel="deepgemm_sm90")
     expect("kernel_misspelt.h5", 2, "attr kernel: expected a profile serving indexer.logits_ragged (deepgemm-sm90), found 'deepgemm_sm90' (unknown profile)")
     with new("attr_typo.h5") as f:
-        quant(f, scale_fmtt="fp32_div", note="metadata attrs are fine")
+        quant(f, scale_fmtt="fp32_div", **{"meta.note": "user metadata is fine"})
     expect("attr_typo.h5", 2, "attr scale_fmtt: expected an attr of stage indexer.quant (did you mean scale_fmt?)")
+    with new("attr_longer_name.h5") as f:  # not a near miss by edit distance: one name inside the other
+        quant(f, scale_format="fp32_div")
+    expect("attr_longer_name.h5", 2, "attr scale_format: expected an attr of stage indexer.quant (did you mean scale_fmt?)")
+    with new("attr_unread.h5") as f:  # far from every attr: still an error, listing the stage's attrs
+        quant(f, engine="vllm")
+    expect("attr_unread.h5", 2, "attr engine: expected an attr of stage indexer.quant: block_size, scale_fmt")
     with new("summary_counts_problems.h5") as f:
         quant(f, "bad", scale_fmt="ue9m0")
     expect("summary_counts_problems.h5", 2, "1 input problem(s) reported on stderr: the cases they name were not checked")

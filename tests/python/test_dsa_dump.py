@@ -309,7 +309,7 @@ def test_dsa_dump_capture_samples_every_nth_call_with_layer_filter(cli, tmp_path
     assert files == ["indexer_quant_L3_00000.h5", "indexer_quant_L3_00001.h5", "indexer_quant_L3_00002.h5"]
     for n, f in zip((1, 3, 5), files):
         c = dsa_dump.read_dump(str(out / f))[0]
-        assert c.inputs["x"].tobytes() == xs[n].tobytes() and c.attrs["layer_id"] == 3
+        assert c.inputs["x"].tobytes() == xs[n].tobytes() and c.attrs["layer"] == 3
     assert run(cli, "inspect", out / files[0]).returncode == 0
 
 

@@ -129,8 +129,8 @@ def test_cpp_writer_output_reads_in_h5py(run_cli, tmp_path):
             write_quant_case(g, x, y, scale)
             g.attrs["scale_fmt"] = "fp32_mul"
             g.attrs["amax_eps"] = 1e-10
-            g.attrs["note"] = "captured on H200"
-            g.attrs["sizes"] = np.array([1, 2, 3], dtype=np.int64)
+            g.attrs["meta.note"] = "captured on H200"
+            g.attrs["meta.sizes"] = np.array([1, 2, 3], dtype=np.int64)
     out = tmp_path / "cut.h5"
     p = run_cli("cut", src, "--case", "k*", "--out", out)
     assert p.returncode == 0, p.stderr
@@ -138,9 +138,9 @@ def test_cpp_writer_output_reads_in_h5py(run_cli, tmp_path):
         assert list(f.keys()) == ["keep"]
         g = f["keep"]
         assert g.attrs["schema_version"] == 1 and g.attrs["stage"] == "indexer.quant"
-        assert g.attrs["scale_fmt"] == "fp32_mul" and g.attrs["note"] == "captured on H200"
+        assert g.attrs["scale_fmt"] == "fp32_mul" and g.attrs["meta.note"] == "captured on H200"
         assert g.attrs["amax_eps"] == 1e-10
-        assert list(g.attrs["sizes"]) == [1, 2, 3]
+        assert list(g.attrs["meta.sizes"]) == [1, 2, 3]
         assert "block_size" not in g.attrs  # cut copies attrs, it does not add defaults
         for name, want, dt in (("inputs/x", x.view(np.uint16), "bf16"), ("outputs/y", y.view(np.uint8), "fp8_e4m3fn"),
                                ("outputs/scale", scale, "float32")):

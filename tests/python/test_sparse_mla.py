@@ -117,7 +117,7 @@ def test_sparse_mla_prefill_reference_passes_base_e_sinks_topk_length_lonely_dup
     assert c["plain_2d_views"].inputs["kv"].shape == kv.shape
     assert c["plain_2d_views"].inputs["indices"].shape == idx.shape
     assert c["d_qk_512"].dtypes["inputs/indices"] == "int64"  # the schema takes int64 indices as they are
-    assert c["sinks_topk_length"].attrs["sm_scale"] == MLA_SCALE
+    assert c["sinks_topk_length"].attrs["softmax_scale"] == MLA_SCALE
     rc, text, res = check(cli, path, tmp_path)
     assert rc == 0, text
     assert {(r["case"], r["tensor"]) for r in res if r["pass"]} >= {
@@ -317,7 +317,7 @@ def test_capture_wrapper_records_flash_mla_calls(cli, tmp_path):
     assert files == ["attn_sparse_mla_decode_L5_00000.h5", "attn_sparse_mla_prefill_L5_00000.h5"]
     for f in files:
         c = dsa_dump.read_dump(str(d / f))[0]
-        assert c.attrs["layer_id"] == 5
+        assert c.attrs["layer"] == 5
         if c.stage == "attn.sparse_mla_prefill":
             assert c.outputs["lse"].tobytes() == ls.tobytes() and c.outputs["max_logits"].tobytes() == m.tobytes()
             assert c.inputs["topk_length"].tolist() == [100] * 8

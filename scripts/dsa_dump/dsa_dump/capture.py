@@ -503,7 +503,7 @@ def capture_flash_mla_sparse_fwd(q: Any, kv: Any, indices: Any, sm_scale: float,
             "max_logits": _reshape(_np(max_logits), (s_q, h_q)) if (max_logits is not None and s_q > 0)
             else _np(max_logits),
             "lse": _reshape(_np(lse), (s_q, h_q)) if (lse is not None and s_q > 0) else _np(lse)}
-    a = dict(sm_scale=float(sm_scale), lse_base=lse_base, lse_includes_sink=lse_includes_sink)
+    a = dict(softmax_scale=float(sm_scale), lse_base=lse_base, lse_includes_sink=lse_includes_sink)
     a.update(attrs or {})
     return _emit(_case("attn.sparse_mla_prefill", name, ins, outs, a), out)
 
@@ -1048,8 +1048,8 @@ class Capture:
             helper_kwargs = self.map_args(*a, result=result, **kw)
             helper_kwargs.setdefault("name", f"{self.prefix}_{n}")
             attrs = dict(helper_kwargs.pop("attrs", None) or {})
-            if lid is not None:
-                attrs.setdefault("layer_id", lid)
+            if lid is not None and layer is None:  # (a LayerCapture writes its own layer attr)
+                attrs.setdefault("layer", lid)  # the provenance attr dsa-check reads (layer checks, consistency keys)
             if layer is not None:  # inside a LayerCapture: the case joins the layer's file
                 layer.add(STAGE_HELPERS[self.stage](out=None, attrs=attrs, **helper_kwargs))
             else:

@@ -251,6 +251,16 @@ class _Binder:
 TensorInfo = Dict[str, Tuple[str, Tuple[int, ...]]]  # name -> (logical dtype, shape)
 
 
+def _edit_distance(a: str, b: str) -> int:
+    prev = list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        cur = [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1]))
+        prev = cur
+    return prev[len(b)]
+
+
 def validate(schema: Dict[str, Any], file: str, case: str, stage_name: str, attrs: Dict[str, Any],
              inputs: TensorInfo, outputs: Optional[TensorInfo] = None,
              expected: Optional[TensorInfo] = None) -> List[Problem]:
@@ -275,6 +285,19 @@ def validate(schema: Dict[str, Any], file: str, case: str, stage_name: str, attr
             cv = _choice_value(v)
             if cv not in a["choices"]:
                 problems.append(Problem(file, case, f"attr {a['name']}", "one of " + "|".join(a["choices"]), f"'{cv}'"))
+    # An attr the stage does not read is an error unless it is provenance or user metadata (src/schema/schema.cpp).
+    declared = [a["name"] for a in st["attrs"]]
+    prov = {p["name"] for p in schema.get("provenance_attrs", [])}
+    prefix = schema.get("user_attr_prefix", "meta.")
+    for k in sorted(attrs):
+        if k in declared or k in prov or (k.startswith(prefix) and len(k) > len(prefix)):
+            continue
+        best = min(declared, key=lambda n: _edit_distance(k, n)) if declared else None
+        near = best is not None and (_edit_distance(k, best) * 3 <= max(len(best), len(k)) or best in k or k in best)
+        exp = (f"an attr of stage {stage_name}" + (f" (did you mean {best}?)" if near else "") + ": " +
+               (", ".join(declared) if declared else "it has none") +
+               f"; or provenance (layer, step, request_ids, ...: docs/dump-format.md); or user metadata under {prefix}*")
+        problems.append(Problem(file, case, f"attr {k}", exp, "an attr the stage does not read"))
     b = _Binder(file, case, problems)
     for k in sorted(attrs):  # std::map order
         v = attrs[k]

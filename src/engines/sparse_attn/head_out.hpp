@@ -36,4 +36,14 @@ RefTensor bounded_ref(std::string name, Tensor value, Tensor bound, Tensor defin
 // FlashMLA's own test metric (tests/lib.py check_is_allclose), reported beside the verdict.
 PeerMetric flashmla_metric(double abs_tol, double rel_tol, double cos_tol);
 
+// The systematic-error gate of the sparse MLA outputs (RefTensor::systematic_floor; docs/checking.md "Systematic
+// error"). A correct kernel's error has a zero-mean part (every RNE rounding: P and out to bf16, the fp32 sums) and a
+// biased part bounded by its approximate functions: ex2.approx / lg2.approx (relative error <= 2^-22 each, entering
+// numerator and denominator alike, so <= 2^-21 in out = O / L and <= 2^-21 absolute in lse) and one-sided fp32
+// reductions (<= n * 2^-24 relative for n keys: 2^-11 at the largest topk, 2^13 keys). The floors sit above both:
+//   out  2^-10 relative (a scale error out = ref * (1 + b)); 2% and 0.5% shifts pass the per-element bound today
+//   lse  2^-14 relative to mean |lse| (an offset error lse = ref + a, e.g. a wrong constant in the log-sum-exp)
+// and a fit must also stand 6 standard errors (from its own residuals) away from zero.
+inline constexpr double kSystematicOut = 0x1p-10, kSystematicLse = 0x1p-14;
+
 }  // namespace dsa::attn

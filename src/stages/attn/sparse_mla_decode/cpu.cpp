@@ -58,6 +58,7 @@ Expected run(const Case& c, const Params& p, const RefOptions& opt, Backend back
   });
   Expected ex;
   RefTensor o = bounded_ref("out", out, out_m);
+  o.systematic_floor = kSystematicOut;
   o.peers = {flashmla_metric(8e-4, 2.01 / 128, 5e-6)};
   o.describe = [S, H, dv](std::int64_t f) {
     const std::int64_t row = f / (H * dv);
@@ -65,6 +66,7 @@ Expected run(const Case& c, const Params& p, const RefOptions& opt, Backend back
            " dim " + std::to_string(f % dv);
   };
   RefTensor l = bounded_ref("lse", lse, lse_m, lse_def);
+  l.systematic_floor = kSystematicLse;
   l.peers = {flashmla_metric(1e-6, 8.01 / 65536, -1.0)};
   l.describe = [S, H](std::int64_t f) {
     return "batch " + std::to_string(f / (H * S)) + " head " + std::to_string(f / S % H) + " q token " + std::to_string(f % S);

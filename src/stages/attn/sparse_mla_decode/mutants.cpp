@@ -36,6 +36,17 @@ std::vector<golden::GoldenSpec> selftest_cases() {
   };
 }
 
+namespace {
+// Every finite bf16 element times f, rounded to bf16.
+void scale_bf16(Tensor& t, double f) {
+  auto* b = t.data<std::uint16_t>();
+  for (std::int64_t i = 0; i < t.numel(); ++i) {
+    const double v = num::bf16_to_f64(b[i]);
+    if (std::isfinite(v)) b[i] = num::f64_to_bf16(v * f);
+  }
+}
+}  // namespace
+
 std::vector<Mutant> mutants() {
   return {
       {"mla_decode_minus1_as_token0", "B34", "mla_decode", V{Verdict::FAIL, Verdict::NONFINITE},
@@ -73,6 +84,22 @@ std::vector<Mutant> mutants() {
        buggy([](Case& c) { set_attr(c, "dequant", S("f32_scale")); })},
       {"mla_decode_sink_ignored", "B35", "mla_decode_nonpow2", V{Verdict::FAIL}, "attn_sink accepted but not applied",
        buggy([](Case& c) { c.inputs.erase("attn_sink"); })},
+      // Shifts every element's bound still covers (the per-element worst case is wide where softmax weights cancel):
+      // the systematic-error gate must catch them.
+      {"mla_decode_out_scaled_1pct", "v32 §7 systematic", "mla_decode", V{Verdict::FAIL},
+       "out 1 % too large (a constant factor off): within every element's bound, caught by the systematic gate",
+       [](Case& c, const Expected&, std::uint64_t) { scale_bf16(output(c, "out"), 1.01); }},
+      {"mla_decode_out_scaled_half_pct", "v32 §7 systematic", "mla_decode", V{Verdict::FAIL},
+       "out 0.5 % too small", [](Case& c, const Expected&, std::uint64_t) { scale_bf16(output(c, "out"), 0.995); }},
+      {"mla_decode_lse_offset", "v32 §7 systematic", "mla_decode", V{Verdict::FAIL},
+       "lse 0.005 too large (a constant added to the log-sum-exp) on an otherwise exact lse (real lse errors are ~1e-6; "
+       "the selftest's plausible noise on 64 values would hide a 0.005 offset)",
+       [](Case& c, const Expected& E, std::uint64_t) {
+         Tensor& l = output(c, "lse");
+         const Tensor& ref = E.find("lse")->value;
+         for (std::int64_t i = 0; i < l.numel(); ++i)
+           if (std::isfinite(ref.data<float>()[i])) l.data<float>()[i] = static_cast<float>(ref.data<float>()[i] + 0.005);
+       }},
       {"mla_decode_lse_base2", "B35", "mla_decode", V{Verdict::FAIL}, "lse returned in log2 units (x log2 e)",
        [](Case& c, const Expected&, std::uint64_t) {
          Tensor& l = output(c, "lse");

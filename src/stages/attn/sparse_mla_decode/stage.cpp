@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "engines/sparse_attn/softmax_scale.hpp"
 #include "engines/sparse_attn/structure.hpp"
 #include "stages/attn/sparse_mla_decode/stage.hpp"
 #include "stages/attn/table.hpp"
@@ -17,9 +18,6 @@ using L = layouts::MlaKCache;
 
 Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& p) {
   Params r;
-  r.softmax_scale = a.f("softmax_scale");
-  if (!std::isfinite(r.softmax_scale))
-    p.push_back({c.file, c.name, "attr softmax_scale", "a finite number", std::to_string(r.softmax_scale)});
   r.bf16_scale = a.s("dequant") == "bf16_scale";
   r.cv.base2 = false;
   r.cv.lonely_lse_pos_inf = true;
@@ -30,6 +28,9 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& p) {
   r.m1.page_size = cache.dim(1);
   const std::int64_t rec = r.model1 ? layouts::Model1KCache::kRecord : L::kRecord, dqk = r.model1 ? 512 : 576;
   const Tensor& q = c.input("q");
+  // FlashMLA's flash_mla_with_kvcache: softmax_scale None -> q.shape[-1] ** -0.5 (576^-0.5 V3.2, 512^-0.5 MODEL1).
+  r.softmax_scale = sparse_attn::softmax_scale(c, a, sparse_attn::inv_sqrt(q.dim(3)),
+                                               "FlashMLA's default is q.shape[-1]^-0.5", p);
   if (cache.dim(3) != rec)
     p.push_back({c.file, c.name, "inputs/k_cache", std::to_string(rec) + "-byte records (layout " + a.s("layout") + ")", std::to_string(cache.dim(3))});
   if (q.dim(3) != dqk)
@@ -124,17 +125,18 @@ Stage stage() {
   s.summary = "FlashMLA flash_mla_with_kvcache sparse fp8 decode over the V3.2 656-byte or V4 MODEL1 MLA cache, extra scope (out, natural lse)";
   s.spec = "v32 §6.2, §6.3, §7; v4 §9";
   s.default_tolerance = "derived-bound";
-  s.schema.attrs = {
-      num_attr("softmax_scale", 0.041666666666666664,
-               "softmax scale; FlashMLA's default is 576^-0.5 = 0.041666666666666664, V3.2 serving passes the MLA scale "
-               "0.1352337788608801"),
+  s.schema.attrs = sparse_attn::softmax_scale_attrs(
+      "softmax scale; absent: FlashMLA's default q.shape[-1]^-0.5 (576^-0.5 = 0.041666666666666664 for V3.2, 512^-0.5 = "
+      "0.04419417382415922 for MODEL1); V3.2 serving passes the MLA scale 0.1352337788608801");
+  for (auto& x : std::vector<AttrSpec>{
       str_attr("dequant", "bf16_scale", {"bf16_scale", "f32_scale"},
                "in-kernel dequant: bf16(bf16(fp8)*bf16(scale)) (FlashMLA SM90) or bf16(fl32(fp8*scale)) (the tests' "
                "dequantize_k_cache); identical for power-of-two scales"),
       bool_attr("lse_includes_sink", false, "public lse = logaddexp(lse, sink) (FlashMLA's lse is sink-exclusive: false)"),
       str_attr("layout", L::kName, {L::kName, layouts::Model1KCache::kName},
                "cache byte layout: mla_fp8_656 (V3.2, d_qk 576, values = the first 512 dims) or model1_fp8_584 (DeepSeek-V4 / "
-               "FlashMLA MODEL1, d_qk 512, values = keys)")};
+               "FlashMLA MODEL1, d_qk 512, values = keys)")})
+    s.schema.attrs.push_back(x);
   s.schema.inputs = {
       {"q", {D::bf16}, {"b,s_q,h_q,d_qk"}, false,
        "queries: V3.2 [q_nope.W_UK (512) | q_pe (64)] (d_qk 576), MODEL1 [nope 448 | rope 64] (512); s_q = 1 + MTP draft tokens"},

@@ -45,6 +45,7 @@ Expected run(const Case& c, const Params& p, const RefOptions& opt, Backend back
   });
   Expected ex;
   RefTensor o = bounded_ref("out", out, out_m);
+  o.systematic_floor = kSystematicOut;
   o.peers = {flashmla_metric(8e-4, 2.01 / 128, 7e-6)};
   o.describe = [H, dv](std::int64_t f) {
     return "q row " + std::to_string(f / (H * dv)) + " head " + std::to_string(f / dv % H) + " dim " + std::to_string(f % dv);
@@ -54,6 +55,7 @@ Expected run(const Case& c, const Params& p, const RefOptions& opt, Backend back
   m.peers = {flashmla_metric(1e-6, 2.01 / 65536, -1.0)};
   m.describe = row_head;
   RefTensor l = bounded_ref("lse", lse, lse_m, lse_def);
+  l.systematic_floor = kSystematicLse;
   l.peers = {flashmla_metric(1e-6, 2.01 / 65536, -1.0)};
   l.describe = row_head;
   ex.tensors = {std::move(o), std::move(m), std::move(l)};

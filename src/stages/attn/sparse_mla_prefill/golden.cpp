@@ -75,6 +75,9 @@ std::vector<Generator> generators() {
            gen_prefill}};
 }
 
+// The V3.2 MLA scale serving passes to flash_mla_sparse_fwd: 192^-0.5 * mscale^2 (the attr has no default).
+constexpr double kMlaScale = 0.1352337788608801;
+
 std::vector<GoldenSpec> goldens() {
   const char* st = "attn.sparse_mla_prefill";
   const char* g = "sparse_prefill.random";
@@ -82,27 +85,29 @@ std::vector<GoldenSpec> goldens() {
       {.name = "mla_prefill_v32", .stage = st, .generator = g, .seed = 701,
        .dims = {{"S", 4}, {"H", 16}, {"N", 192}, {"K", 128}},
        .params = {{"invalid_frac", 0.1}, {"dup_frac", 0.02}, {"lonely_every", 4}, {"leading_invalid", 1}, {"poison_unused", 1}},
+       .attrs = {{"softmax_scale", kMlaScale}},
        .doc = "V3.2 prefill (d_qk 576, MLA scale, natural lse): leading -1 chunks (B32), duplicates, a lonely row (lse +inf), "
               "NaN in every unselected kv row and row 0 (B34)"},
       {.name = "mla_prefill_2025_base2", .stage = st, .generator = g, .seed = 702,
        .dims = {{"S", 4}, {"H", 16}, {"N", 160}, {"K", 128}},
        .params = {{"invalid_frac", 0.05}, {"oob_frac", 0.1}, {"lonely_every", 4}},
-       .attrs = {{"lse_base", S("2")}},
+       .attrs = {{"lse_base", S("2")}, {"softmax_scale", kMlaScale}},
        .doc = "the 2025 release: log2 max_logits/lse, lonely rows lse -inf; indices >= s_kv are invalid and must be masked"},
       {.name = "mla_prefill_sinks_topk_length", .stage = st, .generator = g, .seed = 703,
        .dims = {{"S", 5}, {"H", 16}, {"N", 192}, {"K", 128}, {"D", 512}},
        .params = {{"invalid_frac", 0.1}, {"sink", 2.0}, {"topk_length", 1}, {"poison_unused", 1}},
+       .attrs = {{"softmax_scale", kMlaScale}},
        .doc = "FlashMLA @HEAD: d_qk 512, attn_sink (heads at +-95, B35), topk_length 0 and = topk, NaN behind lanes >= "
               "topk_length (B34)"},
       {.name = "mla_prefill_ties_nonfinite", .stage = st, .generator = g, .seed = 704,
        .dims = {{"S", 3}, {"H", 16}, {"N", 128}, {"K", 128}},
-       .params = {{"invalid_frac", 0.2}, {"tie", 1}, {"q_sigma", 4.0}}, .attrs = {{"sm_scale", 0.0883883476483184}},
+       .params = {{"invalid_frac", 0.2}, {"tie", 1}, {"q_sigma", 4.0}}, .attrs = {{"softmax_scale", 0.0883883476483184}},
        .poison = {{"q", 1, 5, kNaN}},
-       .doc = "exact score ties (duplicate key contents), peaked softmax (q x4), non-pow2 sm_scale 128^-0.5; a NaN in q row 1 "
+       .doc = "exact score ties (duplicate key contents), peaked softmax (q x4), non-pow2 softmax_scale 128^-0.5; a NaN in q row 1 "
               "head 0: that head's out and lse are NaN"},
       {.name = "mla_prefill_v32_full", .stage = st, .generator = g, .seed = 705,
        .dims = {{"S", 64}, {"H", 128}, {"N", 8192}, {"K", 2048}},
-       .params = {{"invalid_frac", 0.02}, {"lonely_every", 32}},
+       .params = {{"invalid_frac", 0.02}, {"lonely_every", 32}}, .attrs = {{"softmax_scale", kMlaScale}},
        .committed = false,
        .doc = "V3.2 shapes: s_q 64, h_q 128, topk 2048 over 8192 keys"},
   };

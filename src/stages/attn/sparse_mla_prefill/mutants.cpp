@@ -22,9 +22,10 @@ std::vector<golden::GoldenSpec> selftest_cases() {
   return {
       {.name = "mla_prefill", .stage = st, .generator = g, .seed = 11, .dims = {{"S", 4}, {"H", 16}, {"N", 160}, {"K", 128}},
        .params = {{"invalid_frac", 0.1}, {"oob_frac", 0.05}, {"lonely_every", 4}, {"leading_invalid", 1}},
-       .doc = "invalid -1 and >= s_kv indices, a lonely row, leading -1 chunks"},
+       .attrs = {{"softmax_scale", 0.1352337788608801}}, .doc = "invalid -1 and >= s_kv indices, a lonely row, leading -1 chunks"},
       {.name = "mla_prefill_sink", .stage = st, .generator = g, .seed = 12, .dims = {{"S", 4}, {"H", 16}, {"N", 160}, {"K", 128}},
-       .params = {{"invalid_frac", 0.1}, {"sink", 2.0}, {"topk_length", 1}}, .doc = "sinks (heads at +-95) and topk_length"},
+       .params = {{"invalid_frac", 0.1}, {"sink", 2.0}, {"topk_length", 1}},
+       .attrs = {{"softmax_scale", 0.1352337788608801}}, .doc = "sinks (heads at +-95) and topk_length"},
   };
 }
 
@@ -37,6 +38,17 @@ void edit_out(Case& c, const Expected& E, F f) {
   const std::int64_t H = ref.dim(1), dv = ref.dim(2);
   for (std::int64_t x = 0; x < ref.numel(); ++x)
     o.data<std::uint16_t>()[x] = num::f64_to_bf16(f(x / (H * dv), x / dv % H, ref.value(x)));
+}
+}  // namespace
+
+namespace {
+// Every finite bf16 element times f, rounded to bf16.
+void scale_bf16(Tensor& t, double f) {
+  auto* b = t.data<std::uint16_t>();
+  for (std::int64_t i = 0; i < t.numel(); ++i) {
+    const double v = num::bf16_to_f64(b[i]);
+    if (std::isfinite(v)) b[i] = num::f64_to_bf16(v * f);
+  }
 }
 }  // namespace
 
@@ -59,12 +71,28 @@ std::vector<Mutant> mutants() {
              if (t.int_at(i) >= N) iset(t, i, t.int_at(i) % N);
          });
        })},
+      // Shifts every element's bound still covers (the per-element worst case is wide where softmax weights cancel):
+      // the systematic-error gate must catch them.
+      {"mla_prefill_out_scaled_1pct", "v32 §7 systematic", "mla_prefill", V{Verdict::FAIL},
+       "out 1 % too large (a constant factor off): within every element's bound, caught by the systematic gate",
+       [](Case& c, const Expected&, std::uint64_t) { scale_bf16(output(c, "out"), 1.01); }},
+      {"mla_prefill_out_scaled_half_pct", "v32 §7 systematic", "mla_prefill", V{Verdict::FAIL},
+       "out 0.5 % too small", [](Case& c, const Expected&, std::uint64_t) { scale_bf16(output(c, "out"), 0.995); }},
+      {"mla_prefill_lse_offset", "v32 §7 systematic", "mla_prefill", V{Verdict::FAIL},
+       "lse 0.005 too large (a constant added to the log-sum-exp) on an otherwise exact lse (real lse errors are ~1e-6; "
+       "the selftest's plausible noise on 64 values would hide a 0.005 offset)",
+       [](Case& c, const Expected& E, std::uint64_t) {
+         Tensor& l = output(c, "lse");
+         const Tensor& ref = E.find("lse")->value;
+         for (std::int64_t i = 0; i < l.numel(); ++i)
+           if (std::isfinite(ref.data<float>()[i])) l.data<float>()[i] = static_cast<float>(ref.data<float>()[i] + 0.005);
+       }},
       {"mla_prefill_lse_base2", "B35", "mla_prefill", V{Verdict::FAIL, Verdict::NONFINITE},
        "max_logits/lse in log2 units (the 2025 convention) where the dump pins natural log",
        buggy([](Case& c) { set_attr(c, "lse_base", S("2")); })},
       {"mla_prefill_default_scale", "v32 §6.1", "mla_prefill", V{Verdict::FAIL},
-       "sm_scale 576^-0.5 (the decode default) instead of the MLA scale",
-       buggy([](Case& c) { set_attr(c, "sm_scale", AttrValue{0.041666666666666664}); })},
+       "softmax scale 576^-0.5 (the decode default) instead of the MLA scale",
+       buggy([](Case& c) { set_attr(c, "softmax_scale", AttrValue{0.041666666666666664}); })},
       {"mla_prefill_rope_dropped", "v32 §7", "mla_prefill", V{Verdict::FAIL}, "the 64 rope dims of q left out of q.k",
        buggy([](Case& c) {
          edit_input(c, "q", [](Tensor& t) {

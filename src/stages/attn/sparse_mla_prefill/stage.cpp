@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "engines/sparse_attn/structure.hpp"
+#include "engines/sparse_attn/softmax_scale.hpp"
 #include "stages/attn/sparse_mla_prefill/stage.hpp"
 #include "stages/attn/table.hpp"
 
@@ -15,8 +16,9 @@ const char* kName = "attn.sparse_mla_prefill";
 
 Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& p) {
   Params r;
-  r.sm_scale = a.f("sm_scale");
-  if (!std::isfinite(r.sm_scale)) p.push_back({c.file, c.name, "attr sm_scale", "a finite number", std::to_string(r.sm_scale)});
+  r.sm_scale = sparse_attn::softmax_scale(c, a, std::nullopt,
+                                          "flash_mla_sparse_fwd takes sm_scale without a default: record the value the engine "
+                                          "passed (V3.2 serving: the MLA scale 0.1352337788608801)", p);
   r.cv.base2 = a.s("lse_base") == "2";
   r.cv.lonely_lse_pos_inf = !r.cv.base2;
   r.cv.lse_includes_sink = a.b("lse_includes_sink");
@@ -60,13 +62,15 @@ Stage stage() {
   s.summary = "FlashMLA flash_mla_sparse_fwd: sparse MLA prefill over top-k indices (bf16 kv, out/max_logits/lse)";
   s.spec = "v32 §6.1, §7";
   s.default_tolerance = "derived-bound";
-  s.schema.attrs = {
-      num_attr("sm_scale", 0.1352337788608801,
-               "softmax scale (V3.2 MLA scale 192^-0.5 * mscale^2 = 0.1352337788608801; FlashMLA requires it explicitly)"),
+  s.schema.attrs = sparse_attn::softmax_scale_attrs(
+      "softmax scale, required (flash_mla_sparse_fwd has no default; V3.2 serving passes the MLA scale 192^-0.5 * mscale^2 "
+      "= 0.1352337788608801)");
+  for (auto& x : std::vector<AttrSpec>{
       str_attr("lse_base", "e", {"e", "2"},
                "e: natural max_logits/lse, lonely rows lse +inf (FlashMLA @082094b, 2026+); 2: log2 units, lonely rows lse "
                "-inf (the 2025 V3.2 release @1408756)"),
-      bool_attr("lse_includes_sink", false, "public lse = logaddexp(lse, sink) (FlashMLA's lse is sink-exclusive: false)")};
+      bool_attr("lse_includes_sink", false, "public lse = logaddexp(lse, sink) (FlashMLA's lse is sink-exclusive: false)")})
+    s.schema.attrs.push_back(x);
   s.schema.inputs = {
       {"q", {D::bf16}, {"s_q,h_q,d_qk"}, false, "queries [q_nope.W_UK (512) | q_pe (64)] (d_qk 576) or 512 dims"},
       {"kv", {D::bf16}, {"s_kv,1,d_qk"}, false, "bf16 latent keys [c (512) | k_pe (64)]; values = the first 512 dims"},

@@ -7,6 +7,7 @@
 #include <tuple>
 #include <string>
 
+#include "engines/sparse_attn/softmax_scale.hpp"
 #include "profiles/profiles.hpp"
 #include "stages/attn/table.hpp"
 #include "stages/attn/v4_sparse/stage.hpp"
@@ -41,11 +42,12 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& pr) {
   Params p;
   auto bad = [&](const std::string& t, const std::string& want, const std::string& found) { pr.push_back({c.file, c.name, t, want, found}); };
   p.variant = a.profile() == &profiles::flashmla_sm90() ? Variant::flashmla_sm90 : Variant::ascend_a3;
-  p.scale = a.f("softmax_scale");
+  // The V4 attention's scale is head_dim^-0.5 (the model's softmax_scale; vLLM-Ascend and FlashMLA pass it): derived
+  // from q's head dim when the case does not carry it.
+  p.scale = sparse_attn::softmax_scale(c, a, sparse_attn::inv_sqrt(c.input("q").dim(2)), "head_dim^-0.5", pr);
   p.win_left = a.i("ori_win_left");
   p.win_right = a.i("ori_win_right");
   p.ratio = a.i("cmp_ratio");
-  if (!std::isfinite(p.scale)) bad("attr softmax_scale", "a finite number (512^-0.5 in DeepSeek-V4)", std::to_string(p.scale));
   if (a.i("ori_mask_mode") != 4) bad("attr ori_mask_mode", "4 (sliding window; the only mode the V4 backend uses)", std::to_string(a.i("ori_mask_mode")));
   if (a.i("cmp_mask_mode") != 3) bad("attr cmp_mask_mode", "3 (causal over compressed entries)", std::to_string(a.i("cmp_mask_mode")));
   if (p.win_left < 0 || p.win_left > (i64{1} << 20))
@@ -284,8 +286,9 @@ Stage stage() {
   s.summary = "DeepSeek-V4 sparse attention (npu_sparse_attn_sharedkv): sliding window + compressed KV + sinks, bf16 out";
   s.spec = "v4 §4.2-4.3, §5";
   s.default_tolerance = "derived-bound";
-  s.schema.attrs = {
-      num_attr("softmax_scale", 0.04419417382415922, "score scale (head_dim^-0.5 = 512^-0.5 in DeepSeek-V4)"),
+  s.schema.attrs = sparse_attn::softmax_scale_attrs(
+      "score scale; absent: head_dim^-0.5 of q (512^-0.5 = 0.04419417382415922 in DeepSeek-V4)");
+  for (auto& x : std::vector<AttrSpec>{
       int_attr("cmp_ratio", 1, "1: SWA-only layer (no cmp_kv); 4: C4 (cmp_sparse_indices from the QLI); 128: C128 (all entries)"),
       int_attr("ori_win_left", 127, "window tokens before the query position (sliding_window - 1)"),
       int_attr("ori_win_right", 0, "window tokens after the query position"),
@@ -296,7 +299,8 @@ Stage stage() {
       int_attr("topk_source_layer", -1,
                "IndexCache (seed 004 skip_topk): the indexer-bearing layer whose top-k this layer reuses (-1: its own); "
                "check compares cmp_sparse_indices with that layer's v4.indexer output (attr layer, same attr step)"),
-      int_attr("topk_source_offset", 0, "IndexCache: the first row of the source's indices (the prefill segment: num_decode_tokens)")};
+      int_attr("topk_source_offset", 0, "IndexCache: the first row of the source's indices (the prefill segment: num_decode_tokens)")})
+    s.schema.attrs.push_back(x);
   s.default_profile = "ascend-a3";
   s.profile_doc = "the kernel arithmetic the bound covers: ascend-a3 (running max from the sink, l from 1, fp32 cube, P bf16 "
                   "CAST_ROUND, >= 16-key tiles); flashmla-sm90 (bf16 WGMMA, ex2.approx, P bf16, the sink factor at the end)";
