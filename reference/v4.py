@@ -354,7 +354,7 @@ def _indexer_a3(t, k, order, bug):
     return out, vals
 
 
-def indexer_float(t, attrs, bug=None, order="forward"):
+def indexer_float(t, attrs, bug=None, order="forward", logits="fp32"):
     """v4.indexer, the float variants (attrs["variant"]), models of their fp32 / bf16 arithmetic over the same
     visible keys as indexer_a3:
 
@@ -364,7 +364,9 @@ def indexer_float(t, attrs, bug=None, order="forward"):
                    ties to the lower index
 
     t: the dump's raw inputs (codes / bf16 bits as stored). Returns sparse_indices [T, 1, sparse_count] int32.
-    bug (seeded bugs): "relu_after", "no_key_scale" (vllm-cuda)."""
+    bug (seeded bugs): "relu_after", "no_key_scale" (vllm-cuda). logits="torch" (vllm-cuda): vLLM's torch fallback
+    fp8_mqa_logits_torch where DeepGEMM is absent: I = bf16(fp32 dot), fl32(I * key scale), ReLU, fl32(* w), fp32 head
+    sum (no final key-scale multiply)."""
     variant = attrs["variant"]
     k = int(attrs["sparse_count"])
     if variant == "vllm-cuda":
@@ -397,6 +399,9 @@ def indexer_float(t, attrs, bug=None, order="forward"):
             I = (q[row] @ key[slots].T).astype(np.float32)                         # [H, nvis]
             if variant == "ref-bf16":
                 I = bf(I)
+            torch = variant == "vllm-cuda" and logits == "torch"
+            if torch:
+                I = (bf(I) * ks[slots][None, :]).astype(np.float32)
             p = (w[row][:, None] * (I if bug == "relu_after" else np.maximum(I, 0))).astype(np.float32)
             if bug == "relu_after":
                 p = np.maximum(p, 0)
@@ -407,7 +412,7 @@ def indexer_float(t, attrs, bug=None, order="forward"):
                 L = (L + p[h]).astype(np.float32)
             if variant == "ref-bf16":
                 L = bf(L)
-            else:
+            elif not torch:
                 L = (L * (1.0 if bug == "no_key_scale" else ks[slots])).astype(np.float32)
             sel = np.lexsort((j, -L.astype(np.float64)))[: min(k, nvis)]
             if variant == "vllm-cuda":
