@@ -6,6 +6,8 @@
   paged_logits       indexer.logits_paged / indexer.fused: DeepGEMM fp8_paged_mqa_logits, exact in float64
   canonical_order    indexer.topk / indexer.fused: the canonical top-k order (score descending, ties to the lower
                      position)
+  mqa_logits_torch   indexer.logits_ragged, kernel vllm-torch: vLLM's fp8_mqa_logits_torch (bf16 head scores) in fp32
+  paged_logits_torch indexer.logits_paged, kernel vllm-torch: vLLM's fp8_paged_mqa_logits_torch (decode path, fp32)
   npu_lightning      indexer.npu_lightning: the Ascend A2/A3 npu_lightning_indexer (ops-transformer
                      lightning_indexer), an fp32 model of the kernel's arithmetic, with its context-parallel split
 
@@ -85,6 +87,80 @@ def paged_logits(ins, layout="indexer_kcache_planar"):
                 out[j] = float(np.sum(np.maximum(s, 0.0) * w[b * NN + t].astype(np.float64))) * float(sc[j % ps])
             rows.append(out)
     return rows
+
+
+# ---- vLLM's torch logits fallbacks (kernel profile vllm-torch) -------------------------------------------------
+def _head_sum(p, order):
+    """fp32 sum over axis 0 of p [H, ...]: "fixed" = h = 0..H-1 in turn from +0; "pairwise" = a balanced tree
+    (halves summed recursively, as torch / numpy reduce): two of the orders a torch reduction may take."""
+    if order == "fixed":
+        s = np.zeros(p.shape[1:], np.float32)
+        for h in range(p.shape[0]):
+            s = (s + p[h]).astype(np.float32)
+        return s
+    if p.shape[0] == 1:
+        return p[0]
+    m = p.shape[0] // 2
+    return (_head_sum(p[:m], order) + _head_sum(p[m:], order)).astype(np.float32)
+
+
+def mqa_logits_torch(q, kv, kv_scale, weights, ks, ke, order="fixed", round_bf16=True, perturb=None):
+    """vLLM's fp8_mqa_logits_torch (hw_agnostic/attention/kernels/fp8_logits_torch.py) in numpy fp32:
+
+        score[h, m, n] = bf16(fl32 dot(q[m, h], k[n]))       (einsum of the bf16-cast operands: a bf16 output)
+        t = fl32(fl32(score) * kv_scale[n]);  r = relu(t);  p = fl32(r * weights[m, h])
+        logit[m, n] = fp32 sum over h of p (order: "fixed" or "pairwise"), -inf outside [ks[m], ke[m])
+
+    q [M, H, D] / kv [N, D] e4m3 codes (uint8), kv_scale [N] fp32, weights [M, H] fp32, ks / ke [M]. The dot is
+    summed d = 0..D-1 in fp32 (products of e4m3 values are exact in fp32). round_bf16=False keeps the fp32 score
+    (a planted bug of this producer: not caught by the bound, which admits it). perturb(score) may alter the bf16
+    scores (tests: one bf16 ulp). Returns fp32 [M, N]."""
+    qf = num.E4M3_VALUES[q].astype(np.float32)
+    kf = num.E4M3_VALUES[kv].astype(np.float32)
+    M, H, D = qf.shape
+    N = kf.shape[0]
+    dot = np.zeros((H, M, N), np.float32)
+    for d in range(D):
+        dot = (dot + (qf[:, :, d].T[:, :, None] * kf[None, None, :, d])).astype(np.float32)
+    score = dot.astype(num.BF16).astype(np.float32) if round_bf16 else dot
+    if perturb is not None:
+        score = perturb(score)
+    t = (score * kv_scale.astype(np.float32)[None, None, :]).astype(np.float32)
+    r = np.where(t < 0, np.float32(0), t)
+    p = (r * weights.astype(np.float32).T[:, :, None]).astype(np.float32)
+    logits = _head_sum(p, order)
+    n = np.arange(N)[None, :]
+    mask = (n >= ks[:, None]) & (n < ke[:, None])
+    return np.where(mask, logits, np.float32(-np.inf)).astype(np.float32)
+
+
+def paged_logits_torch(ins, width, layout="indexer_kcache_planar", order="fixed"):
+    """vLLM's fp8_paged_mqa_logits_torch, next_n == 1 path, in numpy fp32: per request b and key j < context_lens[b]
+    (through block_table and the layout), s_h = fl32 dot(q[b, 0, h], k_j) (d in turn), p_h = fl32(relu(s_h) w[b, h]),
+    S = fp32 head sum (order), logit = fl32(S * kscale_j); -inf elsewhere. Returns fp32 [B, width] (width = the
+    stage's max_context_len)."""
+    q, cache, w, bt, cl = ins["q"], ins["kv_cache"], ins["weights"], ins["block_table"], ins["context_lens"]
+    B, NN, H, D = q.shape
+    assert NN == 1
+    ps = cache.shape[1]
+    out = np.full((B, width), -np.inf, np.float32)
+    for b in range(B):
+        n = int(cl[b])
+        if n <= 0:
+            continue
+        qf = num.E4M3_VALUES[q[b, 0]].astype(np.float32)
+        ks = np.empty((n, D), np.float32)
+        sc = np.empty(n, np.float32)
+        for j in range(n):
+            codes, s = page_tokens(cache[bt[b, j // ps]], layout, D)
+            ks[j] = num.E4M3_VALUES[codes[j % ps]]
+            sc[j] = s[j % ps]
+        dot = np.zeros((H, n), np.float32)
+        for d in range(D):
+            dot = (dot + qf[:, d][:, None] * ks[None, :, d]).astype(np.float32)
+        p = (np.where(dot < 0, np.float32(0), dot) * w[b].astype(np.float32)[:, None]).astype(np.float32)
+        out[b, :n] = (_head_sum(p, order) * sc).astype(np.float32)
+    return out
 
 
 def canonical_order(row):

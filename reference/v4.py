@@ -4,6 +4,7 @@
   indexer_prolog, dyn_quant         v4.indexer_prolog: the A3 kernels' int8 dynamic quant, head weights and k8 / scale
                                     scatter (§3.2-3.4)
   indexer_prolog_qpath              v4.indexer_prolog's query path from q_pre: RoPE + Hadamard, fp32 kernels
+  vllm_indexer_q                    v4.indexer_prolog, kernel vllm-cuda: fused_indexer_q_rope_quant FP8 (spec v4 §10), fp32
   indexer_a3, indexer_float         v4.indexer: Ascend npu_vllm_quant_lightning_indexer (A3 int8 pipeline, §3.5), and
                                     the vllm-cuda / ref-bf16 variants
   sparse_attn, sparse_attn_fp32     attn.v4_sparse: Ascend npu_sparse_attn_sharedkv (§4.2-4.3), float64 rounded once,
@@ -229,6 +230,58 @@ def indexer_prolog_qpath(inputs, kind, fma=False, neox=False):
     return (h * s32).astype(np.float32).astype(ml_dtypes.bfloat16).view(np.uint16)
 
 
+def vllm_indexer_q(inputs, attrs=None, fma=False, bug=None):
+    """v4.indexer_prolog with kernel vllm-cuda: vLLM's fused_indexer_q_rope_quant, FP8 branch (spec v4 §10 "Indexer
+    q"), a numpy fp32 model of the Triton kernel for each (token t, head h):
+
+        cos, sin = cos_sin_cache[positions[t], :32], [32:64] (fp32)
+        even, odd = x[64 + 2i], x[64 + 2i + 1] (bf16 -> fp32)
+        r_even = fl32(fl32(even * cos) - fl32(odd * sin)); r_odd = fl32(fl32(odd * cos) + fl32(even * sin))
+            (fma=True: fma(even, cos, -fl32(odd * sin)) etc., ROCm's explicit FMA / a contracting compile)
+        r = bf16(r) (GPT-J interleaved pairs on dims 64..127; dims 0..63 unchanged)
+        amax = max |dims 0..63 raw, dims 64..127 rounded|
+        s = 2^ceil(log2(fl32(max(amax, 1e-4) / 448)))        (IEEE divide, exact power of two)
+        q_fp8 = e4m3(fl32(v / s))                              (RNE, no clamp: |v / s| <= 448)
+        weights_out = fl32(fl32(fl32(w * s) * softmax_scale) * head_scale)   (scale folded, not stored)
+
+    inputs: index_q [T, H, 128] bf16 bits (uint16), positions [T], cos_sin_cache [P, 64] fp32, index_weights [T, H]
+    (bf16 bits or fp32). attrs: softmax_scale (128^-0.5), head_scale (64^-0.5). bug: "no_rope", "hadamard" (planted
+    errors). Returns {"q_fp8": uint8 codes [T, H, 128], "weights_out": fp32 [T, H]}."""
+    attrs = attrs or {}
+    sm = np.float32(attrs.get("softmax_scale", 128 ** -0.5))
+    hs = np.float32(attrs.get("head_scale", 64 ** -0.5))
+    x = np.asarray(inputs["index_q"]).view(BF16).astype(np.float32)
+    T, H, D = x.shape
+    cache = np.asarray(inputs["cos_sin_cache"])
+    cache = cache.view(BF16).astype(np.float32) if cache.dtype == np.uint16 else cache.astype(np.float32)
+    pos = np.asarray(inputs["positions"]).astype(np.int64)
+    w = np.asarray(inputs["index_weights"])
+    w = w.view(BF16).astype(np.float32) if w.dtype == np.uint16 else w.astype(np.float32)
+    cos = cache[pos, :32][:, None, :]
+    sin = cache[pos, 32:64][:, None, :]
+    v = x.copy()
+    if bug != "no_rope":
+        ev, od = x[:, :, 64::2], x[:, :, 65::2]
+        if fma:
+            re = (ev.astype(np.float64) * cos - (od * sin).astype(np.float32)).astype(np.float32)
+            ro = (od.astype(np.float64) * cos + (ev * sin).astype(np.float32)).astype(np.float32)
+        else:
+            re = ((ev * cos).astype(np.float32) - (od * sin).astype(np.float32)).astype(np.float32)
+            ro = ((od * cos).astype(np.float32) + (ev * sin).astype(np.float32)).astype(np.float32)
+        v[:, :, 64::2] = re.astype(BF16).astype(np.float32)
+        v[:, :, 65::2] = ro.astype(BF16).astype(np.float32)
+    if bug == "hadamard":
+        Hm = num.hadamard_matrix(D)
+        v = ((v.astype(np.float64) @ Hm.T).astype(np.float32) * np.float32(D ** -0.5)).astype(BF16).astype(np.float32)
+    amax = np.abs(v).max(-1)
+    t = (np.maximum(amax, np.float32(1e-4)) / np.float32(448)).astype(np.float32)
+    m, e = np.frexp(t.astype(np.float64))
+    s = np.ldexp(1.0, np.where(m == 0.5, e - 1, e)).astype(np.float32)  # 2^ceil(log2 t)
+    q = (v / s[..., None]).astype(np.float32).astype(num.E4M3)
+    wo = (((w * s).astype(np.float32) * sm).astype(np.float32) * hs).astype(np.float32)
+    return {"q_fp8": q.view(np.uint8), "weights_out": wo}
+
+
 # ---- v4.indexer --------------------------------------------------------------------------------------------------
 def indexer_a3(t, k, order="forward", bug=None, values=False):
     """v4.indexer: Ascend npu_vllm_quant_lightning_indexer, a model of the A3 int8 pipeline (spec v4 §3.5). Per query
@@ -301,7 +354,7 @@ def _indexer_a3(t, k, order, bug):
     return out, vals
 
 
-def indexer_float(t, attrs, bug=None, order="forward"):
+def indexer_float(t, attrs, bug=None, order="forward", logits="fp32"):
     """v4.indexer, the float variants (attrs["variant"]), models of their fp32 / bf16 arithmetic over the same
     visible keys as indexer_a3:
 
@@ -311,7 +364,9 @@ def indexer_float(t, attrs, bug=None, order="forward"):
                    ties to the lower index
 
     t: the dump's raw inputs (codes / bf16 bits as stored). Returns sparse_indices [T, 1, sparse_count] int32.
-    bug (seeded bugs): "relu_after", "no_key_scale" (vllm-cuda)."""
+    bug (seeded bugs): "relu_after", "no_key_scale" (vllm-cuda). logits="torch" (vllm-cuda): vLLM's torch fallback
+    fp8_mqa_logits_torch where DeepGEMM is absent: I = bf16(fp32 dot), fl32(I * key scale), ReLU, fl32(* w), fp32 head
+    sum (no final key-scale multiply)."""
     variant = attrs["variant"]
     k = int(attrs["sparse_count"])
     if variant == "vllm-cuda":
@@ -344,6 +399,9 @@ def indexer_float(t, attrs, bug=None, order="forward"):
             I = (q[row] @ key[slots].T).astype(np.float32)                         # [H, nvis]
             if variant == "ref-bf16":
                 I = bf(I)
+            torch = variant == "vllm-cuda" and logits == "torch"
+            if torch:
+                I = (bf(I) * ks[slots][None, :]).astype(np.float32)
             p = (w[row][:, None] * (I if bug == "relu_after" else np.maximum(I, 0))).astype(np.float32)
             if bug == "relu_after":
                 p = np.maximum(p, 0)
@@ -354,7 +412,7 @@ def indexer_float(t, attrs, bug=None, order="forward"):
                 L = (L + p[h]).astype(np.float32)
             if variant == "ref-bf16":
                 L = bf(L)
-            else:
+            elif not torch:
                 L = (L * (1.0 if bug == "no_key_scale" else ks[slots])).astype(np.float32)
             sel = np.lexsort((j, -L.astype(np.float64)))[: min(k, nvis)]
             if variant == "vllm-cuda":

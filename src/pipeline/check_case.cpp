@@ -177,6 +177,7 @@ class BoundedJudge {
     }
     const Profile* prof = requested_emulation(b, o);
     emu_ = prof ? prof->name : "";
+    if (const ProfileStage* ps = prof ? prof->on(b.stage->name) : nullptr) emu_required_ = ps->emulation_required;
     if (!emu_.empty()) {
       has_emu_ = ref.emulations.count(emu_) > 0;
       if (has_emu_) emu_acc_.emplace(Tolerance{emu_, 0.0, 0.0}, ref, out_dtype);
@@ -215,6 +216,10 @@ class BoundedJudge {
         r.verdict = Verdict::BITEXACT;
         r.message = "bit-exact vs " + emu_ + " emulation; vs exact value: " +
                     (r.bounded ? "max err/M " + detail::fmt(r.bounded->max_err_over_m) : r.message);
+      } else if (r.pass() && !emu_required_) {
+        // The emulation is one admissible order of the producer's arithmetic (profile: emulation not required).
+        r.notes.push_back("not bit-exact vs " + emu_ + " emulation (" + std::to_string(diff_) +
+                          " elements): the producer's summation order is not fixed; judged by the bound");
       } else if (r.pass() && group_ == "expected") {
         // A golden may hold the exact value: the emulation policy is for kernel outputs only.
         r.notes.push_back("expected/ is not the " + emu_ + " emulation (" + std::to_string(diff_) + " elements); judged by the bound");
@@ -244,6 +249,7 @@ class BoundedJudge {
   MaskShift mask_;
   std::string emu_;
   bool has_emu_ = false;
+  bool emu_required_ = true;  // ProfileStage::emulation_required of the emulated profile on this stage
   std::int64_t diff_ = 0;
 };
 

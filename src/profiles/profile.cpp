@@ -62,6 +62,7 @@ const std::vector<const Profile*>& kernel_profiles() {
       &profiles::ascend_a3(),      // Ascend A3 (910C) ops of vLLM-Ascend / CANN
       &profiles::ascend_950(),     // Ascend 950 lightning indexer
       &profiles::vllm_cuda(),      // vLLM's CUDA (Triton / torch) DeepSeek-V4 path
+      &profiles::vllm_torch(),     // vLLM's torch fp8 MQA logits fallbacks (no DeepGEMM)
       &profiles::ref(),            // the DeepSeek reference inference code
   };
   return all;

@@ -10,6 +10,7 @@ const Profile& flashmla_sm90();
 const Profile& ascend_a3();
 const Profile& ascend_950();
 const Profile& vllm_cuda();
+const Profile& vllm_torch();
 const Profile& ref();
 
 }  // namespace dsa::profiles

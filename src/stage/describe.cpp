@@ -46,7 +46,8 @@ nlohmann::json stages_json() {
     nlohmann::json serves = nlohmann::json::array();
     std::vector<std::string> emulated;
     for (const auto& s : p->serves) {
-      serves.push_back({{"stage", s.stage}, {"tolerance", s.tolerance}, {"emulation", s.emulation}});
+      serves.push_back({{"stage", s.stage}, {"tolerance", s.tolerance}, {"emulation", s.emulation},
+                        {"emulation_required", s.emulation && s.emulation_required}});
       if (s.emulation) emulated.push_back(s.stage);
     }
     kp.push_back({{"name", p->name}, {"doc", p->doc}, {"aliases", p->aliases}, {"serves", serves}, {"stages", emulated}});
@@ -120,7 +121,8 @@ void print_stages_text(std::ostream& os) {
   for (const Profile* p : kernel_profiles()) {
     std::string st;
     for (const auto& x : p->serves)
-      st += (st.empty() ? "" : ", ") + x.stage + (x.emulation ? " (bit-exact emulation)" : "") +
+      st += (st.empty() ? "" : ", ") + x.stage +
+            (x.emulation ? (x.emulation_required ? " (bit-exact emulation)" : " (emulation, a match is BITEXACT; not required)") : "") +
             (x.tolerance.empty() ? "" : " [" + x.tolerance + "]");
     os << "  " << std::left << std::setw(16) << p->name << "serves " << st << "\n      " << p->doc << "\n";
     if (!p->aliases.empty()) {

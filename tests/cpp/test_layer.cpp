@@ -287,6 +287,8 @@ TEST_CASE("layer: top-k swaps inside the band pass and attention is judged end t
 TEST_CASE("layer: selftest attributes every applicable mutant to its stage") {
   std::ostringstream out;
   CHECK(golden::layer_selftest(out, 2, Backend::cpu, false));
+  // layer_v32_decode: the applicable mutants of its members (issue #34: the vllm-torch paged mutants, the kcache
+  // scale-rule mutants, the sparse MLA systematic-error mutants)
   CHECK(out.str().find("attribution 23/23 mutants (100.0 %)") != std::string::npos);
 }
 

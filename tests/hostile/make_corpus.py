@@ -263,7 +263,7 @@ def main():
     expect("attr_compound.h5", 2, "attr block_size")
     with new("kernel_misspelt.h5") as f:
         ragged(f, kernel="deepgemm_sm90")
-    expect("kernel_misspelt.h5", 2, "attr kernel: expected a profile serving indexer.logits_ragged (deepgemm-sm90), found 'deepgemm_sm90' (unknown profile)")
+    expect("kernel_misspelt.h5", 2, "attr kernel: expected a profile serving indexer.logits_ragged (deepgemm-sm90, vllm-torch), found 'deepgemm_sm90' (unknown profile)")
     with new("attr_typo.h5") as f:
         quant(f, scale_fmtt="fp32_div", **{"meta.note": "user metadata is fine"})
     expect("attr_typo.h5", 2, "attr scale_fmtt: expected an attr of stage indexer.quant (did you mean scale_fmt?)")

@@ -125,6 +125,17 @@ def test_float_variant_models_pass(name, repo_root, run_cli, tmp_path):
         assert json.loads((tmp_path / "r.json").read_text())["results"][0]["verdict"] in ("BITEXACT", "WITHIN_BOUND")
 
 
+def test_vllm_cuda_accepts_the_torch_logits_fallback(repo_root, run_cli, tmp_path):
+    # Where DeepGEMM is absent vLLM computes the logits with fp8_mqa_logits_torch (bf16 head scores): the band includes
+    # the vllm-torch bound indexer.logits_ragged judges those logits by (engines/logits/torch_logits_core.hpp).
+    src = repo_root / "golden" / "v4i_vllm_cuda_fp8.h5"
+    _, attrs, t = load(src)
+    for order in ("forward", "backward"):
+        f = tmp_path / f"torch_{order}.h5"
+        with_output(src, f, ref.indexer_float(t, attrs, order=order, logits="torch"))
+        run_cli("check", f, check_rc=0)
+
+
 @pytest.mark.parametrize("name,bug", [("v4i_vllm_cuda_fp8", "no_key_scale"), ("v4i_vllm_cuda_fp8", "relu_after"),
                                       ("v4i_ref_bf16", "relu_after")])
 def test_float_variant_models_with_a_bug_fail(name, bug, repo_root, run_cli, tmp_path):

@@ -234,7 +234,8 @@ def capture_fp8_mqa_logits(q: Any, kv: Any, weights: Any, ks: Any, ke: Any, logi
     """indexer.logits_ragged: ``logits = deep_gemm.fp8_mqa_logits(q, (kv, kv_scale), weights, ks, ke,
     clean_logits=..., max_seqlen_k=...)``. q [S, H, D] fp8, kv a (kv_fp8 [N, D], kv_scale [N]) tuple, weights
     [S, H] fp32, ks/ke [S] int32, logits [S, N] (or [S, max_seqlen_k]) fp32 or bf16 — DeepGEMM's strided view
-    is fine. kernel (e.g. "deepgemm-sm90") selects the emulation profile in dsa-check."""
+    is fine. kernel (e.g. "deepgemm-sm90") selects the emulation profile in dsa-check; "vllm-torch" records vLLM's
+    torch fallback fp8_mqa_logits_torch (bf16 head scores; judged by its derived bound)."""
     kv_fp8, kv_scale = kv
     logits = _np(logits)
     lg = _logical(logits)
@@ -257,7 +258,8 @@ def capture_fp8_paged_mqa_logits(q: Any, kv_cache: Any, weights: Any, context_le
     block_table, schedule_meta, max_context_len, clean_logits=...)``. q [B, next_n, H, D] fp8 (a 3-D [B, H, D]
     q is taken as next_n = 1), kv_cache uint8 [P, 64, 1, D+4] or [P, 64*(D+4)], weights [B*next_n, H],
     context_lens [B] or [B, next_n] int32, block_table [B, max_blocks] int32. schedule_meta is not recorded
-    (it only affects scheduling); max_context_len defaults to logits.shape[1]."""
+    (it only affects scheduling); max_context_len defaults to logits.shape[1]. kernel: the producer's profile,
+    e.g. "deepgemm-sm90", or "vllm-torch" for vLLM's fp8_paged_mqa_logits_torch fallback."""
     del schedule_meta
     q = _np(q)
     if len(_shape(q)) == 3:
@@ -841,6 +843,37 @@ def capture_vllm_v4_indexer(q_fp8: Any, k_cache: Any, weights: Any, output: Any 
         a["layer"] = int(layer)
     a.update(attrs or {})
     return _emit(_case("v4.indexer", name, ins, {"sparse_indices": _np(output)}, a), out)
+
+
+def capture_vllm_v4_indexer_q(positions: Any, index_q: Any, cos_sin_cache: Any, index_weights: Any, q_fp8: Any = None,
+                              weights_out: Any = None, *, softmax_scale: Optional[float] = None,
+                              head_scale: Optional[float] = None, layer: Optional[int] = None, name: Optional[str] = None,
+                              out: Out = None, attrs: Optional[Dict[str, Any]] = None) -> Case:
+    """v4.indexer_prolog, kernel vllm-cuda: ``q_fp8, weights_out = fused_indexer_q_rope_quant(positions, index_q,
+    cos_sin_cache, index_weights, softmax_scale, head_scale)`` (vLLM's DeepSeek-V4 FP8 indexer q path, spec v4 §10):
+    `index_q` bf16 [T, H, 128] before RoPE, `positions` [T], `cos_sin_cache` [P, 64] (cos 32 | sin 32 per position,
+    fp32 or bf16), `index_weights` [T, H]; outputs `q_fp8` e4m3 [T, H, 128] and `weights_out` fp32 [T, H] (the
+    kernel's return tuple may be passed as q_fp8). softmax_scale / head_scale: the two factors of the weight fold
+    (recorded only when given; dsa-check's defaults are 128^-0.5 and 64^-0.5)."""
+    if isinstance(q_fp8, (tuple, list)):
+        if weights_out is not None:
+            raise TypeError("capture_vllm_v4_indexer_q: give the kernel's result tuple or q_fp8 and weights_out, not both")
+        q_fp8, weights_out = q_fp8
+    if q_fp8 is None or weights_out is None:
+        raise TypeError("capture_vllm_v4_indexer_q: q_fp8 and weights_out (the kernel's outputs) are required")
+    if out is not None and not isinstance(out, (str, os.PathLike, DumpWriter)):
+        raise TypeError("capture_vllm_v4_indexer_q: out= is where the case goes (a path or a DumpWriter)")
+    ins = {"index_q": _np(index_q), "positions": _widen(_reshape(_np(positions), (-1,)), ["int64", "int32"]),
+           "cos_sin_cache": _np(cos_sin_cache), "index_weights": _np(index_weights)}
+    a: Dict[str, Any] = dict(kernel="vllm-cuda")
+    if softmax_scale is not None:
+        a["softmax_scale"] = float(softmax_scale)
+    if head_scale is not None:
+        a["head_scale"] = float(head_scale)
+    if layer is not None:
+        a["layer"] = int(layer)
+    a.update(attrs or {})
+    return _emit(_case("v4.indexer_prolog", name, ins, {"q_fp8": _np(q_fp8), "weights_out": _np(weights_out)}, a), out)
 
 
 def capture_ascend_indexer_prolog(*, q: Any = None, q_int8: Any = None, q_scale: Any = None, weights: Any = None,

@@ -190,6 +190,9 @@ std::vector<Hypothesis> logit_hypotheses(OperandsFn operands) {
                     const std::optional<LogitOperands> o = operands(c, static_cast<const P&>(pb), f);
                     if (!o) return std::nullopt;
                     const auto [v, m] = buggy_logit(bug, o->q, o->k, o->scale, o->w, o->H, o->D);
+                    // A vllm-torch case is judged with rtol 1 against its derived bound: the buggy kernel's own
+                    // error envelope is then the bf16 head-score rounding, 2^-7 of its magnitude (torch_logits_core.hpp).
+                    if (static_cast<const P&>(pb).torch) return Hypothesis::Value{v, m * 0x1p-7};
                     return Hypothesis::Value{v, m};
                   }});
   return hs;

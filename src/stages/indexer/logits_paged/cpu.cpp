@@ -10,6 +10,7 @@
 #include "profiles/deepgemm_sm90/logits_row.hpp"
 #include "profiles/profiles.hpp"
 #include "engines/logits/logits_engine.hpp"
+#include "engines/logits/torch_logits.hpp"
 #include "stages/indexer/logits_paged/stage.hpp"
 
 namespace dsa::indexer::logits_paged {
@@ -135,6 +136,29 @@ Expected assemble(const Case& c, const Params& p, const RefOptions& opt, const L
       }
     }
     rt.emulations[profiles::deepgemm_sm90().name] = emu;
+  }
+
+  if (p.torch) {  // vllm-torch: its derived bound replaces M (policy derived-bound), its fixed-order emulation
+    Tensor bound(DType::f64, lt.mag.shape());
+    Tensor emu = lt.emulation();
+    double* bd = bound.data<double>();
+#pragma omp parallel num_threads(threads)
+    {
+      TorchLogitRow tr(H, D, torch_core::Form::paged_fp32, bf16);
+      std::vector<std::uint8_t> kbuf(static_cast<sz>(D));
+#pragma omp for schedule(dynamic, 1)
+      for (i64 r = r0; r < r1; ++r) {
+        const i64 b = r / NN;
+        tr.set_query(qc + r * H * D, w + r * H);
+        for (i64 j = 0; j < nvalid[static_cast<sz>(r)]; ++j) {
+          const TorchLogit t = tr.logit(kvv.codes(page_of(b, j), j % ps, kbuf.data()), kvv.scale(page_of(b, j), j % ps));
+          store_bits(emu, (r - r0) * cols + j, t.emu_bits);
+          bd[(r - r0) * cols + j] = t.bound;
+        }
+      }
+    }
+    rt.magnitude = bound;
+    if (opt.emulates(profiles::vllm_torch())) rt.emulations[profiles::vllm_torch().name] = emu;
   }
 
   const Tensor btc = bt;  // shares storage

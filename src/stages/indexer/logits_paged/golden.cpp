@@ -103,6 +103,11 @@ std::vector<GoldenSpec> goldens() {
       {.name = "paged_mtp_n4", .stage = "indexer.logits_paged", .generator = "logits.paged_mtp", .seed = 503,
        .dims = {{"next_n", 4}}, .lists = {{"context_lens", {4, 300, 129}}}, .attrs = {{"clean_logits", I(1)}},
        .doc = "MTP next_n = 4, 1-D causal lengths (row t sees j <= L-4+t), one request of exactly next_n tokens"},
+      {.name = "paged_vllm_torch", .stage = "indexer.logits_paged", .generator = "logits.paged_mtp", .seed = 508,
+       .dims = {{"next_n", 1}}, .lists = {{"context_lens", {1, 64, 130, 0}}},
+       .attrs = {{"clean_logits", I(1)}, {"kernel", S("vllm-torch")}},
+       .doc = "kernel=vllm-torch: vLLM's fp8_paged_mqa_logits_torch decode path (fp32 head scores, relu, weight, head "
+              "sum, then the key scale): the fixed-order emulation's logits, judged by the derived per-logit bound"},
       {.name = "paged_aiter_preshuffle", .stage = "indexer.logits_paged", .generator = "logits.paged_mtp", .seed = 505,
        .dims = {{"next_n", 2}}, .lists = {{"context_lens", {130, 64, 17}}},
        .attrs = {{"clean_logits", I(0)}, {"layout", S("aiter_preshuffle")}},

@@ -35,6 +35,10 @@ std::vector<golden::GoldenSpec> selftest_cases() {
       {.name = "paged_aiter_p1", .stage = "indexer.logits_paged", .generator = "logits.paged_mtp", .seed = 3,
        .dims = {{"next_n", 1}, {"H", 32}, {"D", 64}, {"page_size", 1}, {"extra_pages", 40}}, .lists = {{"context_lens", {150, 90}}},
        .attrs = {{"page_size", I(1)}, {"layout", S("aiter_rowmajor_p1")}}, .doc = "ROCm aiter legacy cache, page_size 1"},
+      {.name = "paged_torch", .stage = "indexer.logits_paged", .generator = "logits.paged_mtp", .seed = 4,
+       .dims = {{"next_n", 1}, {"H", 64}, {"D", 128}}, .lists = {{"context_lens", {70, 130}}},
+       .attrs = {{"clean_logits", I(1)}, {"kernel", S("vllm-torch")}},
+       .doc = "vLLM's fp8_paged_mqa_logits_torch decode path (vllm-torch: fp32 head scores, derived bound)"},
   };
 }
 
@@ -90,6 +94,26 @@ std::vector<Mutant> mutants() {
              }
          });
        })},
+      {"paged_torch_k_scale_dropped", "B6", "paged_torch", V{Verdict::FAIL}, "vllm-torch: the cache's per-token scales not applied",
+       mutant::buggy([](Case& c) {
+         edit_input(c, "kv_cache", [](Tensor& t) {
+           const auto v = layouts::IndexerKCacheView::of(t);
+           const float one = 1.0f;
+           for (std::int64_t pg = 0; pg < v.num_pages; ++pg)
+             for (std::int64_t s = 0; s < v.layout.page_size; ++s)
+               std::memcpy(t.raw() + v.layout.scale_offset(pg, s), &one, sizeof one);
+         });
+       }), "B6"},
+      {"paged_torch_causal_off_by_one", "B15", "paged_torch", V{Verdict::MASK_MISMATCH, Verdict::NONFINITE},
+       "vllm-torch: the position mask keeps key context_len (<= instead of <)",
+       mutant::buggy([](Case& c) {
+         edit_input(c, "context_lens", [](Tensor& t) {
+           for (std::int64_t i = 0; i < t.numel(); ++i) iset(t, i, t.int_at(i) + 1);
+         });
+       })},
+      {"paged_torch_weights_halved", "torch", "paged_torch", V{Verdict::FAIL},
+       "vllm-torch: the q scale folded into the weights lost (weights / 2: a power-of-two scale off by one step)",
+       mutant::buggy([](Case& c) { edit_input(c, "weights", [](Tensor& t) { for (auto& x : t.span<float>()) x = x * 0.5f; }); })},
       {"paged_relu_missing", "B4", "paged", V{Verdict::FAIL}, "head scores summed without ReLU",
        [](Case& c, const Expected& E, std::uint64_t) {
          // Every defined logit replaced by the no-ReLU value (its own f64 loop here, not the hypothesis code).

@@ -3,6 +3,7 @@
 #include "layouts/layouts.hpp"
 #include "stages/indexer/attrs.hpp"
 #include "engines/logits/logits_engine.hpp"
+#include "profiles/profiles.hpp"
 #include "stages/indexer/logits_paged/stage.hpp"
 #include "stages/indexer/table.hpp"
 
@@ -16,6 +17,7 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& p) {
   r.clean_logits = a.b("clean_logits");
   r.max_context_len = a.i("max_context_len");
   r.bf16 = a.s("logits_dtype") == "bf16";
+  r.torch = a.profile() == &profiles::vllm_torch();
   const Tensor& kc = c.input("kv_cache");
   const auto Dh = c.input("q").dim(3);
   const std::string layout = a.s("layout");

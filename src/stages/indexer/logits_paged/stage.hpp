@@ -18,7 +18,8 @@ struct Params : dsa::Params {
   std::int64_t max_context_len = 0;   // number of logits columns
   bool bf16 = false;                  // logits_dtype
   layouts::KCacheOrder order = layouts::KCacheOrder::planar;  // attr layout (the cache's byte layout)
-  std::string tolerance_policy() const override { return bf16 ? "bf16-logits" : ""; }
+  bool torch = false;            // attr kernel = vllm-torch: judged by its derived bound (engines/logits/torch_logits_core.hpp)
+  std::string tolerance_policy() const override { return torch ? "" : bf16 ? "bf16-logits" : ""; }
 };
 
 // Valid columns [0, n) of row (b, t): 2-D context_lens give n = L[b,t]; 1-D give the causal MTP rule

@@ -9,6 +9,7 @@
 #include "profiles/deepgemm_sm90/logits_row.hpp"
 #include "profiles/profiles.hpp"
 #include "engines/logits/logits_engine.hpp"
+#include "engines/logits/torch_logits.hpp"
 #include "stages/indexer/logits_ragged/stage.hpp"
 
 namespace dsa::indexer::logits_ragged {
@@ -128,6 +129,28 @@ Expected assemble(const Case& c, const Params& p, const RefOptions& opt, const L
       }
     }
     rt.emulations[profiles::deepgemm_sm90().name] = emu;
+  }
+
+  if (p.torch) {  // vllm-torch: its derived bound replaces M (policy derived-bound), its fixed-order emulation
+    Tensor bound(DType::f64, lt.mag.shape());
+    Tensor emu = lt.emulation();
+    double* bd = bound.data<double>();
+#pragma omp parallel num_threads(threads)
+    {
+      TorchLogitRow tr(H, D, torch_core::Form::ragged_bf16, bf16);
+#pragma omp for schedule(dynamic, 1)
+      for (i64 i = r0; i < r1; ++i) {
+        tr.set_query(qc + i * H * D, w + i * H);
+        for (i64 j = row_lo(i); j < row_hi(i); ++j) {
+          const TorchLogit t = tr.logit(kc + j * D, sc[j]);
+          const i64 f = (i - r0) * cols + col_of(i, j);
+          store_bits(emu, f, t.emu_bits);
+          bd[f] = t.bound;
+        }
+      }
+    }
+    rt.magnitude = bound;
+    if (opt.emulates(profiles::vllm_torch())) rt.emulations[profiles::vllm_torch().name] = emu;
   }
 
   std::vector<std::int32_t> ksv(ks, ks + S);

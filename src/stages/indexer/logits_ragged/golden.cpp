@@ -119,6 +119,11 @@ std::vector<GoldenSpec> goldens() {
        .dims = {{"H", 32}}, .lists = {{"prefix", {100}}, {"rows", {6}}},
        .attrs = {{"clean_logits", I(0)}, {"max_seqlen_k", I(128)}},
        .doc = "H = 32 (TP-sharded), compressed logits [S, max_seqlen_k] with column t = key ks+t"},
+      {.name = "ragged_vllm_torch", .stage = "indexer.logits_ragged", .generator = "logits.ragged_prefill", .seed = 407,
+       .dims = {{"H", 64}, {"D", 128}, {"tail_keys", 3}}, .lists = {{"prefix", {0, 40}}, {"rows", {8, 8}}},
+       .attrs = {{"clean_logits", I(1)}, {"logits_dtype", S("float32")}, {"kernel", S("vllm-torch")}},
+       .doc = "kernel=vllm-torch: vLLM's fp8_mqa_logits_torch (bf16 head scores, fp32 scale / relu / weight / head "
+              "sum): the fixed-order emulation's logits, judged by the derived per-logit bound (BITEXACT on a match)"},
       {.name = "ragged_long_context", .stage = "indexer.logits_ragged", .generator = "logits.ragged_prefill", .seed = 405,
        .lists = {{"prefix", {16380}}, {"rows", {4}}}, .attrs = {{"clean_logits", I(0)}}, .committed = false,
        .doc = "decode-like rows over 16K keys (feed its logits to top-k: sparsity engaged); large, not committed"},

@@ -7,6 +7,7 @@
 
 #include "stages/indexer/attrs.hpp"
 #include "engines/logits/logits_engine.hpp"
+#include "profiles/profiles.hpp"
 #include "stages/indexer/logits_ragged/stage.hpp"
 #include "stages/indexer/table.hpp"
 
@@ -20,6 +21,7 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& p) {
   r.clean_logits = a.b("clean_logits");
   r.max_seqlen_k = a.i("max_seqlen_k");
   r.bf16 = a.s("logits_dtype") == "bf16";
+  r.torch = a.profile() == &profiles::vllm_torch();
   check_logits_heads(c, "inputs/q", c.input("q").dim(1), c.input("q").dim(2), p);
   const auto N = c.input("kv").dim(0);
   const auto msk = r.max_seqlen_k;

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "engines/ascend_li/ascend_li_core.hpp"
+#include "engines/logits/torch_logits_core.hpp"
 #include "numerics/half_core.hpp"
 
 namespace dsa::v4::indexer::core {
@@ -70,6 +71,10 @@ struct FlConsts {
   double u32 = 0;       // 2^-24
   double g_head = 0;    // g(H-1, 2^-24) + g(H-1, 2^-53)
   bool relu_after_weighting = false;  // Bug::relu_after_weighting (selftest mutant, CPU only)
+  // vllm-cuda: the logits may come from DeepGEMM (the envelope above) or, where DeepGEMM is absent, from vLLM's torch
+  // fallback fp8_mqa_logits_torch (bf16 head scores): its bound is the one indexer.logits_ragged judges kernel
+  // vllm-torch by (engines/logits/torch_logits_core.hpp); a candidate's band is the larger of the two.
+  dsa::engines::logits::torch_core::Consts torch;
 };
 struct FlAcc {
   double L = 0, err = 0, mag = 0;
@@ -157,15 +162,21 @@ DSA_HD inline void score_thread(const ScoreJob& d, li::Elem e, std::int64_t t, s
   const i64 q0 = t * d.H * d.D, k0 = slot * d.D;
   const void* q = d.query;
   const void* key = d.key;
+  namespace tc = dsa::engines::logits::torch_core;
+  const double ks = d.fl.ref || d.no_key_scale ? 1.0 : static_cast<double>(static_cast<const float*>(d.key_scale)[slot]);
   FlAcc acc;
+  tc::Acc tacc;
   for (i64 h = 0; h < d.H; ++h) {
     const i64 qh = q0 + h * d.D;
     double s, a;
     lc::dot64([=](i64 x) { return lc::widen(q, e, qh + x); }, [=](i64 x) { return lc::widen(key, e, k0 + x); }, d.D, s, a);
     fl_head(acc, s, a, d.weights[t * d.H + h], d.fl);
+    if (d.variant == Variant::vllm_cuda) tc::head(tacc, s, a, d.weights[t * d.H + h], ks, d.fl.torch);
   }
-  const double ks = d.fl.ref || d.no_key_scale ? 1.0 : static_cast<double>(static_cast<const float*>(d.key_scale)[slot]);
   fl_finish(acc, ks, d.fl, score, bound);
+  // vllm-cuda: the torch fallback's bound, plus the reference's own f64 evaluation (< 2^-40 of the magnitude).
+  if (d.variant == Variant::vllm_cuda && bound != 0.0)
+    bound = hd::max(bound, li::canonical((tc::finish(tacc, d.fl.torch) + 0x1p-40 * tacc.mag) * (1.0 + 0x1p-20)));
 }
 
 }  // namespace dsa::v4::indexer::core

@@ -32,6 +32,7 @@ core::FlConsts fl_consts(const Params& p) {
   k.ubf = std::ldexp(1.0, -8);
   k.u32 = u32;
   k.g_head = li::gamma_n(p.H - 1, u32) + li::gamma_n(p.H - 1, u64);
+  k.torch = engines::logits::torch_core::consts(engines::logits::torch_core::Form::ragged_bf16, p.H, p.D);
   return k;
 }
 

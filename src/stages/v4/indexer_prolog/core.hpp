@@ -26,7 +26,10 @@ namespace dsa::v4::indexer_prolog {
 enum class AmaxZero { scale1, scale0 };
 enum class HadamardKind { ascend, fwht };
 // Known bugs the selftest mutants reproduce through the reference's own code path (never set by a dump).
-enum class Bug { none, scale_div127, codes_trunc, weights_unscaled, rope_neox, no_hadamard_scale };
+enum class Bug { none, scale_div127, codes_trunc, weights_unscaled, rope_neox, no_hadamard_scale,
+                 // kernel vllm-cuda (vllm_q_row): RoPE skipped, the Hadamard applied, the q scale not folded into the
+                 // weights (stored apart), the weights divided by it, amax over the un-rotated rope dims
+                 vq_no_rope, vq_hadamard, vq_scale_not_folded, vq_weights_div, vq_amax_pre_rope };
 
 // fl32(0.011048543456039806) = fl32(128^-0.5 / 64) = 0x3C3504F3 as a bit pattern, so no compiler folds the constant
 // differently (tests/cpp/test_ref_v4.cpp checks it, and quant::inv127_f32, against the expressions).
@@ -158,6 +161,105 @@ DSA_HD inline void rot_elem(std::int64_t i, std::int64_t D, HadamardKind kind, c
   }
   *out = bf16_of(o);
   *bound = hd::is_finite(o) ? hd::max(o - olo, ohi - o) : 0.0;
+}
+
+// ---- kernel vllm-cuda: fused_indexer_q_rope_quant, FP8 branch (spec v4 §10 "Indexer q") ---------------------------
+// One (token, head) row x [D = 128] bf16 at the token's position (cos / sin [32] fp32 of cos_sin_cache[pos]):
+//   r = bf16(GPT-J interleaved RoPE of dims 64..127 in fp32) (rope_row: the exact value rounded once, and the ends
+//       [lo, hi] an fp32 evaluation with or without FMA contraction may round to); dims 0..63 as given
+//   amax = max(|x[0..64)|, |r[64..128)|);  s = 2^ceil(log2(div_rn(max(amax, 1e-4), 448)))   (quant::ScaleRule pow2 /
+//       div / eps on amax 1e-4: quant_core.hpp scale_of)
+//   q_fp8 = e4m3(div_rn(v, s)) (RNE; no clamp: |v / s| <= 448 by construction of s)
+//   weights_out = fl32(fl32(fl32(fp32(w) * s) * softmax_scale) * head_scale)   (the scale folded, not stored)
+// Acceptance (the "bound", value space, 0 = exact required): Triton's approximate log2 (lg2.approx, error < 2^-21
+// relative, exact on powers of two) can move ceil(log2 t) by one when t lies within 2^-21 of (not on) a power of
+// two, and the fp32 RoPE can round to
+// the other bf16 neighbour when the exact value lies within the fp32 error of a bf16 tie (then an e4m3 tie may flip
+// too). The scale candidates are the exact rule's at the ends of the possible amax, widened by the log2 error; an
+// element's bound is the largest distance from the reference code to the codes of the possible values under the
+// possible scales (saturating at 448 for a too small scale), the weight's the largest distance to the candidate
+// folds. Nothing else is accepted: elements of rows without an uncertain value are exact.
+DSA_HD inline quant::QuantParams vllm_q_quant() {
+  quant::QuantParams qp;
+  qp.scale = quant::ScaleRule{quant::ScaleRound::pow2, quant::ScaleOp::div, quant::EpsOn::amax, 1e-4f};
+  qp.apply = quant::ScaleApply::div;
+  qp.clamp = false;
+  return qp;
+}
+// e4m3 of x saturated to +-448 (the candidates under a too small scale; Triton's conversion is satfinite).
+DSA_HD inline std::uint8_t e4m3_sat(float x) { return fp8core::f32_to_e4m3(hd::is_nan(x) ? x : hd::clamp(x, -448.0f, 448.0f)); }
+DSA_HD inline double e4m3_val(std::uint8_t c) { return static_cast<double>(halfcore::e4m3_to_f32(c)); }
+// The scale for a possible amax a, with the approximate log2 moving t = a / 448 by a relative e (+-2^-21); an exact
+// power of two t keeps its exact logarithm (lg2.approx is exact there). For bf16 amax, t is either a power of two or
+// more than 2^-10 away from one, so the log2 widening never changes a scale on bf16 input: only a RoPE value on either
+// side of an amax of 448 2^j does (then both scales are candidates).
+DSA_HD inline float vllm_q_scale_near(float a, double e) {
+  const quant::ScaleRule r = vllm_q_quant().scale;
+  const float t = fp8core::fmax_ieee(a, r.eps) / 448.0f;
+  if (fp8core::pow2_ceil(t) == t) return t;
+  return fp8core::pow2_ceil(static_cast<float>(static_cast<double>(t) * (1.0 + e)));
+}
+DSA_HD inline float vllm_q_fold(float w, float s, float sm, float hs, Bug bug) {
+  if (bug == Bug::vq_scale_not_folded) return (w * sm) * hs;
+  if (bug == Bug::vq_weights_div) return ((w / s) * sm) * hs;
+  return ((w * s) * sm) * hs;
+}
+
+// x [D] bf16 bits (D = 128), cos_v / sin_v [32]; w the head weight as fp32; r / lo / hi [D] scratch. Writes codes [D],
+// bound [D], *wout and *wbound.
+DSA_HD inline void vllm_q_row(const std::uint16_t* x, std::int64_t D, const float* cos_v, const float* sin_v, float w, float sm, float hs,
+                              Bug bug, std::uint16_t* r, std::uint16_t* lo, std::uint16_t* hi, std::uint8_t* codes, double* bound,
+                              float* wout, double* wbound) {
+  if (bug == Bug::vq_no_rope) {
+    for (std::int64_t d = 0; d < D; ++d) r[d] = lo[d] = hi[d] = x[d];
+  } else {
+    rope_row(x, D, cos_v, sin_v, bug == Bug::rope_neox ? Bug::rope_neox : Bug::none, r, lo, hi);
+  }
+  if (bug == Bug::vq_hadamard) {  // the Ascend / reference path's rotation: bf16(fp32 FWHT * 128^-0.5)
+    float f[128];
+    for (std::int64_t d = 0; d < D && d < 128; ++d) f[d] = halfcore::bf16_to_f32(r[d]);
+    dsa::num::fwht_f32(f, D < 128 ? D : 128);
+    const float s32 = dsa::num::hadamard_scale_f32(D);
+    for (std::int64_t d = 0; d < D && d < 128; ++d) r[d] = lo[d] = hi[d] = halfcore::f32_to_bf16(f[d] * s32);
+  }
+  // amax of the reference values, and its possible range over [lo, hi] (NaN propagates)
+  float amax = 0.0f, alo = 0.0f, ahi = 0.0f;
+  bool nan = false;
+  for (std::int64_t d = 0; d < D; ++d) {
+    const std::uint16_t v = bug == Bug::vq_amax_pre_rope ? x[d] : r[d];
+    const float a = hd::abs(halfcore::bf16_to_f32(v));
+    const float l = halfcore::bf16_to_f32(lo[d]), h = halfcore::bf16_to_f32(hi[d]);
+    const float mn = (l <= 0.0f && h >= 0.0f) ? 0.0f : (hd::abs(l) < hd::abs(h) ? hd::abs(l) : hd::abs(h));
+    const float mx = hd::abs(l) > hd::abs(h) ? hd::abs(l) : hd::abs(h);
+    nan |= a != a;
+    amax = a > amax ? a : amax;
+    alo = mn > alo ? mn : alo;
+    ahi = mx > ahi ? mx : ahi;
+  }
+  if (bug == Bug::vq_amax_pre_rope) alo = ahi = amax;
+  const quant::QuantParams qp = vllm_q_quant();
+  const quant::BlockScale b = quant::block_scale(nan ? fp8core::quiet_nan() : amax, qp);
+  const float s = b.s;
+  const float smin = nan ? s : vllm_q_scale_near(alo, -0x1p-21), smax = nan ? s : vllm_q_scale_near(ahi, 0x1p-21);
+  for (std::int64_t d = 0; d < D; ++d) {
+    codes[d] = quant::encode(halfcore::bf16_to_f32(r[d]), b, qp);
+    double bd = 0.0;
+    if (!nan && (lo[d] != hi[d] || smin != smax)) {
+      const double ref = e4m3_val(codes[d]);
+      const std::uint16_t vs[2] = {lo[d], hi[d]};
+      const float ss[2] = {smin, smax};
+      for (const std::uint16_t v : vs)
+        for (const float sc : ss) bd = hd::max(bd, hd::abs(e4m3_val(e4m3_sat(halfcore::bf16_to_f32(v) / sc)) - ref));
+    }
+    bound[d] = bd;
+  }
+  *wout = vllm_q_fold(w, s, sm, hs, bug);
+  double wb = 0.0;
+  if (!nan && smin != smax) {
+    const float ss[2] = {smin, smax};
+    for (const float sc : ss) wb = hd::max(wb, hd::abs(static_cast<double>(vllm_q_fold(w, sc, sm, hs, bug)) - static_cast<double>(*wout)));
+  }
+  *wbound = hd::is_finite(wb) ? wb : 0.0;
 }
 
 }  // namespace dsa::v4::indexer_prolog

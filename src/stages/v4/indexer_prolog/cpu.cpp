@@ -50,10 +50,66 @@ Expected run(const Case& c, const Params& p, Bug bug, int threads) {
   loops.weights = [&](const std::uint16_t* w, i64 n, std::uint16_t* out) {
     for (i64 i = 0; i < n; ++i) out[i] = a3_weight(w[i], bug);
   };
+  loops.vq = [&](const std::uint16_t* x, i64 T, i64 H, i64 D, const float* cs, const float* sn, const float* w, float sm, float hs,
+                 std::uint8_t* codes, double* bound, float* wout, double* wbound) {
+#pragma omp parallel num_threads(nt)
+    {
+      std::vector<std::uint16_t> r(static_cast<std::size_t>(D)), lo(r.size()), hi(r.size());
+#pragma omp for schedule(static)
+      for (i64 row = 0; row < T * H; ++row) {
+        const i64 t = row / H;
+        vllm_q_row(x + row * D, D, cs + t * 32, sn + t * 32, w[row], sm, hs, bug, r.data(), lo.data(), hi.data(), codes + row * D,
+                   bound + row * D, wout + row, wbound + row);
+      }
+    }
+  };
   return run_with(c, p, loops);
 }
 
+namespace {
+
+// Kernel vllm-cuda: the fp8 indexer q path (core.hpp vllm_q_row), the cos / sin rows gathered at the positions.
+Expected run_vllm(const Case& c, const Params& p, const RowLoops& loops) {
+  const Tensor& x = c.input("index_q");
+  const Tensor& pos = c.input("positions");
+  const Tensor& cache = c.input("cos_sin_cache");
+  const Tensor& wt = c.input("index_weights");
+  const i64 T = x.dim(0), H = x.dim(1), D = x.dim(2), W = cache.dim(1);
+  std::vector<float> cs(static_cast<std::size_t>(T * 32)), sn(cs.size()), w(static_cast<std::size_t>(T * H));
+  auto cval = [&](i64 i) { return cache.dtype() == DType::bf16 ? num::bf16_to_f32(cache.data<std::uint16_t>()[i]) : cache.data<float>()[i]; };
+  for (i64 t = 0; t < T; ++t)
+    for (i64 i = 0; i < 32; ++i) {
+      cs[static_cast<std::size_t>(t * 32 + i)] = cval(pos.int_at(t) * W + i);
+      sn[static_cast<std::size_t>(t * 32 + i)] = cval(pos.int_at(t) * W + W / 2 + i);
+    }
+  for (i64 i = 0; i < T * H; ++i)
+    w[static_cast<std::size_t>(i)] = wt.dtype() == DType::bf16 ? num::bf16_to_f32(wt.data<std::uint16_t>()[i]) : wt.data<float>()[i];
+  Tensor q8(DType::fp8_e4m3fn, {T, H, D}, Tensor::Uninit{}), qb(DType::f64, {T, H, D}, Tensor::Uninit{});
+  Tensor wo(DType::f32, {T, H}, Tensor::Uninit{}), wb(DType::f64, {T, H}, Tensor::Uninit{});
+  loops.vq(x.data<std::uint16_t>(), T, H, D, cs.data(), sn.data(), w.data(), static_cast<float>(p.softmax_scale),
+           static_cast<float>(p.head_scale), q8.data<std::uint8_t>(), qb.data<double>(), wo.data<float>(), wb.data<double>());
+  Expected e;
+  RefTensor a;
+  a.name = "q_fp8";
+  a.kind = CompareKind::bounded;
+  a.value = q8;
+  a.magnitude = qb;
+  a.describe = [H, D](i64 f) { return "token " + std::to_string(f / (H * D)) + " head " + std::to_string(f / D % H) + " dim " + std::to_string(f % D); };
+  RefTensor b;
+  b.name = "weights_out";
+  b.kind = CompareKind::bounded;
+  b.value = wo;
+  b.magnitude = wb;
+  b.describe = [H](i64 f) { return "token " + std::to_string(f / H) + " head " + std::to_string(f % H); };
+  e.tensors.push_back(std::move(a));
+  e.tensors.push_back(std::move(b));
+  return e;
+}
+
+}  // namespace
+
 Expected run_with(const Case& c, const Params& p, const RowLoops& loops) {
+  if (p.vllm) return run_vllm(c, p, loops);
   Expected e;
   const Tensor* q = c.input_opt("q");
   Tensor rot;  // the quant's input when the path starts at q_pre: the dumped q_rot, else the reference's

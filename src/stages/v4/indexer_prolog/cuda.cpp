@@ -17,6 +17,10 @@ Expected cuda(const Case& c, const Params& p, const RefOptions&) {
     quant_rows_cuda(x, R, D, p.amax_zero, codes, scales);
   };
   loops.weights = [](const std::uint16_t* w, i64 n, std::uint16_t* out) { weights_cuda(w, n, out); };
+  loops.vq = [](const std::uint16_t* x, i64 T, i64 H, i64 D, const float* cs, const float* sn, const float* w, float sm, float hs,
+                std::uint8_t* codes, double* bound, float* wout, double* wbound) {
+    vllm_q_cuda(x, T, H, D, cs, sn, w, sm, hs, codes, bound, wout, wbound);
+  };
   return run_with(c, p, loops);
 }
 

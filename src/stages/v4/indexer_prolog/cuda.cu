@@ -54,6 +54,18 @@ __global__ void weights_kernel(const std::uint16_t* w, i64 n, std::uint16_t* out
   for (i64 i = static_cast<i64>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) out[i] = a3_weight(w[i], Bug::none);
 }
 
+// Kernel vllm-cuda: one thread per (token, head) row; r / lo / hi scratch in registers / local memory (D = 128).
+__global__ void vllm_q_kernel(const std::uint16_t* x, i64 rows, i64 H, i64 D, const float* cs, const float* sn, const float* w, float sm,
+                              float hs, std::uint8_t* codes, double* bound, float* wout, double* wbound) {
+  const i64 stride = static_cast<i64>(gridDim.x) * blockDim.x;
+  std::uint16_t r[128], lo[128], hi[128];
+  for (i64 row = static_cast<i64>(blockIdx.x) * blockDim.x + threadIdx.x; row < rows; row += stride) {
+    const i64 t = row / H;
+    vllm_q_row(x + row * D, D, cs + t * 32, sn + t * 32, w[row], sm, hs, Bug::none, r, lo, hi, codes + row * D, bound + row * D,
+               wout + row, wbound + row);
+  }
+}
+
 template <class P>
 P* dev(const cuda::Buffer& b) {
   return static_cast<P*>(b.get());
@@ -111,6 +123,27 @@ void weights_cuda(const std::uint16_t* w, i64 n, std::uint16_t* out) {
     cuda::check_last("v4.indexer_prolog A3 weights");
   }
   dout.download(out, nb);
+}
+
+void vllm_q_cuda(const std::uint16_t* x, i64 T, i64 H, i64 D, const float* cs, const float* sn, const float* w, float sm, float hs,
+                 std::uint8_t* codes, double* bound, float* wout, double* wbound) {
+  const i64 rows = T * H;
+  const auto n = static_cast<std::size_t>(rows * D), nr = static_cast<std::size_t>(rows), n_cs = static_cast<std::size_t>(T * 32);
+  cuda::Buffer dx(n * 2), dcs(n_cs * 4), dsn(n_cs * 4), dw(nr * 4), dc(n), db(n * 8), dwo(nr * 4), dwb(nr * 8);
+  dx.upload(x, n * 2);
+  dcs.upload(cs, n_cs * 4);
+  dsn.upload(sn, n_cs * 4);
+  dw.upload(w, nr * 4);
+  if (rows > 0) {
+    vllm_q_kernel<<<blocks_for(rows), kThreads>>>(dev<const std::uint16_t>(dx), rows, H, D, dev<const float>(dcs), dev<const float>(dsn),
+                                                  dev<const float>(dw), sm, hs, dev<std::uint8_t>(dc), dev<double>(db), dev<float>(dwo),
+                                                  dev<double>(dwb));
+    cuda::check_last("v4.indexer_prolog vllm-cuda q path");
+  }
+  dc.download(codes, n);
+  db.download(bound, n * 8);
+  dwo.download(wout, nr * 4);
+  dwb.download(wbound, nr * 8);
 }
 
 }  // namespace dsa::v4::indexer_prolog

@@ -15,5 +15,8 @@ void rotate_rows_cuda(const std::uint16_t* pre, std::int64_t T, std::int64_t H, 
 void quant_rows_cuda(const std::uint16_t* x, std::int64_t R, std::int64_t D, AmaxZero az, std::int8_t* codes, std::uint16_t* scales);
 // a3_weight of n bf16 values -> fp16 bits.
 void weights_cuda(const std::uint16_t* w, std::int64_t n, std::uint16_t* out);
+// Kernel vllm-cuda: vllm_q_row of every (token, head) row (RowLoops::vq's arguments).
+void vllm_q_cuda(const std::uint16_t* x, std::int64_t T, std::int64_t H, std::int64_t D, const float* cs, const float* sn, const float* w,
+                 float sm, float hs, std::uint8_t* codes, double* bound, float* wout, double* wbound);
 
 }  // namespace dsa::v4::indexer_prolog

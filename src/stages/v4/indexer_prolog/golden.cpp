@@ -94,10 +94,39 @@ void gen_rows(const GoldenSpec& s, std::uint64_t seed, int threads, Case& c) {
   }
 }
 
+// Kernel vllm-cuda (fused_indexer_q_rope_quant): index_q [T, H, 128] bf16 rows as gen_rows', row (0, 0) all zero
+// (amax below the 1e-4 floor) and row (0, 1) with its rope dims x 64 (the rope dims set amax); positions uniform in
+// [0, P); cos_sin_cache [P, 64] fp32 (cos 32 | sin 32) of the V4 YaRN table; index_weights bf16 N(0,1).
+void gen_vllm_q(const GoldenSpec& s, std::uint64_t seed, int threads, Case& c) {
+  (void)threads;
+  const Rng root(seed);
+  const std::int64_t T = s.dim("T", 4), H = s.dim("H", 64), D = 128, P = s.dim("P", 4096);
+  Tensor q(DType::bf16, {T, H, D}), w(DType::bf16, {T, H}), pos(DType::i64, {T}), cache(DType::f32, {P, 64});
+  for (std::int64_t i = 0; i < T * H; ++i)
+    gen_row(root.fork(kQ).fork(static_cast<std::uint64_t>(i)), D, i == 0, q.data<std::uint16_t>() + i * D);
+  if (T * H > 1)
+    for (std::int64_t d = 64; d < D; ++d)
+      q.data<std::uint16_t>()[D + d] = num::f32_to_bf16(num::bf16_to_f32(q.data<std::uint16_t>()[D + d]) * 64.0f);
+  Rng rw = root.fork(kW);
+  for (std::int64_t i = 0; i < T * H; ++i) w.data<std::uint16_t>()[i] = num::f64_to_bf16(rw.normal());
+  Rng rp = root.fork(kPlant);
+  for (std::int64_t t = 0; t < T; ++t) pos.data<std::int64_t>()[t] = rp.randint(0, P - 1);
+  dsa::num::YarnParams y;
+  y.theta = 160000.0, y.factor = 16.0, y.original_seq_len = 65536, y.max_seq_len = 1 << 20;
+  const auto f = dsa::num::yarn_inv_freqs(y);
+  for (std::int64_t p = 0; p < P; ++p) dsa::num::yarn_cos_sin(f, p, cache.data<float>() + p * 64, cache.data<float>() + p * 64 + 32);
+  c.inputs = {{"index_q", q}, {"positions", pos}, {"cos_sin_cache", cache}, {"index_weights", w}};
+}
+
 }  // namespace
 
 std::vector<Generator> generators() {
-  return {{"v4ip.rows", "v4.indexer_prolog",
+  return {{"v4ip.vllm_q", "v4.indexer_prolog",
+           "kernel vllm-cuda's fp8 indexer q path: index_q [T, H, 128] bf16 N(0,1) x U(0.05, 4) per row, row (0, 0) "
+           "all zero, row (0, 1) with its rope dims x 64; positions uniform in [0, P); cos_sin_cache [P, 64] fp32 of "
+           "the V4 YaRN table (cos 32 | sin 32); index_weights bf16 N(0,1). dims T, H, P",
+           gen_vllm_q},
+          {"v4ip.rows", "v4.indexer_prolog",
            "rotated q [T,H,D] and key rows [R,D] bf16 N(0,1) x U(0.05, 4) per row; zero_rows: an all-zero q and k "
            "row; weights bf16 N(0,1); caches of junk int8 / fp16 scales; distinct shuffled slots, every pad_rows-th key "
            "row padded ([-1, bs-1], or -1 with flat); pre: the query given before RoPE + Hadamard (q_pre) with a V4 "
@@ -126,6 +155,11 @@ std::vector<GoldenSpec> goldens() {
        .params = {{"pre", 1}}, .attrs = {{"hadamard", S("ascend")}},
        .doc = "the query path from the wq_b output: interleaved RoPE on the last 64 dims with a V4 table, bf16(q @ H^T), "
               "bf16(x 128^-0.5), then the int8 quant; values whose rounding the kernel's fp32 order decides carry a bound"},
+      {.name = "v4ip_vllm_q", .stage = st, .generator = "v4ip.vllm_q", .seed = 1305, .dims = {{"T", 6}, {"H", 64}, {"P", 1024}},
+       .attrs = {{"kernel", S("vllm-cuda")}},
+       .doc = "kernel vllm-cuda: fused_indexer_q_rope_quant FP8 (GPT-J RoPE at each token's position, pow2 scale by IEEE "
+              "divide, e4m3 codes, the scale folded into the fp32 weights; no Hadamard); an all-zero row (1e-4 floor) "
+              "and a row whose rope dims set amax"},
       {.name = "v4ip_qpath_fwht", .stage = st, .generator = g, .seed = 1304,
        .dims = {{"T", 2}, {"H", 64}, {"D", 128}, {"R", 0}},
        .params = {{"pre", 1}}, .attrs = {{"hadamard", S("fwht")}},

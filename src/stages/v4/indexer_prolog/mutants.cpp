@@ -20,6 +20,9 @@ std::vector<golden::GoldenSpec> selftest_cases() {
       {.name = "v4ip_pre", .stage = "v4.indexer_prolog", .generator = "v4ip.rows", .seed = 52,
        .dims = {{"T", 3}, {"H", 4}, {"D", 64}, {"R", 0}}, .params = {{"pre", 1}},
        .doc = "the query path from q_pre (RoPE + Hadamard + quant)"},
+      {.name = "v4ip_vq", .stage = "v4.indexer_prolog", .generator = "v4ip.vllm_q", .seed = 53,
+       .dims = {{"T", 4}, {"H", 32}, {"P", 512}}, .attrs = {{"kernel", golden::S("vllm-cuda")}},
+       .doc = "kernel vllm-cuda: the fp8 indexer q path (fused_indexer_q_rope_quant FP8)"},
   };
 }
 
@@ -48,6 +51,23 @@ std::vector<Mutant> mutants() {
        with_bug(Bug::rope_neox)},
       {"v4ip_hadamard_unscaled", "B3", "v4ip_pre", V{Verdict::FAIL}, "Hadamard output not multiplied by 128^-0.5",
        with_bug(Bug::no_hadamard_scale)},
+      {"v4ip_vq_no_rope", "B1", "v4ip_vq", V{Verdict::FAIL}, "vllm-cuda q: RoPE not applied to dims 64..127", with_bug(Bug::vq_no_rope)},
+      {"v4ip_vq_rope_neox", "B1", "v4ip_vq", V{Verdict::FAIL}, "vllm-cuda q: NeoX pairs (i, i+32) instead of GPT-J (2i, 2i+1)",
+       with_bug(Bug::rope_neox)},
+      {"v4ip_vq_wrong_position", "B1", "v4ip_vq", V{Verdict::FAIL}, "vllm-cuda q: RoPE at position + 1 (an off-by-one position)",
+       buggy([](Case& c) {
+         const std::int64_t P = c.input("cos_sin_cache").dim(0);
+         edit_input(c, "positions", [P](Tensor& t) {
+           for (std::int64_t i = 0; i < t.numel(); ++i) iset(t, i, (t.int_at(i) + 1) % P);
+         });
+       })},
+      {"v4ip_vq_hadamard", "v4 §10", "v4ip_vq", V{Verdict::FAIL}, "vllm-cuda q: the Hadamard applied (the Ascend / reference path)",
+       with_bug(Bug::vq_hadamard)},
+      {"v4ip_vq_scale_not_folded", "v4 §10", "v4ip_vq", V{Verdict::FAIL},
+       "vllm-cuda q: the q scale stored apart, not folded into weights_out", with_bug(Bug::vq_scale_not_folded)},
+      {"v4ip_vq_weights_div", "v4 §10", "v4ip_vq", V{Verdict::FAIL}, "vllm-cuda q: weights divided by the q scale", with_bug(Bug::vq_weights_div)},
+      {"v4ip_vq_amax_pre_rope", "v4 §10", "v4ip_vq", V{Verdict::FAIL}, "vllm-cuda q: amax over the un-rotated rope dims",
+       with_bug(Bug::vq_amax_pre_rope)},
       {"v4ip_padded_written", "B12", "v4ip", V{Verdict::FAIL},
        "padded key rows ([-1, bs-1] pairs or -1) written into the lowest free cache slots instead of skipped",
        buggy([](Case& c) {

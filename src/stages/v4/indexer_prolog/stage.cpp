@@ -1,7 +1,9 @@
 // v4.indexer_prolog: schema (seed 004's tensors around the A3 indexer), parse, table entry.
+#include <cmath>
 #include <string>
 
 #include "numerics/formats.hpp"
+#include "profiles/profiles.hpp"
 
 #include "stages/v4/indexer_prolog/stage.hpp"
 #include "stages/v4/table.hpp"
@@ -15,6 +17,50 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& pr) {
   auto bad = [&](const std::string& t, const std::string& want, const std::string& found) { pr.push_back({c.file, c.name, t, want, found}); };
   p.amax_zero = a.s("amax_zero") == "scale0" ? AmaxZero::scale0 : AmaxZero::scale1;
   p.hadamard = a.s("hadamard") == "fwht" ? HadamardKind::fwht : HadamardKind::ascend;
+  p.vllm = a.profile() == &profiles::vllm_cuda();
+  // Absent: derived as vLLM derives them, head_dim^-0.5 and n_head^-0.5 of the query's shape (set below).
+  const bool has_sm = c.has_attr("softmax_scale"), has_hs = c.has_attr("head_scale");
+  if (has_sm) p.softmax_scale = a.f("softmax_scale");
+  if (has_hs) p.head_scale = a.f("head_scale");
+  static const char* kVllmIn[] = {"index_q", "positions", "cos_sin_cache", "index_weights"};
+  if (p.vllm) {
+    for (const char* n : {"q", "q_pre", "rope_cos", "rope_sin", "weights", "k", "slot_mapping", "k_cache_in", "k_scale_cache_in"})
+      if (c.input_opt(n)) bad(std::string("inputs/") + n, "none with kernel vllm-cuda (its inputs: index_q, positions, cos_sin_cache, index_weights)", "present");
+    for (const char* n : kVllmIn)
+      if (!c.input_opt(n)) bad(std::string("inputs/") + n, "present with kernel vllm-cuda (fused_indexer_q_rope_quant's inputs)", "absent");
+    for (const auto* g : {&c.outputs, &c.expected})
+      for (const auto& [n, t] : *g) {
+        (void)t;
+        if (n != "q_fp8" && n != "weights_out")
+          bad(std::string(g == &c.outputs ? "outputs/" : "expected/") + n, "q_fp8 or weights_out with kernel vllm-cuda", n);
+      }
+    if (!std::isfinite(p.softmax_scale) || !std::isfinite(p.head_scale))
+      bad("attr softmax_scale, head_scale", "finite numbers", std::to_string(p.softmax_scale) + ", " + std::to_string(p.head_scale));
+    if (!pr.empty()) return p;
+    const Tensor& x = c.input("index_q");
+    const Tensor& pos = c.input("positions");
+    const Tensor& cs = c.input("cos_sin_cache");
+    const Tensor& w = c.input("index_weights");
+    if (x.dim(2) != 128) bad("inputs/index_q", "head dim 128 (64 nope + 64 rope dims, the V4 indexer)", std::to_string(x.dim(2)));
+    if (!has_sm) p.softmax_scale = 1.0 / std::sqrt(static_cast<double>(x.dim(2)));
+    if (!has_hs && x.dim(1) > 0) p.head_scale = 1.0 / std::sqrt(static_cast<double>(x.dim(1)));
+    if (cs.dim(1) != 64) bad("inputs/cos_sin_cache", "[P, 64]: cos 32 | sin 32 per position (rope dim 64)", shape_str(cs.shape()));
+    if (pos.dim(0) != x.dim(0)) bad("inputs/positions", "one per token (T = " + std::to_string(x.dim(0)) + ")", std::to_string(pos.dim(0)));
+    if (w.dim(0) != x.dim(0) || w.dim(1) != x.dim(1))
+      bad("inputs/index_weights", "[T, H] = [" + std::to_string(x.dim(0)) + ", " + std::to_string(x.dim(1)) + "]", shape_str(w.shape()));
+    if (!pr.empty()) return p;
+    for (std::int64_t t = 0; t < pos.numel(); ++t)
+      if (pos.int_at(t) < 0 || pos.int_at(t) >= cs.dim(0)) {
+        bad("inputs/positions", "0 <= position < cos_sin_cache rows (" + std::to_string(cs.dim(0)) + ")",
+            "token " + std::to_string(t) + ": " + std::to_string(pos.int_at(t)));
+        break;
+      }
+    return p;
+  }
+  for (const char* n : kVllmIn)
+    if (c.input_opt(n)) bad(std::string("inputs/") + n, "only with attr kernel = vllm-cuda (the fp8 indexer q path)", "present");
+  for (const char* n : {"q_fp8", "weights_out"})
+    if (c.outputs.count(n) || c.expected.count(n)) bad(std::string("outputs/") + n, "only with attr kernel = vllm-cuda", "present");
   const Tensor* pre = c.input_opt("q_pre");
   const Tensor* cs = c.input_opt("rope_cos");
   const Tensor* sn = c.input_opt("rope_sin");
@@ -101,7 +147,13 @@ Stage stage() {
                              "arithmetic (scale 0, the NaN codes cast to 0)"),
                     str_attr("hadamard", "ascend", {"ascend", "fwht"},
                              "q path from q_pre: ascend = bf16(r @ H^T) then bf16(x 128^-0.5) (vLLM-Ascend rotate_activation); "
-                             "fwht = the reference model's fp32 FWHT then bf16(x 128^-0.5)")};
+                             "fwht = the reference model's fp32 FWHT then bf16(x 128^-0.5)"),
+                    AttrSpec{"softmax_scale", AttrType::number, false, std::nullopt, {},
+                             "kernel vllm-cuda: index_weights_softmax_scale of the weight fold, passed as fp32 (absent: "
+                             "head_dim^-0.5 of index_q, as vLLM derives it)"},
+                    AttrSpec{"head_scale", AttrType::number, false, std::nullopt, {},
+                             "kernel vllm-cuda: index_weights_head_scale of the weight fold, fp32 (absent: n_head^-0.5 "
+                             "of index_q's heads, as vLLM derives it)"}};
   s.schema.inputs = {
       {"q", {DT::bf16}, {"T,H,D"}, true, "the rotated query (after RoPE and the Hadamard), bf16"},
       {"q_pre", {DT::bf16}, {"T,H,D"}, true, "or: the query before RoPE and the Hadamard (wq_b output), bf16"},
@@ -111,7 +163,11 @@ Stage stage() {
       {"k", {DT::bf16}, {"R,D"}, true, "indexer compressor rows (rotated), bf16"},
       {"slot_mapping", {DT::i32, DT::i64}, {"R,2", "R"}, true, "[block, offset] pairs (A3; negative block = skip) or flat slots (-1 = skip)"},
       {"k_cache_in", {DT::int8}, {"nblk,bs,1,D", "nblk,bs,D"}, true, "int8 key cache before the scatter"},
-      {"k_scale_cache_in", {DT::fp16}, {"nblk,bs,1,1", "nblk,bs,1", "nblk,bs"}, true, "fp16 key scales before the scatter"}};
+      {"k_scale_cache_in", {DT::fp16}, {"nblk,bs,1,1", "nblk,bs,1", "nblk,bs"}, true, "fp16 key scales before the scatter"},
+      {"index_q", {DT::bf16}, {"T,H,D"}, true, "kernel vllm-cuda: the indexer query before RoPE (wq_b output), bf16 [T, H, 128]"},
+      {"positions", {DT::i64, DT::i32}, {"T"}, true, "kernel vllm-cuda: each token's position (row of cos_sin_cache)"},
+      {"cos_sin_cache", {DT::f32, DT::bf16}, {"P,R"}, true, "kernel vllm-cuda: the RoPE cache [P, 64], cos 32 | sin 32 per position"},
+      {"index_weights", {DT::bf16, DT::f32}, {"T,H"}, true, "kernel vllm-cuda: the head weights (weights_proj output) before the fold"}};
   s.schema.outputs = {{{"q_rot", {DT::bf16}, {"T,H,D"}, false, "with q_pre: the rotated query (RoPE + Hadamard), bounded per element"},
                        CompareKind::bounded},
                       {{"q_int8", {DT::int8}, {"T,H,D"}, false, "query codes"}, CompareKind::bytes},
@@ -119,9 +175,15 @@ Stage stage() {
                       {{"weights_fp16", {DT::fp16}, {"T,H"}, false, "A3 head weights"}, CompareKind::bytes},
                       {{"k_cache", {DT::int8}, {"nblk,bs,1,D", "nblk,bs,D"}, false, "key cache after the scatter"}, CompareKind::bytes},
                       {{"k_scale_cache", {DT::fp16}, {"nblk,bs,1,1", "nblk,bs,1", "nblk,bs"}, false, "scale cache after the scatter"},
-                       CompareKind::bytes}};
+                       CompareKind::bytes},
+                      {{"q_fp8", {DT::fp8_e4m3fn}, {"T,H,D"}, false,
+                        "kernel vllm-cuda: e4m3 query codes (scale folded into weights_out); exact but for the flips Triton's approximations allow"},
+                       CompareKind::bounded},
+                      {{"weights_out", {DT::f32}, {"T,H"}, false, "kernel vllm-cuda: fl32(fl32(fl32(w * s) * softmax_scale) * head_scale)"},
+                       CompareKind::bounded}};
   s.default_profile = "ascend-a3";
-  s.profile_doc = "ascend-a3 (A2/A3): int8 codes, fp16 scales and weights";
+  s.profile_doc = "ascend-a3 (A2/A3): int8 codes, fp16 scales and weights; vllm-cuda: the fp8 indexer q path "
+                  "(fused_indexer_q_rope_quant FP8: RoPE, pow2 scale folded into fp32 weights, no Hadamard)";
   s.default_tolerance = "derived-bound";  // q_rot: its per-element bound (the other outputs are bytes)
   s.parse = typed_parse(&parse);
   s.impl[static_cast<std::size_t>(Backend::cpu)] = typed_impl(&cpu);

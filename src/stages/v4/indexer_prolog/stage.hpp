@@ -14,6 +14,13 @@
 // A NaN in a row: amax, scale and fp16 scale NaN (0x7FFF), every code of the row 0. An inf: amax and scale inf,
 // inv = 0, codes x * 0 = 0 (inf * 0 = NaN, cast to 0). Everything is exact: bytes comparators.
 //
+// Attr kernel = vllm-cuda (default ascend-a3): vLLM's CUDA DeepSeek-V4 fp8 indexer q path, fused_indexer_q_rope_quant's
+// FP8 branch (spec v4 §10 "Indexer q"; core.hpp vllm_q_row has the arithmetic and the acceptance): inputs index_q
+// (bf16 [T, H, 128]), positions ([T]), cos_sin_cache ([P, 64] fp32 or bf16: cos 32 | sin 32 per position) and
+// index_weights ([T, H]); outputs q_fp8 (e4m3 [T, H, 128]) and weights_out (fp32 [T, H]), both byte-exact except
+// where Triton's approximate log2 / the fp32 RoPE can flip a value (bounded, derived-bound; 0 = exact required).
+// attrs softmax_scale and head_scale are the fold's factors (absent: head_dim^-0.5, n_head^-0.5). No Hadamard.
+//
 // The query path may start one step earlier, from `q_pre` = the wq_b output [T, H, D] bf16 and the per-token RoPE
 // table `rope_cos` / `rope_sin` f32 [T, 64] (the Ascend table, interleave-duplicated: cos[2i] = cos[2i+1]) or
 // [T, 32]: output `q_rot` (bf16 [T, H, D]) =
@@ -40,6 +47,8 @@
 namespace dsa::v4::indexer_prolog {
 
 struct Params : dsa::Params {
+  bool vllm = false;  // attr kernel = vllm-cuda: the fp8 indexer q path (core.hpp vllm_q_row) instead of the A3 paths
+  double softmax_scale = 0, head_scale = 0;  // vllm-cuda's weight fold (fp32 in the kernel; parse derives absent ones)
   AmaxZero amax_zero = AmaxZero::scale1;
   bool pairs = true;  // slot_mapping as [block, offset] pairs (else flat slots)
   HadamardKind hadamard = HadamardKind::ascend;
@@ -72,6 +81,11 @@ struct RowLoops {
       rotate;
   std::function<void(const std::uint16_t* x, std::int64_t R, std::int64_t D, std::int8_t* codes, std::uint16_t* scales)> quant;
   std::function<void(const std::uint16_t* w, std::int64_t n, std::uint16_t* out)> weights;
+  //   vq       kernel vllm-cuda: vllm_q_row of every (token, head) row: x [T*H, D] bf16 bits, cs / sn [T, 32], w [T*H]
+  //            fp32 -> codes [T*H, D] e4m3, bound [T*H, D], wout [T*H] fp32, wbound [T*H]
+  std::function<void(const std::uint16_t* x, std::int64_t T, std::int64_t H, std::int64_t D, const float* cs, const float* sn,
+                     const float* w, float sm, float hs, std::uint8_t* codes, double* bound, float* wout, double* wbound)>
+      vq;
 };
 // cpu.cpp: the reference with its row loops run by `loops`; the host keeps the RoPE rows, the packaging and the cache
 // scatter (both backends).
