@@ -11,6 +11,7 @@
 
 #include "numerics/det_math.hpp"
 #include "numerics/formats.hpp"
+#include "engines/quant/quant_core.hpp"
 #include "engines/sparse_attn/sparse_attn.hpp"
 #include "stages/v4/compressor/stage.hpp"
 
@@ -47,7 +48,8 @@ double e2m1(double x) {
 void qat_block(double* y, double* ey, std::int64_t n, bool fp4) {
   const float floor_ = fp4 ? 6.0f * 0x1p-126f : 1e-4f, inv = fp4 ? 1.0f / 6.0f : num::inv448_f32();
   const double qmax = fp4 ? 6.0 : 448.0;
-  auto scale = [&](double amax) {
+  auto scale = [&](double amax) {  // fp8: the ue8m0 ScaleRule (engines/quant); fp4: the same form at qmax 6
+    if (!fp4) return static_cast<double>(quant::scale_of(quant::ue8m0_rule(), static_cast<float>(amax)));
     return static_cast<double>(num::pow2_ceil(std::fmax(static_cast<float>(amax), floor_) * inv));
   };
   auto q = [&](double x, double s) {
@@ -141,8 +143,8 @@ void pool(const Params& p, const std::vector<RowRef>& rows, Bug bug, double* C, 
   }
 }
 
-void finish(const Params& p, const double* C, const double* eC, const std::uint16_t* gamma_bf16, const float* cos_row,
-            const float* sin_row, double* y, double* ey) {
+void pre_cast(const Params& p, const double* C, const double* eC, const std::uint16_t* gamma_bf16, const float* cos_row,
+              const float* sin_row, double* y, double* ey) {
   const std::int64_t D = p.D, nope = p.D - p.rope;
   const bool ref = p.variant == Variant::ref;
   std::vector<double> x(C, C + D), ex(eC, eC + D);
@@ -169,7 +171,22 @@ void finish(const Params& p, const double* C, const double* eC, const std::uint1
     const double eb = ey[b] * std::fabs(c1) + ey[a] * std::fabs(s1) + 0x1p-23 * (std::fabs(y[b] * c1) + std::fabs(y[a] * s1));
     y[a] = ya, y[b] = yb, ey[a] = ea, ey[b] = eb;
   }
+}
+
+void finish(const Params& p, const double* C, const double* eC, const std::uint16_t* gamma_bf16, const float* cos_row,
+            const float* sin_row, double* y, double* ey) {
+  const std::int64_t D = p.D, nope = p.D - p.rope;
+  const bool ref = p.variant == Variant::ref;
+  pre_cast(p, C, eC, gamma_bf16, cos_row, sin_row, y, ey);
   for (std::int64_t c = 0; c < D; ++c) ey[c] = rb(y[c], ey[c]), y[c] = bf16v(y[c]);  // the output cast
+  if (p.variant == Variant::vllm_cuda) {
+    // vLLM's CUDA store (fused_compress_quant_cache.py): no Hadamard whatever `rotate` says. D 128 (indexer): one FP8
+    // block over the bf16 rounding of all 128 dims (RoPE'd); D 512 (main): blocks of 64 over the nope dims.
+    if (D == 128) qat_block(y, ey, D, false);
+    else
+      for (std::int64_t b0 = 0; b0 < nope; b0 += 64) qat_block(y + b0, ey + b0, 64, false);
+    return;
+  }
   if (p.rotate) {  // Hadamard-128 over all dims
     std::vector<double> t(static_cast<std::size_t>(D)), et(static_cast<std::size_t>(D));
     const double scale = static_cast<double>(num::f32_from_bits(0x3DB504F3u)), sumabs = [&] {

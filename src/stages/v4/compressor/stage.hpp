@@ -65,6 +65,11 @@ struct RowRef {
 
 // Pools the rows into C[D] with bounds eC[D].
 void pool(const Params& p, const std::vector<RowRef>& rows, Bug bug, double* C, double* eC);
+// The variant's normalization and RoPE of one entry, before its output cast: C, eC -> the value y[D] (exact, in
+// fp64; ref: with its bf16 roundings on the way) and its bound ey[D]. cos_row / sin_row: one value per dim of the
+// rope part (interleave-duplicated pairs). v4.compressor_cache builds on it.
+void pre_cast(const Params& p, const double* C, const double* eC, const std::uint16_t* gamma_bf16, const float* cos_row,
+              const float* sin_row, double* y, double* ey);
 // The variant's post-processing of one entry: C, eC -> output values y[D] (bf16-representable) and bounds ey[D].
 void finish(const Params& p, const double* C, const double* eC, const std::uint16_t* gamma_bf16, const float* cos_row,
             const float* sin_row, double* y, double* ey);
