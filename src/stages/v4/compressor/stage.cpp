@@ -110,7 +110,7 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& pr) {
 void sanity(const Case& c, const std::string& tensor, const Tensor&, std::vector<std::string>& f) {
   if (tensor != "cmp_kv") return;
   const AttrReader a(c, find_stage(kName)->schema);
-  if (a.b("rotate") && a.profile() == &profiles::vllm_cuda())
+  if (a.b("rotate") && kernel_profile(c) == &profiles::vllm_cuda())
     f.push_back("rotate = 1 is not applied: the vLLM CUDA path applies no Hadamard (the flag is stored, no kernel reads it; "
                 "fused_compress_quant_cache.py quantizes the RoPE'd, normed 128 dims directly)");
   if (a.i("cache_mode") != 2) return;

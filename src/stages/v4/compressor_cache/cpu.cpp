@@ -148,6 +148,7 @@ Expected run(const Case& c, const Params& p, Bug bug, int threads) {
   const std::vector<double> zeros(static_cast<std::size_t>(C2), 0.0);
 #pragma omp parallel num_threads(threads)
   {
+    std::vector<double> esb(static_cast<std::size_t>(p.coff * p.r * C2), 0.0);
     std::vector<double> rows(static_cast<std::size_t>(p.coff * p.r * W)), C(static_cast<std::size_t>(D)), eC(C.size()), y(C.size()), ey(C.size());
     std::vector<float> cosr(static_cast<std::size_t>(p.rope)), sinr(cosr.size()), one(cosr.size(), 1.0f), zero(cosr.size(), 0.0f);
 #pragma omp for schedule(dynamic, 1)
@@ -165,9 +166,23 @@ Expected run(const Case& c, const Params& p, Bug bug, int threads) {
           const float* src = st.data<float>() + (blk * p.sbs + q % p.sbs) * W;
           double* d = rows.data() + i * W;
           for (std::int64_t o = 0; o < W; ++o) d[o] = src[o];
-          r.kv = d, r.s = d + C2, r.ekv = zeros.data(), r.es = zeros.data();
+          r.kv = d, r.s = d + C2, r.ekv = zeros.data(), r.es = esb.data() + i * C2;
         }
         rr.push_back(r);
+      }
+      // Triton's exp is ex2.approx(fl32(z * log2 e)) of z = fl32(s - max): the two roundings of the argument act as a
+      // perturbation of each score by up to 2^-22 |s - max| (the values themselves are exact inputs); pool() bounds
+      // the weights under that perturbation.
+      for (std::int64_t ch = 0; ch < D; ++ch) {
+        double mx = -std::numeric_limits<double>::infinity();
+        for (std::int64_t i = 0; i < p.coff * p.r; ++i)
+          if (!rr[static_cast<std::size_t>(i)].missing) mx = std::max(mx, rr[static_cast<std::size_t>(i)].s[(rr[static_cast<std::size_t>(i)].current && p.coff == 2 ? D : 0) + ch]);
+        for (std::int64_t i = 0; i < p.coff * p.r; ++i) {
+          const auto& r = rr[static_cast<std::size_t>(i)];
+          if (r.missing) continue;
+          const std::int64_t o = (r.current && p.coff == 2 ? D : 0) + ch;
+          esb[static_cast<std::size_t>(i * C2 + o)] = std::isfinite(mx) ? 0x1p-22 * std::fabs(r.s[o] - mx) : 0.0;
+        }
       }
       compressor::pool(cp, rr, compressor::Bug::none, C.data(), eC.data());
       const std::int64_t cpos = ps / p.r * p.r, half = p.rope / 2;

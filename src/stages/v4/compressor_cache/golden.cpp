@@ -153,13 +153,16 @@ std::vector<GoldenSpec> goldens() {
       {.name = "v4c4_vllm_model1_cache", .stage = st, .generator = g, .seed = 912, .dims = {{"D", 512}, {"sbs", 4}, {"kbs", 4}},
        .lists = {{"start_pos", {3, 11, 30}}, {"q_len", {6, 1, 2}}}, .params = {{"pads", 2}, {"null_blocks", 1}, {"kv_minus1", 1}},
        .attrs = {{"cmp_ratio", I(4)}},
+       .poison = {{"kv_score", 5, 7, golden::kNaN}, {"kv_score", 5, 1030, golden::kInf}, {"kv_score", 10, 3, golden::kNaN}},
        .doc = "the main C4 compressor (D 512) into the 584-byte MODEL1 records: 7 ue8m0 nope blocks, bf16 rope dims; "
-              "null blocks in the state table before the window, an emitting token with kv slot -1 (no write)"},
+              "null blocks in the state table before the window, an emitting token with kv slot -1 (no write); NaN "
+              "policy: a NaN kv and a +inf score of a token saved but read by no entry of the step (p 8) are copied "
+              "into its state row, a NaN in a pad token's row is never read"},
       {.name = "v4c128_vllm_model1", .stage = st, .generator = g, .seed = 913, .dims = {{"D", 512}, {"sbs", 8}, {"kbs", 2}},
-       .lists = {{"start_pos", {0, 250}}, {"q_len", {130, 7}}}, .params = {{"pads", 1}},
+       .lists = {{"start_pos", {120}}, {"q_len", {10}}}, .params = {{"pads", 1}},
        .attrs = {{"cmp_ratio", I(128)}},
-       .doc = "the C128 compressor (coff 1, 128-row softmax) into MODEL1 records: a 130-token prefill emitting entry 0 "
-              "and a decode run completing entry 1 from 122 state rows"},
+       .doc = "the C128 compressor (coff 1, 128-row softmax) into MODEL1 records: a chunk completing entry 0 from 120 "
+              "state rows and 8 of its own, then 2 tokens of the next group (saved, not emitted)"},
   };
 }
 
