@@ -531,7 +531,7 @@ def _e4m3_block(v, rule="ue8m0"):
     return codes, np.float32(s)
 
 
-def compressor_vllm(t, ratio=4, rope=64, eps=1e-6, bug=None):
+def compressor_vllm(t, ratio=4, rope=64, eps=1e-6, bug=None, approx=0.0):
     """v4.compressor_cache: vLLM's CUDA compressor kernels (spec v4 §10) in numpy float32, from the kernels' definitions:
     save_partial_states, then _fused_kv_compress_norm_rope_insert_{sparse,indexer}_attn. `t` holds the kernels'
     tensors: kv_score [T, 2*coff*D] fp32, ape [r, coff*D], norm_weight [D] (bf16 values), cos_sin_cache [P, rope]
@@ -547,7 +547,9 @@ def compressor_vllm(t, ratio=4, rope=64, eps=1e-6, bug=None):
       layout (kbs * 576 token bytes, then kbs * 8 scale bytes); D 128: one ue8m0 block over bf16(all 128 RoPE'd dims),
       codes at t*128 in the block, the fp32 scale at kbs*128 + 4t.
     bug (seeded): "hadamard" (D 128: H128 * 128^-0.5 before the cast), "pad_written" (pads save into slot 0),
-    "kv_slot_next" (record one slot further), "scale_fp32" (scale not rounded to a power of two), "no_ape"."""
+    "kv_slot_next" (record one slot further), "scale_fp32" (scale not rounded to a power of two), "no_ape".
+    approx: a kernel with approximate exp / divide (Triton's): the pooled c of channel ch scaled by
+    (1 + approx * (-1)^ch) before the norm, i.e. a relative error of `approx` in every weighted sum."""
     f32 = np.float32
     ks = np.asarray(t["kv_score"], f32)
     pos, req = np.asarray(t["positions"]).astype(np.int64), np.asarray(t["token_to_req_indices"]).astype(np.int64)
@@ -590,6 +592,8 @@ def compressor_vllm(t, ratio=4, rope=64, eps=1e-6, bug=None):
         e = np.exp((score - score.max(axis=0)).astype(f32)).astype(f32)
         w = (e / e.sum(axis=0, dtype=f32)).astype(f32)
         c = (kv * w).sum(axis=0, dtype=f32)
+        if approx:
+            c = (c.astype(np.float64) * (1 + approx * np.where(np.arange(D) % 2 == 0, 1.0, -1.0))).astype(f32)
         rr = f32(1.0) / np.sqrt(f32((c * c).sum(dtype=f32) / f32(D)) + f32(eps), dtype=f32)
         normed = (c * rr * gamma).astype(f32)
         cp = p // ratio * ratio

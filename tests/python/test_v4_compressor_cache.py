@@ -144,3 +144,34 @@ def test_one_written_code_off_by_one_fails(cli, tmp_path):
     rc, txt = run_check(cli, path)
     assert rc == 1, txt
     assert f"slot {k}, written by token 3" in txt
+
+
+def _capture_approx(path, t, ratio, approx):
+    st, kc = ref.compressor_vllm(t, ratio=ratio, approx=approx)
+    dsa_dump.capture_vllm_v4_compressor(
+        t["kv_score"], t["ape"], t["norm_weight"], t["cos_sin_cache"], t["positions"], t["token_to_req_indices"],
+        t["slot_mapping"], t["block_table"], t["kv_slot_mapping"], t["state_cache_in"], t["kv_cache_in"], st, kc,
+        compress_ratio=ratio, out=str(path))
+
+
+def test_approximate_kernel_passes_at_a_candidate_byte(cli, tmp_path):
+    """A kernel whose weighted sums carry a relative error of 2^-21 (Triton's approximate exp / divide are of that
+    order): 60 entries, one e4m3 code lands on the neighbouring bf16 rounding's code; it is an accepted candidate
+    (WITHIN_BOUND), every other byte bit-exact."""
+    t = make(3, 128, 4, [0] * 6, [40] * 6, kbs=16)
+    path = tmp_path / "approx.h5"
+    _capture_approx(path, t, 4, 2.0 ** -21)
+    rc, txt = run_check(cli, path)
+    assert rc == 0, txt
+    line = [x for x in txt.splitlines() if "kv_cache" in x][0]
+    assert line.startswith("WITHIN_BOUND") and "1 element(s) at an accepted candidate pattern" in line
+
+
+def test_error_beyond_the_approximations_fails(cli, tmp_path):
+    """The same with a relative error of 2^-12 (far beyond any fp32 approximation): rope bytes and codes differ."""
+    t = make(2, 512, 4, [0, 7], [64, 40], kbs=16)
+    path = tmp_path / "coarse.h5"
+    _capture_approx(path, t, 4, 2.0 ** -12)
+    rc, txt = run_check(cli, path)
+    assert rc == 1, txt
+    assert "FAIL" in txt and "kv_cache" in txt
