@@ -214,7 +214,7 @@ TEST_CASE("io.every problem of a file is reported at once") {
   CHECK(all.find(path + ": case 'a': inputs/x: expected dtype bf16 or float32, found uint16 (raw bits without a dtype attribute?") != std::string::npos);
   CHECK(all.find(path + ": case 'a': inputs/bogus: expected one of the stage's tensors (x), found an unknown tensor") != std::string::npos);
   CHECK(all.find(path + ": case 'b': attr stage: expected one of indexer.quant") != std::string::npos);
-  CHECK(all.find(path + ": case 'c': attr scale_fmt: expected one of ue8m0|fp32_div|fp32_mul, found 'ue9m0'") != std::string::npos);
+  CHECK(all.find(path + ": case 'c': attr scale_fmt: expected one of ue8m0|pow2|fp32_div|fp32_mul|bf16_div|bf16_mul|amax448|amax448_eps|flt_min, found 'ue9m0'") != std::string::npos);
   CHECK(all.find(path + ": case 'c': outputs/scale: expected dim 0 = T = 2 (from inputs/x dim 0)") != std::string::npos);
 }
 

@@ -1,5 +1,5 @@
 // v4.compressor_cache reference: the state rows (exact), then one compressed entry per emitting token in parallel
-// (distinct KV slots, checked by parse), each value in fp64 with its bound (v4.compressor's pool / pre_cast), stored
+// (distinct KV slots, checked by parse), each value in fp64 with its bound (engines/v4_compress: pool, norm_rope), stored
 // as the bytes of the exact value plus the candidate bytes of the roundings the bound reaches.
 #include <omp.h>
 
@@ -17,7 +17,7 @@
 #include "layouts/mla_kcache.hpp"
 #include "numerics/formats.hpp"
 #include "numerics/fp8_core.hpp"
-#include "stages/v4/compressor/stage.hpp"
+#include "engines/v4_compress/pool.hpp"
 #include "stages/v4/compressor_cache/stage.hpp"
 
 namespace dsa::v4::compressor_cache {
@@ -140,8 +140,7 @@ Expected run(const Case& c, const Params& p, Bug bug, int threads) {
   m1.page_size = p.kbs;
   layouts::IndexerKCache ik;
   ik.page_size = p.kbs, ik.head_dim = D;
-  compressor::Params cp;
-  cp.r = p.r, cp.coff = p.coff, cp.D = D, cp.C2 = C2, cp.rope = p.rope, cp.eps = p.eps, cp.variant = compressor::Variant::vllm_cuda;
+  namespace vc = engines::v4_compress;
   const std::uint16_t* gamma = c.input("norm_weight").data<std::uint16_t>();
   const quant::ScaleRule rule = bug == Bug::scale_fp32 ? quant::fp32_mul_rule() : quant::ue8m0_rule();
   std::vector<ByteOut> outs(emit.size());
@@ -154,9 +153,9 @@ Expected run(const Case& c, const Params& p, Bug bug, int threads) {
 #pragma omp for schedule(dynamic, 1)
     for (std::int64_t k = 0; k < static_cast<std::int64_t>(emit.size()); ++k) {
       const std::int64_t t = emit[static_cast<std::size_t>(k)], ps = pos.int_at(t), b = req.int_at(t);
-      std::vector<compressor::RowRef> rr;
+      std::vector<vc::RowRef> rr;
       for (std::int64_t i = 0; i < p.coff * p.r; ++i) {
-        compressor::RowRef r;
+        vc::RowRef r;
         r.current = p.coff == 1 || i >= p.r;
         const std::int64_t q = ps - p.coff * p.r + 1 + i;
         if (q < 0) {
@@ -184,7 +183,7 @@ Expected run(const Case& c, const Params& p, Bug bug, int threads) {
           esb[static_cast<std::size_t>(i * C2 + o)] = std::isfinite(mx) ? 0x1p-22 * std::fabs(r.s[o] - mx) : 0.0;
         }
       }
-      compressor::pool(cp, rr, compressor::Bug::none, C.data(), eC.data());
+      vc::pool(D, p.coff, rr, vc::PoolBug::none, C.data(), eC.data());
       const std::int64_t cpos = ps / p.r * p.r, half = p.rope / 2;
       for (std::int64_t i = 0; i < half; ++i) {
         cosr[2 * i] = cosr[2 * i + 1] = cs.data<float>()[cpos * p.rope + i];
@@ -197,9 +196,9 @@ Expected run(const Case& c, const Params& p, Bug bug, int threads) {
           C[a] = ca * cosr[2 * i] - cb * sinr[2 * i], C[a + 1] = cb * cosr[2 * i] + ca * sinr[2 * i];
           eC[a] = eC[a + 1] = eC[a] + eC[a + 1];
         }
-        compressor::pre_cast(cp, C.data(), eC.data(), gamma, one.data(), zero.data(), y.data(), ey.data());
+        vc::norm_rope(D, p.rope, p.eps, false, C.data(), eC.data(), gamma, one.data(), zero.data(), y.data(), ey.data());
       } else {
-        compressor::pre_cast(cp, C.data(), eC.data(), gamma, cosr.data(), sinr.data(), y.data(), ey.data());
+        vc::norm_rope(D, p.rope, p.eps, false, C.data(), eC.data(), gamma, cosr.data(), sinr.data(), y.data(), ey.data());
       }
       if (bug == Bug::hadamard) {  // fp32 H128 * 128^-0.5 of the RoPE'd values before the bf16 cast
         std::vector<double> h(static_cast<std::size_t>(D));

@@ -18,7 +18,7 @@
 //          the model, read by no vLLM CUDA kernel).
 // Every other byte of state_cache / kv_cache equals its *_in tensor (pads, the null block 0, unwritten slots).
 //
-// The reference evaluates the compression in fp64 (engines shared with v4.compressor: pool / pre_cast) with a
+// The reference evaluates the compression in fp64 (engines/v4_compress, shared with v4.compressor) with a
 // rigorous bound on what an fp32 kernel with Triton's approximate exp, divide and rsqrt can compute. state_cache is
 // exact (a copy and one fp32 add). kv_cache is judged by bytes: the reference's bytes are those of the exact value;
 // where the bound reaches across a bf16 rounding boundary (and so possibly across an ue8m0 scale step), the bytes a
