@@ -626,7 +626,8 @@ def capture_vllm_v4_compressor(kv_score: Any, ape: Any, rms_norm_weight: Any, co
                                token_to_req_indices: Any, slot_mapping: Any, block_table: Any, kv_slot_mapping: Any,
                                state_cache_in: Any, kv_cache_in: Any, state_cache: Any = None, kv_cache: Any = None, *,
                                compress_ratio: int, rope_head_dim: int = 64, rms_norm_eps: float = 1e-6,
-                               rotate: bool = False, name: Optional[str] = None, out: Out = None) -> Case:
+                               rotate: bool = False, name: Optional[str] = None, out: Out = None,
+                               attrs: Optional[Dict[str, Any]] = None) -> Case:
     """v4.compressor_cache: vLLM's CUDA DeepSeek-V4 compressor step (``DeepseekCompressor.forward``):
     ``save_partial_states(kv, score, ape, positions, state_cache, slot_mapping, ...)`` then
     ``compress_norm_rope_store_triton(state_cache, num_actual, token_to_req_indices, positions, slot_mapping,
@@ -636,7 +637,8 @@ def capture_vllm_v4_compressor(kv_score: Any, ape: Any, rms_norm_weight: Any, co
     token_to_req_indices, slot_mapping and block_table, the KV cache metadata's slot_mapping as `kv_slot_mapping`, and
     copies of the state cache and KV cache taken before the call (`*_in`) and after it (`state_cache`, `kv_cache`).
     The KV cache may be [nb, bs, rec] or [nb, bs, 1, rec] uint8 (584-byte MODEL1 records for D 512, 132 for the
-    D 128 indexer). rotate: the model's indexer flag (stored; vLLM's CUDA kernels apply no Hadamard)."""
+    D 128 indexer). rotate: the model's indexer flag (stored; vLLM's CUDA kernels apply no Hadamard). attrs: provenance
+    added by ``capture`` / ``LayerCapture`` (layer_id ...)."""
     T = int(_shape(_np(slot_mapping))[0])
 
     def rows(x: Any, n: int) -> Any:
@@ -661,6 +663,7 @@ def capture_vllm_v4_compressor(kv_score: Any, ape: Any, rms_norm_weight: Any, co
     outs = {"state_cache": cache3(state_cache), "kv_cache": cache3(kv_cache)}
     a = dict(cmp_ratio=int(compress_ratio), rope_head_dim=int(rope_head_dim), norm_eps=float(rms_norm_eps),
              rotate=bool(rotate))
+    a.update(attrs or {})
     return _emit(_case("v4.compressor_cache", name, ins, outs, a), out)
 
 
@@ -953,6 +956,7 @@ STAGE_HELPERS: Dict[str, Callable[..., Case]] = {
     "attn.sparse_mla_prefill": capture_flash_mla_sparse_fwd,
     "attn.sparse_mla_decode": capture_flash_mla_with_kvcache,
     "v4.compressor": capture_ascend_compressor,
+    "v4.compressor_cache": capture_vllm_v4_compressor,
     "v4.indexer_prolog": capture_ascend_indexer_prolog,
     "v4.indexer": capture_ascend_qli,
     "attn.v4_sparse": capture_ascend_sparse_attn,
