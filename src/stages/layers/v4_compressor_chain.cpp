@@ -16,7 +16,7 @@ std::vector<Case> build_v4_compressor_chain(std::uint64_t seed, int threads) {
     s.name = name;
     s.dims = {{"D", 128}, {"sbs", 4}, {"kbs", 4}, {"cap", 8}};
     s.lists = {{"start_pos", starts[k]}, {"q_len", lens[k]}};
-    s.params = {{"pads", 2.0}, {"data_seed", static_cast<double>(seed % 1000003)}};
+    s.params = {{"pads", 2.0}, {"data_seed", static_cast<double>(seed % 1000003)}, {"bf16_values", 1.0}};
     s.attrs = {{"cmp_ratio", AttrValue{std::int64_t{4}}}};
     Case c = generate_inputs(s, member_seed(seed, k + 1), threads);
     c.name = name;

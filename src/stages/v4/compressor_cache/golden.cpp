@@ -29,7 +29,8 @@ std::int64_t attr_i(const GoldenSpec& s, const char* k, std::int64_t def) {
 // dims D, sbs, kbs, cap (positions per request the tables cover; default the step's last position + 1); lists
 // start_pos, q_len; params pads (pad tokens at the end), data_seed (the weights, kv_score rows and tables: one
 // history shared by the steps of a chain), null_blocks (state table entries before every row the step reads = 0,
-// vLLM's null block), kv_minus1 (the last request's first emitting token gets kv slot -1).
+// vLLM's null block), kv_minus1 (the last request's first emitting token gets kv slot -1), bf16_values (kv_score
+// and ape values with 8 significant bits: the committed file half as large; the pooled sums stay full fp32).
 void gen_step(const GoldenSpec& s, std::uint64_t seed, int, Case& c) {
   const std::int64_t D = s.dim("D", 128), sbs = s.dim("sbs", 4), kbs = s.dim("kbs", 8), rope = 64;
   const std::int64_t r = attr_i(s, "cmp_ratio", 4), coff = r == 4 ? 2 : 1, C2 = coff * D, W = 2 * C2;
@@ -42,15 +43,17 @@ void gen_step(const GoldenSpec& s, std::uint64_t seed, int, Case& c) {
   const double ds = s.param("data_seed", -1);
   const Rng root(ds >= 0 ? static_cast<std::uint64_t>(ds) : seed), step(seed);
   auto bf = [](double v) { return num::f64_to_bf16(v); };
+  const bool short_values = s.param("bf16_values", 0) != 0;  // 8 significant bits: about half the golden's bytes
+  auto val = [&](double v) { return short_values ? num::round_to_bf16(static_cast<float>(v)) : static_cast<float>(v); };
   Tensor ape(DType::f32, {r, C2}), gamma(DType::bf16, {D});
   {
     Rng e = root.fork(kApe), n = root.fork(kGamma);
-    for (std::int64_t i = 0; i < r * C2; ++i) ape.data<float>()[i] = static_cast<float>(0.5 * e.normal());
+    for (std::int64_t i = 0; i < r * C2; ++i) ape.data<float>()[i] = val(0.5 * e.normal());
     for (std::int64_t i = 0; i < D; ++i) gamma.data<std::uint16_t>()[i] = bf(1.0 + 0.1 * n.normal());
   }
   auto kvrow = [&](std::int64_t b, std::int64_t p, float* dst) {  // kv_score of request b at position p
     Rng rr = root.fork(kKV).fork(static_cast<std::uint64_t>(b)).fork(static_cast<std::uint64_t>(p));
-    for (std::int64_t o = 0; o < W; ++o) dst[o] = static_cast<float>(rr.normal());
+    for (std::int64_t o = 0; o < W; ++o) dst[o] = val(rr.normal());
   };
   // State table: per request ceil(cap / sbs) distinct shuffled block ids >= 1 (0 = vLLM's null block).
   auto table = [&](std::int64_t per, Stream st, std::int64_t& nb) {
@@ -118,7 +121,7 @@ void gen_step(const GoldenSpec& s, std::uint64_t seed, int, Case& c) {
   {
     Rng pr = step.fork(kPad);
     for (; t < T; ++t) {  // CUDA-graph pads: slot -1, position 0, request 0, junk projections
-      for (std::int64_t o = 0; o < W; ++o) ks.data<float>()[t * W + o] = static_cast<float>(pr.normal());
+      for (std::int64_t o = 0; o < W; ++o) ks.data<float>()[t * W + o] = val(pr.normal());
       pos.data<std::int64_t>()[t] = 0, req.data<std::int32_t>()[t] = 0, sm.data<std::int64_t>()[t] = -1, km.data<std::int64_t>()[t] = -1;
     }
   }
@@ -136,7 +139,8 @@ std::vector<Generator> generators() {
            "table of shuffled distinct ids >= 1 (0 = the null block); state_cache_in NaN except the rows the step "
            "reads (written as a correct earlier step would); kv_cache_in random canary bytes; every token's kv slot "
            "the slot of its entry p / r; params pads (slot -1 tokens at the end), null_blocks, kv_minus1, data_seed "
-           "(one history for the steps of a chain); V4 YaRN cos_sin_cache rows 0 .. cap - 1",
+           "(one history for the steps of a chain), bf16_values (kv_score, ape with 8 significant bits: smaller files); V4 "
+           "YaRN cos_sin_cache rows 0 .. cap - 1",
            gen_step}};
 }
 
@@ -151,7 +155,7 @@ std::vector<GoldenSpec> goldens() {
               "after the block's codes, no Hadamard although rotate = 1; a prefill from 0 (j = 0 masked), mid-group "
               "decodes, pads, canary bytes in every unwritten slot and the null block"},
       {.name = "v4c4_vllm_model1_cache", .stage = st, .generator = g, .seed = 912, .dims = {{"D", 512}, {"sbs", 4}, {"kbs", 4}},
-       .lists = {{"start_pos", {3, 11, 30}}, {"q_len", {6, 1, 2}}}, .params = {{"pads", 2}, {"null_blocks", 1}, {"kv_minus1", 1}},
+       .lists = {{"start_pos", {3, 11, 30}}, {"q_len", {6, 1, 2}}}, .params = {{"pads", 2}, {"null_blocks", 1}, {"kv_minus1", 1}, {"bf16_values", 1}},
        .attrs = {{"cmp_ratio", I(4)}},
        .poison = {{"kv_score", 5, 7, golden::kNaN}, {"kv_score", 5, 1030, golden::kInf}, {"kv_score", 10, 3, golden::kNaN}},
        .doc = "the main C4 compressor (D 512) into the 584-byte MODEL1 records: 7 ue8m0 nope blocks, bf16 rope dims; "
@@ -159,7 +163,7 @@ std::vector<GoldenSpec> goldens() {
               "policy: a NaN kv and a +inf score of a token saved but read by no entry of the step (p 8) are copied "
               "into its state row, a NaN in a pad token's row is never read"},
       {.name = "v4c128_vllm_model1", .stage = st, .generator = g, .seed = 913, .dims = {{"D", 512}, {"sbs", 8}, {"kbs", 2}},
-       .lists = {{"start_pos", {120}}, {"q_len", {10}}}, .params = {{"pads", 1}},
+       .lists = {{"start_pos", {120}}, {"q_len", {10}}}, .params = {{"pads", 1}, {"bf16_values", 1}},
        .attrs = {{"cmp_ratio", I(128)}},
        .doc = "the C128 compressor (coff 1, 128-row softmax) into MODEL1 records: a chunk completing entry 0 from 120 "
               "state rows and 8 of its own, then 2 tokens of the next group (saved, not emitted)"},
