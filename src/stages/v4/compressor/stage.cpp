@@ -111,7 +111,8 @@ void sanity(const Case& c, const std::string& tensor, const Tensor&, std::vector
   if (tensor != "cmp_kv") return;
   const AttrReader a(c, find_stage(kName)->schema);
   if (a.b("rotate") && kernel_profile(c) == &profiles::vllm_cuda())
-    f.push_back("rotate = 1 is not applied: the vLLM CUDA path applies no Hadamard (the flag is stored, no kernel reads it; "
+    // A fact about the case, not an explanation of a failure: main's kNotePrefix ("note: ") lists it as a note only.
+    f.push_back("note: rotate = 1 is not applied: the vLLM CUDA path applies no Hadamard (the flag is stored, no kernel reads it; "
                 "fused_compress_quant_cache.py quantizes the RoPE'd, normed 128 dims directly)");
   if (a.i("cache_mode") != 2) return;
   const Tensor& cu = c.input("cu_seqlens");
