@@ -575,3 +575,108 @@ def attn_out(t, attrs, bug=None):
         lora = np.einsum("tgk,grk->tgr", a, wa, dtype=f32).astype(BF16).astype(f32)
         out = (lora.reshape(T, -1) @ t["wo_b"].T).astype(f32).astype(BF16)
     return rot.astype(BF16), lora.astype(BF16), out
+
+
+# ---- v4.compressor_cache -----------------------------------------------------------------------------------------
+def _e4m3_block(v, rule="ue8m0"):
+    """One FP8 block of bf16-valued fp32 v: (codes uint8, scale fp32). ue8m0: s = 2^ceil(log2(fl32(max(amax, 1e-4) *
+    fl32(1/448)))); "fp32" (a seeded bug): s = fl32(max(amax, 1e-4) * fl32(1/448)). codes = e4m3(clamp(v / s, +-448))
+    by the rational encoder (numerics.encode)."""
+    amax = np.float32(max(float(np.abs(v).max()), 1e-4))
+    t = np.float32(amax * np.float32(1.0 / 448.0))
+    s = num.ceil_pow2_f32(t) if rule == "ue8m0" else t
+    codes = np.array([num.encode(float(np.clip(np.float64(x) / np.float64(s), -448.0, 448.0)), "e4m3") for x in v], np.uint8)
+    return codes, np.float32(s)
+
+
+def compressor_vllm(t, ratio=4, rope=64, eps=1e-6, bug=None, approx=0.0):
+    """v4.compressor_cache: vLLM's CUDA compressor kernels (spec v4 §10) in numpy float32, from the kernels' definitions:
+    save_partial_states, then _fused_kv_compress_norm_rope_insert_{sparse,indexer}_attn. `t` holds the kernels'
+    tensors: kv_score [T, 2*coff*D] fp32, ape [r, coff*D], norm_weight [D] (bf16 values), cos_sin_cache [P, rope]
+    (cos | sin), positions, token_to_req_indices, slot_mapping (state slots, -1 pad), block_table, kv_slot_mapping,
+    state_cache_in [nb, sbs, 2*coff*D], kv_cache_in uint8 [kb, kbs, 584 | 132]. Returns (state_cache, kv_cache).
+
+      state: row slot = [kv | fl32(score + ape[p % r])] for every token with slot >= 0;
+      entry per token with slot >= 0, (p + 1) % r == 0, kv slot >= 0: rows p - coff*r + 1 .. p read through the block
+      table from the state after the save (a-half [0, D) for the first r rows when coff = 2, else the b-half; rows
+      before 0 masked: score -inf, kv 0), fp32 softmax over rows per channel, c = sum w kv, normed = c * (1 /
+      sqrt(sum c^2 / D + eps)) * gamma, GPT-J RoPE of the last `rope` dims at (p // r) * r;
+      D 512: codes of bf16(normed[:448]) in 7 ue8m0 blocks of 64 (e8m0 bytes, pad 0), bf16 rope dims, the MODEL1 block
+      layout (kbs * 576 token bytes, then kbs * 8 scale bytes); D 128: one ue8m0 block over bf16(all 128 RoPE'd dims),
+      codes at t*128 in the block, the fp32 scale at kbs*128 + 4t.
+    bug (seeded): "hadamard" (D 128: H128 * 128^-0.5 before the cast), "pad_written" (pads save into slot 0),
+    "kv_slot_next" (record one slot further), "scale_fp32" (scale not rounded to a power of two), "no_ape".
+    approx: a kernel with approximate exp / divide (Triton's): the pooled c of channel ch scaled by
+    (1 + approx * (-1)^ch) before the norm, i.e. a relative error of `approx` in every weighted sum."""
+    f32 = np.float32
+    ks = np.asarray(t["kv_score"], f32)
+    pos, req = np.asarray(t["positions"]).astype(np.int64), np.asarray(t["token_to_req_indices"]).astype(np.int64)
+    sm, km = np.asarray(t["slot_mapping"]).astype(np.int64), np.asarray(t["kv_slot_mapping"]).astype(np.int64)
+    bt, cs, ape = np.asarray(t["block_table"]).astype(np.int64), np.asarray(t["cos_sin_cache"], f32), np.asarray(t["ape"], f32)
+    gamma = np.asarray(t["norm_weight"], f32)
+    D = gamma.shape[0]
+    coff = 2 if ratio == 4 else 1
+    C2 = coff * D
+    st = np.array(t["state_cache_in"], f32, copy=True)
+    nb, sbs, W = st.shape
+    flat = st.reshape(-1, W)
+    for i in range(len(sm)):
+        s = int(sm[i])
+        if s < 0:
+            if bug != "pad_written":
+                continue
+            s = 0
+        flat[s, :C2] = ks[i, :C2]
+        flat[s, C2:] = ks[i, C2:] if bug == "no_ape" else (ks[i, C2:] + ape[pos[i] % ratio]).astype(f32)
+    kc = np.array(t["kv_cache_in"], np.uint8, copy=True)
+    kb, kbs, rec = kc.shape
+    raw = kc.reshape(-1)
+    for i in range(len(sm)):
+        p, k = int(pos[i]), int(km[i])
+        if sm[i] < 0 or (p + 1) % ratio or k < 0:
+            continue
+        if bug == "kv_slot_next":
+            k = (k + 1) % (kb * kbs)
+        n = coff * ratio
+        score = np.full((n, D), -np.inf, f32)
+        kv = np.zeros((n, D), f32)
+        for r_ in range(n):
+            q = p - n + 1 + r_
+            if q < 0:
+                continue
+            row = flat[bt[req[i], q // sbs] * sbs + q % sbs]
+            h = D if (coff == 2 and r_ >= ratio) else 0
+            kv[r_], score[r_] = row[h:h + D], row[C2 + h:C2 + h + D]
+        e = np.exp((score - score.max(axis=0)).astype(f32)).astype(f32)
+        w = (e / e.sum(axis=0, dtype=f32)).astype(f32)
+        c = (kv * w).sum(axis=0, dtype=f32)
+        if approx:
+            c = (c.astype(np.float64) * (1 + approx * np.where(np.arange(D) % 2 == 0, 1.0, -1.0))).astype(f32)
+        rr = f32(1.0) / np.sqrt(f32((c * c).sum(dtype=f32) / f32(D)) + f32(eps), dtype=f32)
+        normed = (c * rr * gamma).astype(f32)
+        cp = p // ratio * ratio
+        co, si = cs[cp, :rope // 2], cs[cp, rope // 2:]
+        ev, od = normed[D - rope::2].copy(), normed[D - rope + 1::2].copy()
+        rot = normed.copy()
+        rot[D - rope::2] = ev * co - od * si
+        rot[D - rope + 1::2] = od * co + ev * si
+        blk, off = k // kbs, k % kbs
+        base = blk * kbs * rec
+        rule = "fp32" if bug == "scale_fp32" else "ue8m0"
+        if D == 512:
+            nope = num.to_bf16(normed[:448]).astype(f32)
+            tok = base + off * 576
+            for j in range(7):
+                codes, s = _e4m3_block(nope[64 * j:64 * j + 64], rule)
+                raw[tok + 64 * j:tok + 64 * j + 64] = codes
+                ex = int(np.frexp(np.float64(s))[1]) - 1
+                raw[base + kbs * 576 + off * 8 + j] = min(max(ex + 127, 0), 255)
+            raw[base + kbs * 576 + off * 8 + 7] = 0
+            raw[tok + 448:tok + 576] = num.to_bf16(rot[448:]).view(np.uint16).astype("<u2").view(np.uint8)
+        else:
+            if bug == "hadamard":
+                rot = (num.hadamard_matrix(D).astype(np.float64) @ rot.astype(np.float64) / np.sqrt(D)).astype(f32)
+            codes, s = _e4m3_block(num.to_bf16(rot).astype(f32), rule)
+            raw[base + off * D:base + off * D + D] = codes
+            raw[base + kbs * D + 4 * off:base + kbs * D + 4 * off + 4] = np.array([s], "<f4").view(np.uint8)
+    return st, kc

@@ -23,6 +23,7 @@ const std::vector<Stage>& stages() {
       attn::sparse_mla_prefill::stage(),  // attn.sparse_mla_prefill  FlashMLA flash_mla_sparse_fwd (v32 §6.1)
       attn::sparse_mla_decode::stage(),   // attn.sparse_mla_decode   FlashMLA sparse fp8 decode (v32 §6.2)
       v4::compressor::stage(),            // v4.compressor            DeepSeek-V4 KV compressor (v4 §2)
+      v4::compressor_cache::stage(),      // v4.compressor_cache      vLLM CUDA compressor into the paged fp8 KV cache (v4 §10)
       v4::indexer_prolog::stage(),        // v4.indexer_prolog        Ascend indexer q/k int8 quant, weights, scatter (v4 §3.1-3.4)
       v4::indexer::stage(),               // v4.indexer               Ascend quant lightning indexer (v4 §3.5)
       attn::v4_sparse::stage(),           // attn.v4_sparse           Ascend sliding window + compressed KV + sinks (v4 §4)

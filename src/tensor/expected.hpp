@@ -2,8 +2,10 @@
 // its comparator needs (error bounds, defined-column masks, top-k candidate scores, emulations,
 // a decoder from flat index to meaning).
 #pragma once
+#include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -67,6 +69,11 @@ struct RefTensor {
   TopkRef topk;              // topk_set only
   // Bit-exact emulations of particular kernels (profile name -> value with the dtype/shape of `value`).
   std::map<std::string, Tensor> emulations;
+  // bytes: bit patterns accepted besides `value`'s at some elements (flat index -> the other accepted patterns, as
+  // Tensor::bits gives them). A stage fills it where the kernel's documented approximations (e.g. Triton's approximate
+  // exp / rsqrt) can flip a rounding its exact value is within reach of: the comparator passes such an element when the
+  // output is one of them (verdict WITHIN_BOUND, counted in the message); every other element must be bit-exact.
+  std::shared_ptr<const std::map<std::int64_t, std::vector<std::uint64_t>>> candidates;
   // Flat element index -> human meaning, e.g. "row 3 col 1027" or "page 17 token 5 scale". Flat indices are of the
   // whole output, also for a row tile.
   std::function<std::string(std::int64_t flat)> describe;

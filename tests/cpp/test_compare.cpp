@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
+#include <memory>
 #include <unistd.h>
 
 #include "compare/compare.hpp"
@@ -155,6 +157,27 @@ TEST_CASE("compare_bytes: counts, first and worst, layout meaning") {
   CHECK(x.worst->flat == 3);  // |0 - 8| > |2.5 - 2|
   CHECK(x.message.find("token 3") != std::string::npos);
   CHECK(compare_bytes(f32({1.0f, 2.0f, static_cast<float>(kNaN), 8.0f}), r).verdict == Verdict::NONFINITE);
+}
+
+TEST_CASE("compare_bytes: accepted candidate patterns are per element and only those") {
+  RefTensor r;
+  r.name = "codes";
+  r.value = f32({1.0f, 2.0f, 4.0f});
+  r.describe = [](std::int64_t f) { return "byte " + std::to_string(f); };
+  auto cand = std::make_shared<std::map<std::int64_t, std::vector<std::uint64_t>>>();
+  (*cand)[1] = {0x40100000u};  // 2.25f accepted at element 1 only
+  r.candidates = cand;
+  const CheckResult a = compare_bytes(f32({1.0f, 2.25f, 4.0f}), r);
+  CHECK(a.verdict == Verdict::WITHIN_BOUND);
+  CHECK(a.mismatches == 0);
+  CHECK(a.message.find("1 element(s) at an accepted candidate pattern") != std::string::npos);
+  CHECK(a.message.find("byte 1") != std::string::npos);
+  CHECK(compare_bytes(f32({1.0f, 2.0f, 4.0f}), r).verdict == Verdict::BITEXACT);
+  CHECK(compare_bytes(f32({1.0f, 2.5f, 4.0f}), r).verdict == Verdict::FAIL);   // not a candidate of element 1
+  CHECK(compare_bytes(f32({2.25f, 2.0f, 4.0f}), r).verdict == Verdict::FAIL);  // element 0 has no candidates
+  const CheckResult m = compare_bytes(f32({1.0f, 2.25f, 5.0f}), r);  // a candidate and a mismatch: FAIL
+  CHECK(m.verdict == Verdict::FAIL);
+  CHECK(m.mismatches == 1);
 }
 
 TEST_CASE("compare: tolerance overrides, profiles and emulation request") {

@@ -104,3 +104,34 @@ def test_prefill_chunked_and_decode_calls_must_agree(cli, tmp_path):
     assert rc == 1, txt
     line = [x for x in txt.splitlines() if "requests/consistency/cmp_kv" in x][0]
     assert line.startswith("FAIL") and "request 7 entry 2 (layer 2)" in line
+
+
+def _fp8_roundtrip(rows, block):
+    """vLLM's FP8 store read back: per block of `block` dims of each bf16 row, the ue8m0 scale and e4m3 codes
+    (reference.v4._e4m3_block), dequantized (exact in bf16)."""
+    out = np.array(rows, np.float64)
+    for r in range(out.shape[0]):
+        for b0 in range(0, out.shape[1], block):
+            codes, s = ref._e4m3_block(out[r, b0:b0 + block].astype(np.float32))
+            out[r, b0:b0 + block] = [(-1.0 if c & 0x80 else 1.0) * num.decode("e4m3", int(c) & 0x7F) * float(s) for c in codes]
+    return out
+
+
+def test_vllm_cuda_indexer_store_is_one_block_over_all_128_dims(cli, tmp_path):
+    """vLLM's CUDA indexer compressor (D 128, spec v4 §10): the fp32 pipeline, RoPE, bf16, then ONE FP8 ue8m0 block
+    over all 128 dims and no Hadamard: rotate=1 with vllm-cuda passes (with a note); the main store's rule (blocks of
+    64 over the nope dims only) fails."""
+    a = make(6, [5, 0], [7, 9])
+    n = sum((s + q) // 4 - s // 4 for s, q in [(5, 7), (0, 9)])
+    rows = np.asarray(a["output"]).astype(np.float64)
+    good, nope_only = rows.copy(), rows.copy()
+    good[:n] = _fp8_roundtrip(rows[:n], 128)
+    nope_only[:n, :64] = _fp8_roundtrip(rows[:n, :64], 64)
+    for name, o, rc_want in [("good", good, 0), ("nope_only", nope_only, 1)]:
+        b = dict(a, output=o.astype(ref.BF16))
+        path = tmp_path / f"{name}.h5"
+        dsa_dump.capture_ascend_compressor(**b, cmp_ratio=4, coff=2, variant="vllm-cuda", rotate=True, out=str(path))
+        p = subprocess.run([cli, "check", "-v", str(path)], capture_output=True, text=True, timeout=120)
+        assert p.returncode == rc_want, p.stdout + p.stderr
+        if rc_want == 0:
+            assert "applies no Hadamard" in p.stdout

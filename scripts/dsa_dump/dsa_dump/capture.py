@@ -624,6 +624,51 @@ def capture_ascend_compressor(x: Any, wkv: Any, wgate: Any, state_cache: Any, ap
     return _emit(_case("v4.compressor", name, ins, outs, a), out)
 
 
+def capture_vllm_v4_compressor(kv_score: Any, ape: Any, rms_norm_weight: Any, cos_sin_cache: Any, positions: Any,
+                               token_to_req_indices: Any, slot_mapping: Any, block_table: Any, kv_slot_mapping: Any,
+                               state_cache_in: Any, kv_cache_in: Any, state_cache: Any = None, kv_cache: Any = None, *,
+                               compress_ratio: int, rope_head_dim: int = 64, rms_norm_eps: float = 1e-6,
+                               rotate: bool = False, name: Optional[str] = None, out: Out = None,
+                               attrs: Optional[Dict[str, Any]] = None) -> Case:
+    """v4.compressor_cache: vLLM's CUDA DeepSeek-V4 compressor step (``DeepseekCompressor.forward``):
+    ``save_partial_states(kv, score, ape, positions, state_cache, slot_mapping, ...)`` then
+    ``compress_norm_rope_store_triton(state_cache, num_actual, token_to_req_indices, positions, slot_mapping,
+    block_table, block_size, state_width, cos_sin_cache, kv_cache, k_cache_metadata, ...)``. Pass `kv_score` (the fused
+    projection, [T', 2*coff*D] fp32; its first T = len(slot_mapping) rows are used, as num_actual), the module's `ape`
+    and `norm.weight`, the rotary embedding's cos_sin_cache ([P, rope] fp32: cos | sin), the state metadata's
+    token_to_req_indices, slot_mapping and block_table, the KV cache metadata's slot_mapping as `kv_slot_mapping`, and
+    copies of the state cache and KV cache taken before the call (`*_in`) and after it (`state_cache`, `kv_cache`).
+    The KV cache may be [nb, bs, rec] or [nb, bs, 1, rec] uint8 (584-byte MODEL1 records for D 512, 132 for the
+    D 128 indexer). rotate: the model's indexer flag (stored; vLLM's CUDA kernels apply no Hadamard). attrs: provenance
+    added by ``capture`` / ``LayerCapture`` (layer_id ...)."""
+    T = int(_shape(_np(slot_mapping))[0])
+
+    def rows(x: Any, n: int) -> Any:
+        x = _np(x)
+        return x[:n] if _shape(x)[0] != n else x
+
+    def cache3(x: Any) -> Any:
+        if x is None:
+            return None
+        x = _np(x)
+        shp = _shape(x)
+        return _reshape(x, (shp[0], shp[1], shp[-1])) if len(shp) == 4 else x
+
+    def ints(x: Any, n: int) -> Any:
+        return _widen(_reshape(rows(x, n), (-1,)), ["int64", "int32"])
+
+    ins = {"kv_score": rows(kv_score, T), "ape": _np(ape), "norm_weight": _np(rms_norm_weight),
+           "cos_sin_cache": _np(cos_sin_cache), "positions": ints(positions, T),
+           "token_to_req_indices": ints(token_to_req_indices, T), "slot_mapping": ints(slot_mapping, T),
+           "block_table": _np(block_table), "kv_slot_mapping": ints(kv_slot_mapping, T),
+           "state_cache_in": cache3(state_cache_in), "kv_cache_in": cache3(kv_cache_in)}
+    outs = {"state_cache": cache3(state_cache), "kv_cache": cache3(kv_cache)}
+    a = dict(cmp_ratio=int(compress_ratio), rope_head_dim=int(rope_head_dim), norm_eps=float(rms_norm_eps),
+             rotate=bool(rotate))
+    a.update(attrs or {})
+    return _emit(_case("v4.compressor_cache", name, ins, outs, a), out)
+
+
 def capture_ascend_qli(query: Any, key: Any, weights: Any, query_dequant_scale: Any, key_dequant_scale: Any,
                        output: Any = None, *, actual_seq_lengths_query: Any, actual_seq_lengths_key: Any,
                        block_table: Any, metadata: Any = None, query_quant_mode: int = 0, key_quant_mode: int = 0,
@@ -944,6 +989,7 @@ STAGE_HELPERS: Dict[str, Callable[..., Case]] = {
     "attn.sparse_mla_prefill": capture_flash_mla_sparse_fwd,
     "attn.sparse_mla_decode": capture_flash_mla_with_kvcache,
     "v4.compressor": capture_ascend_compressor,
+    "v4.compressor_cache": capture_vllm_v4_compressor,
     "v4.indexer_prolog": capture_ascend_indexer_prolog,
     "v4.indexer": capture_ascend_qli,
     "attn.v4_sparse": capture_ascend_sparse_attn,

@@ -18,6 +18,12 @@ const std::vector<LayerSpec>& layer_catalogue() {
        .seed = 4101,
        .committed = true,
        .build = layers::build_v4_decode},
+      {.name = "layer_v4_compressor_chain",
+       .doc = "vLLM CUDA indexer compressor (D 128, C4) over 3 steps of one history (prefill, then decodes crossing a "
+              "compression boundary), chained by state: step n+1's state_cache_in / kv_cache_in = step n's outputs",
+       .seed = 4201,
+       .committed = true,
+       .build = layers::build_v4_compressor_chain},
   };
   return cat;
 }

@@ -4,6 +4,7 @@
 
 namespace dsa::v4 {
 namespace compressor { Stage stage(); }
+namespace compressor_cache { Stage stage(); }
 namespace indexer { Stage stage(); }
 namespace indexer_prolog { Stage stage(); }
 }  // namespace dsa::v4

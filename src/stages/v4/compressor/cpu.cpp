@@ -11,7 +11,9 @@
 
 #include "numerics/det_math.hpp"
 #include "numerics/formats.hpp"
+#include "engines/quant/quant_core.hpp"
 #include "engines/sparse_attn/sparse_attn.hpp"
+#include "engines/v4_compress/pool.hpp"
 #include "stages/v4/compressor/stage.hpp"
 
 namespace dsa::v4::compressor {
@@ -47,7 +49,8 @@ double e2m1(double x) {
 void qat_block(double* y, double* ey, std::int64_t n, bool fp4) {
   const float floor_ = fp4 ? 6.0f * 0x1p-126f : 1e-4f, inv = fp4 ? 1.0f / 6.0f : num::inv448_f32();
   const double qmax = fp4 ? 6.0 : 448.0;
-  auto scale = [&](double amax) {
+  auto scale = [&](double amax) {  // fp8: the ue8m0 ScaleRule (engines/quant); fp4: the same form at qmax 6
+    if (!fp4) return static_cast<double>(quant::scale_of(quant::ue8m0_rule(), static_cast<float>(amax)));
     return static_cast<double>(num::pow2_ceil(std::fmax(static_cast<float>(amax), floor_) * inv));
   };
   auto q = [&](double x, double s) {
@@ -87,89 +90,25 @@ Slot state_slot(const Params& p, const std::int32_t* table_row, std::int64_t pos
 }
 
 void pool(const Params& p, const std::vector<RowRef>& rows, Bug bug, double* C, double* eC) {
-  const std::int64_t D = p.D;
-  const double n = static_cast<double>(rows.size());
-  auto off = [&](const RowRef& r) {
-    const bool cur = bug == Bug::halves_swapped ? !r.current : r.current;
-    return p.coff == 2 && cur ? D : 0;
-  };
-  if (bug == Bug::softmax_over_channels) {  // the gate normalised over channels per row, then summed over rows
-    std::fill(C, C + D, 0.0);
-    for (const auto& r : rows) {
-      if (r.missing) continue;
-      const std::int64_t o = off(r);
-      double m = -std::numeric_limits<double>::infinity(), L = 0;
-      for (std::int64_t c = 0; c < D; ++c) m = std::max(m, r.s[o + c]);
-      for (std::int64_t c = 0; c < D; ++c) L += num::det_exp(r.s[o + c] - m);
-      for (std::int64_t c = 0; c < D; ++c) C[c] += num::det_exp(r.s[o + c] - m) / L * r.kv[o + c];
-    }
-    std::fill(eC, eC + D, 0.0);
-    return;
-  }
-  std::vector<double> w(rows.size());
-  for (std::int64_t c = 0; c < D; ++c) {
-    double m = -std::numeric_limits<double>::infinity(), ds = 0;
-    bool nan = false;
-    for (const auto& r : rows) {
-      const double s = r.missing ? (bug == Bug::prev_not_masked ? 0.0 : -std::numeric_limits<double>::infinity()) : r.s[off(r) + c];
-      nan |= std::isnan(s);
-      m = s > m ? s : m;
-      if (!r.missing) ds = std::max(ds, r.es[off(r) + c]);
-    }
-    if (nan || !(m > -std::numeric_limits<double>::infinity()) || std::isinf(m)) {
-      C[c] = std::numeric_limits<double>::quiet_NaN(), eC[c] = 0;
-      continue;
-    }
-    double L = 0;
-    for (std::size_t k = 0; k < rows.size(); ++k) {
-      const auto& r = rows[k];
-      const double s = r.missing ? (bug == Bug::prev_not_masked ? 0.0 : -std::numeric_limits<double>::infinity()) : r.s[off(r) + c];
-      w[k] = num::det_exp(s - m);
-      L += w[k];
-    }
-    double acc = 0, A = 0, E = 0;
-    for (std::size_t k = 0; k < rows.size(); ++k) {
-      const auto& r = rows[k];
-      if (r.missing) continue;  // kv 0 (prev_not_masked: weight > 0 on a zero row)
-      const double wk = w[k] / L, kv = r.kv[off(r) + c];
-      acc += wk * kv;
-      A += wk * std::fabs(kv);
-      E += wk * r.ekv[off(r) + c];
-    }
-    C[c] = acc;
-    eC[c] = E + 2.0 * (num::det_exp(2.0 * ds) - 1.0) * A + (0x1p-20 + 2.0 * gam(n)) * A;
-  }
+  using PB = engines::v4_compress::PoolBug;
+  const PB b = bug == Bug::halves_swapped ? PB::halves_swapped : bug == Bug::prev_not_masked ? PB::prev_not_masked
+               : bug == Bug::softmax_over_channels ? PB::softmax_over_channels : PB::none;
+  engines::v4_compress::pool(p.D, p.coff, rows, b, C, eC);
 }
-
 void finish(const Params& p, const double* C, const double* eC, const std::uint16_t* gamma_bf16, const float* cos_row,
             const float* sin_row, double* y, double* ey) {
   const std::int64_t D = p.D, nope = p.D - p.rope;
   const bool ref = p.variant == Variant::ref;
-  std::vector<double> x(C, C + D), ex(eC, eC + D);
-  if (ref)
-    for (std::int64_t c = 0; c < D; ++c) ex[c] = rb(x[c], ex[c]), x[c] = bf16v(x[c]);
-  double ss = 0, dss = 0;
-  for (std::int64_t c = 0; c < D; ++c) {
-    ss += x[c] * x[c];
-    dss += 2.0 * std::fabs(x[c]) * ex[c] + ex[c] * ex[c];
-  }
-  const double rho = std::sqrt(ss / static_cast<double>(D) + p.eps);
-  const double erho = (dss + gam(static_cast<double>(D)) * ss) / (static_cast<double>(D) * 2.0 * rho) * (1 + 1e-9) + 0x1p-22 * rho;
-  for (std::int64_t c = 0; c < D; ++c) {
-    const double g = num::bf16_to_f64(gamma_bf16[c]);
-    y[c] = x[c] / rho * g;
-    ey[c] = std::fabs(g) * (ex[c] / rho + std::fabs(x[c]) * erho / (rho * rho) * (1 + 1e-6)) + 0x1p-22 * std::fabs(y[c]);
-    if (ref) ey[c] = rb(y[c], ey[c]), y[c] = bf16v(y[c]);
-  }
-  for (std::int64_t i = 0; i < p.rope / 2; ++i) {
-    const std::int64_t a = nope + 2 * i, b = a + 1;
-    const double c0 = cos_row[2 * i], s0 = sin_row[2 * i], c1 = cos_row[2 * i + 1], s1 = sin_row[2 * i + 1];
-    const double ya = y[a] * c0 - y[b] * s0, yb = y[b] * c1 + y[a] * s1;
-    const double ea = ey[a] * std::fabs(c0) + ey[b] * std::fabs(s0) + 0x1p-23 * (std::fabs(y[a] * c0) + std::fabs(y[b] * s0));
-    const double eb = ey[b] * std::fabs(c1) + ey[a] * std::fabs(s1) + 0x1p-23 * (std::fabs(y[b] * c1) + std::fabs(y[a] * s1));
-    y[a] = ya, y[b] = yb, ey[a] = ea, ey[b] = eb;
-  }
+  engines::v4_compress::norm_rope(p.D, p.rope, p.eps, ref, C, eC, gamma_bf16, cos_row, sin_row, y, ey);
   for (std::int64_t c = 0; c < D; ++c) ey[c] = rb(y[c], ey[c]), y[c] = bf16v(y[c]);  // the output cast
+  if (p.variant == Variant::vllm_cuda) {
+    // vLLM's CUDA store (fused_compress_quant_cache.py): no Hadamard whatever `rotate` says. D 128 (indexer): one FP8
+    // block over the bf16 rounding of all 128 dims (RoPE'd); D 512 (main): blocks of 64 over the nope dims.
+    if (D == 128) qat_block(y, ey, D, false);
+    else
+      for (std::int64_t b0 = 0; b0 < nope; b0 += 64) qat_block(y + b0, ey + b0, 64, false);
+    return;
+  }
   if (p.rotate) {  // Hadamard-128 over all dims
     std::vector<double> t(static_cast<std::size_t>(D)), et(static_cast<std::size_t>(D));
     const double scale = static_cast<double>(num::f32_from_bits(0x3DB504F3u)), sumabs = [&] {

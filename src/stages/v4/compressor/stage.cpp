@@ -46,10 +46,14 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& pr) {
   if (p.D % 8 != 0) bad("inputs/norm_weight", "D a multiple of 8", std::to_string(p.D));
   if (p.rope % 2 != 0 || p.rope > p.D) bad("attr rope_head_dim", "even and <= D = " + std::to_string(p.D), std::to_string(p.rope));
   if (p.rotate && p.D != 128) bad("attr rotate", "D = 128 (the indexer compressor's Hadamard-128)", "D = " + std::to_string(p.D));
-  if (p.rotate && p.variant == Variant::vllm_cuda)
-    bad("attr variant", "ascend-a3 or ref with rotate = 1 (vLLM's indexer compressor path is not modelled)", v);
-  if (!p.rotate && p.variant != Variant::ascend_a3 && (p.D - p.rope) % 64 != 0)
+  // vLLM's CUDA path dispatches on the head size (fused_compress_quant_cache.py): 512 = the main store (FP8 blocks of 64
+  // over the nope dims), 128 = the indexer store (one FP8 block over all 128 dims, RoPE applied first).
+  if (p.variant == Variant::vllm_cuda && p.D != 128 && p.D != 512)
+    bad("attr variant", "D = 512 (main compressor store) or D = 128 (indexer compressor store) with vllm-cuda", "D = " + std::to_string(p.D));
+  if (!p.rotate && p.variant == Variant::ref && (p.D - p.rope) % 64 != 0)
     bad("attr variant", "D - rope_head_dim a multiple of 64 (FP8 QAT blocks of the nope dims)", std::to_string(p.D - p.rope));
+  if (p.variant == Variant::vllm_cuda && p.D == 512 && (p.D - p.rope) % 64 != 0)
+    bad("attr rope_head_dim", "D - rope_head_dim a multiple of 64 (FP8 blocks of the nope dims)", std::to_string(p.D - p.rope));
   const bool x = c.input_opt("x") && c.input_opt("wkv") && c.input_opt("wgate");
   const bool proj = c.input_opt("kv_proj") && c.input_opt("score_proj");
   p.have_x = x;
@@ -106,6 +110,10 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& pr) {
 void sanity(const Case& c, const std::string& tensor, const Tensor&, std::vector<std::string>& f) {
   if (tensor != "cmp_kv") return;
   const AttrReader a(c, find_stage(kName)->schema);
+  if (a.b("rotate") && kernel_profile(c) == &profiles::vllm_cuda())
+    // A fact about the case, not an explanation of a failure: main's kNotePrefix ("note: ") lists it as a note only.
+    f.push_back("note: rotate = 1 is not applied: the vLLM CUDA path applies no Hadamard (the flag is stored, no kernel reads it; "
+                "fused_compress_quant_cache.py quantizes the RoPE'd, normed 128 dims directly)");
   if (a.i("cache_mode") != 2) return;
   const Tensor& cu = c.input("cu_seqlens");
   const std::int64_t ring = a.i("coff") * a.i("cmp_ratio");
@@ -188,12 +196,13 @@ Stage stage() {
       int_attr("coff", 2, "2 = overlap (8-row windows: previous group a-half + current group b-half), 1 = none"),
       int_attr("rope_head_dim", 64, "RoPE dims (the last ones of D), interleaved pairs"),
       num_attr("norm_eps", 1e-6, "RMSNorm epsilon"),
-      bool_attr("rotate", false, "indexer compressor (D = 128): Hadamard-128 after the cast"),
+      bool_attr("rotate", false, "indexer compressor (D = 128): Hadamard-128 after the cast (ascend-a3, ref; vllm-cuda applies none)"),
       int_attr("cache_mode", 1, "1 = continuous state rows (block table[p / bs]), 2 = cycle ring of coff*r tokens")};
   s.default_profile = "ascend-a3";
   s.profile_doc = "ascend-a3: fp32 to the end, x/sqrt(mean+eps), one RNE cast (rotate: bf16(bf16(y@H)*128^-0.5)); ref: DeepSeek "
                   "inference (pooled kv -> bf16 before the norm, bf16 after norm and RoPE, FP8 ue8m0 QAT of the nope dims; "
-                  "rotate: Hadamard -> bf16 -> FP4 QAT); vllm-cuda: fp32 pipeline, FP8 QAT of the nope dims";
+                  "rotate: Hadamard -> bf16 -> FP4 QAT); vllm-cuda: fp32 pipeline, D 512: FP8 ue8m0 QAT of the nope dims (blocks of 64), "
+                  "D 128: one FP8 ue8m0 block over all 128 dims after RoPE, no Hadamard (rotate ignored)";
   s.schema.inputs = {
       {"x", {DT::bf16}, {"T,H"}, true, "hidden states of the step's tokens (TND, requests packed)"},
       {"wkv", {DT::bf16}, {"C2,H"}, true, "kv projection [coff*D, H] (a-half first with overlap)"},

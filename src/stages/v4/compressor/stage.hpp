@@ -30,6 +30,7 @@
 #include <functional>
 #include <vector>
 
+#include "engines/v4_compress/pool.hpp"
 #include "stage/stage.hpp"
 
 namespace dsa::v4::compressor {
@@ -53,17 +54,10 @@ struct Slot {
 };
 Slot state_slot(const Params& p, const std::int32_t* table_row, std::int64_t pos, Bug bug = Bug::none);
 
-// One window row: kv, score over the C2 channels (values and bounds), or missing (weight 0).
-struct RowRef {
-  const double* kv = nullptr;
-  const double* s = nullptr;
-  const double* ekv = nullptr;
-  const double* es = nullptr;
-  bool missing = false;
-  bool current = true;  // coff = 2: b-half (current group) or a-half (previous group)
-};
+// One window row (engines/v4_compress): kv, score over the C2 channels (values and bounds), or missing (weight 0).
+using RowRef = engines::v4_compress::RowRef;
 
-// Pools the rows into C[D] with bounds eC[D].
+// Pools the rows into C[D] with bounds eC[D] (engines/v4_compress, with the stage's pool bugs).
 void pool(const Params& p, const std::vector<RowRef>& rows, Bug bug, double* C, double* eC);
 // The variant's post-processing of one entry: C, eC -> output values y[D] (bf16-representable) and bounds ey[D].
 void finish(const Params& p, const double* C, const double* eC, const std::uint16_t* gamma_bf16, const float* cos_row,
