@@ -155,7 +155,7 @@ std::vector<GoldenSpec> goldens() {
        .params = {{"pre", 1}}, .attrs = {{"hadamard", S("ascend")}},
        .doc = "the query path from the wq_b output: interleaved RoPE on the last 64 dims with a V4 table, bf16(q @ H^T), "
               "bf16(x 128^-0.5), then the int8 quant; values whose rounding the kernel's fp32 order decides carry a bound"},
-      {.name = "v4ip_vllm_q", .stage = st, .generator = "v4ip.vllm_q", .seed = 1305, .dims = {{"T", 6}, {"H", 64}, {"P", 1024}},
+      {.name = "v4ip_vllm_q", .stage = st, .generator = "v4ip.vllm_q", .seed = 1305, .dims = {{"T", 6}, {"H", 64}, {"P", 160}},
        .attrs = {{"kernel", S("vllm-cuda")}},
        .doc = "kernel vllm-cuda: fused_indexer_q_rope_quant FP8 (GPT-J RoPE at each token's position, pow2 scale by IEEE "
               "divide, e4m3 codes, the scale folded into the fp32 weights; no Hadamard); an all-zero row (1e-4 floor) "
