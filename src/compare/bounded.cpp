@@ -272,7 +272,7 @@ CheckResult BoundedAccumulator::finish() const {
   }
 
   // The systematic-error gate: least-squares scale b (d = b e) and offset a (d = a), each with its standard error
-  // computed from the residuals; flagged when above the floor and 8 standard errors from zero.
+  // computed from the residuals; flagged when above the floor and kSysSigmas standard errors from zero.
   std::string systematic;
   if (sys_floor_ > 0 && g_n_ >= 16 && g_ee_ > 0) {
     const double b = g_de_ / g_ee_;

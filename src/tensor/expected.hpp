@@ -64,7 +64,7 @@ struct RefTensor {
   std::vector<PeerMetric> peers; // bounded: peer metrics reported beside the verdict (never decide it)
   // bounded: the systematic-error gate (docs/checking.md "Systematic error"): 0 = off; else the smallest relative
   // systematic error it may flag, as a scale (out = ref * (1 + b)) or an offset (out = ref + a, |a| relative to mean
-  // |ref|), and only when the fit is 8 standard errors away from zero.
+  // |ref|), and only when the fit is 6 standard errors away from zero.
   double systematic_floor = 0;
   TopkRef topk;              // topk_set only
   // Bit-exact emulations of particular kernels (profile name -> value with the dtype/shape of `value`).
