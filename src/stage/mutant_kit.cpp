@@ -5,6 +5,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "numerics/formats.hpp"
 #include "numerics/rng.hpp"
 
 namespace dsa::mutant {
@@ -35,6 +36,14 @@ const RefTensor& reft(const Expected& E, const std::string& n) {
   return *t;
 }
 void set_attr(Case& c, const std::string& k, AttrValue v) { c.attrs[k] = std::move(v); }
+
+void scale_bf16(Tensor& t, double f) {
+  auto* b = t.data<std::uint16_t>();
+  for (std::int64_t i = 0; i < t.numel(); ++i) {
+    const double v = num::bf16_to_f64(b[i]);
+    if (std::isfinite(v)) b[i] = num::f64_to_bf16(v * f);
+  }
+}
 
 void iset(Tensor& t, std::int64_t i, std::int64_t v) {
   if (t.dtype() == DType::i64) t.data<std::int64_t>()[i] = v;

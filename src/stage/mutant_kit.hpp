@@ -48,6 +48,7 @@ Tensor& output(Case& c, const std::string& n);             // outputs/n, made pr
 const RefTensor& reft(const Expected& E, const std::string& n);
 void set_attr(Case& c, const std::string& k, AttrValue v);
 void iset(Tensor& t, std::int64_t i, std::int64_t v);       // integer element write (i32 or i64)
+void scale_bf16(Tensor& t, double f);                      // every finite bf16 element times f, rounded to bf16
 std::vector<std::int64_t> finite_defined(const RefTensor& t);  // defined elements with a finite reference value
 // The padded-token bug of cache writers (B12): every -1 of a slot_mapping replaced by the lowest slot no other token
 // stores into (slot 0 first).

@@ -41,17 +41,6 @@ void edit_out(Case& c, const Expected& E, F f) {
 }
 }  // namespace
 
-namespace {
-// Every finite bf16 element times f, rounded to bf16.
-void scale_bf16(Tensor& t, double f) {
-  auto* b = t.data<std::uint16_t>();
-  for (std::int64_t i = 0; i < t.numel(); ++i) {
-    const double v = num::bf16_to_f64(b[i]);
-    if (std::isfinite(v)) b[i] = num::f64_to_bf16(v * f);
-  }
-}
-}  // namespace
-
 std::vector<Mutant> mutants() {
   return {
       {"mla_prefill_minus1_as_token0", "B34", "mla_prefill", V{Verdict::FAIL, Verdict::NONFINITE},
