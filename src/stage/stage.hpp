@@ -76,11 +76,11 @@ using SanityFn = std::function<void(const Case& c, const std::string& tensor, co
 
 // Consistency across the cases of one run (every file `check` reads): e.g. the same request processed by different
 // step splits or batch compositions must give identical rows. Receives the valid cases of the stage that hold
-// outputs; returns results of group "consistency" (none when nothing repeats).
+// outputs; returns results of group "consistency" (one also when nothing repeats: "0 repeated row(s) compared").
 using CrossCheckFn = std::function<std::vector<cmp::CheckResult>(const std::vector<const Case*>& cases)>;
 
-// The one result of a cross-check over rows repeated across calls (bytes, group "consistency"): none when no pair was
-// compared, else BITEXACT "<pairs> <pass_what>" or FAIL "<bad> of <pairs> <fail_what><first>".
+// The one result of a cross-check over rows repeated across calls (bytes, group "consistency"): BITEXACT "<pairs>
+// <pass_what>" (pairs = 0: "0 repeated row(s) compared: ...", numel 0) or FAIL "<bad> of <pairs> <fail_what><first>".
 std::vector<cmp::CheckResult> repeated_rows_result(const std::string& stage, const std::string& tensor, const std::string& case_name,
                                                    const std::string& file, std::int64_t pairs, std::int64_t bad,
                                                    const std::string& fail_what, const std::string& first, const std::string& pass_what);

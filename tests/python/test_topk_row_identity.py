@@ -99,4 +99,11 @@ def test_without_provenance_nothing_is_compared(repo_root, run_cli, tmp_path):
         for n in ("rank0", "rank1"):
             del h[n].attrs["request_ids"]
     p, res = consistency(run_cli, f, tmp_path)
-    assert res == [] and p.returncode == 0, (res, p.stdout)
+    # One line all the same, saying that nothing was compared (only the unsplit call keeps its ids).
+    assert len(res) == 1 and res[0]["verdict"] == "BITEXACT" and res[0]["numel"] == 0 and p.returncode == 0, (res, p.stdout)
+    assert res[0]["message"].startswith("0 repeated row(s) compared: no row repeats"), res
+    with h5py.File(f, "r+") as h:
+        del h["full"].attrs["request_ids"]
+    p, res = consistency(run_cli, f, tmp_path)
+    assert len(res) == 1 and res[0]["numel"] == 0 and p.returncode == 0, (res, p.stdout)
+    assert res[0]["message"] == "0 repeated row(s) compared: no call carries the provenance attr request_ids (one id per row)", res

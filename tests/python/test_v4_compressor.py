@@ -106,6 +106,37 @@ def test_prefill_chunked_and_decode_calls_must_agree(cli, tmp_path):
     assert line.startswith("FAIL") and "request 7 entry 2 (layer 2)" in line
 
 
+def test_repeated_rows_are_compared_only_with_identical_inputs(cli, tmp_path):
+    """Rows of one (layer, request, entry) key whose inputs differ (another prompt under a reused request id) are not
+    compared and not counted; the line always says how many were compared, 0 included."""
+
+    def dump(path, specs):
+        with dsa_dump.DumpWriter(str(path)) as w:
+            for k, (seed, s, n) in enumerate(specs):
+                dsa_dump.capture_ascend_compressor(**make(seed, [s], [n]), cmp_ratio=4, coff=2, request_ids=[7], layer=0,
+                                                   name=f"call{k}", out=w)
+
+    def line(path):
+        rc, txt = run_check(cli, path)
+        assert rc == 0, txt
+        return [x for x in txt.splitlines() if "requests/consistency/cmp_kv" in x][0]
+
+    # Same request id, other tokens: 3 repeated rows (entries 0..2), none compared although the outputs differ.
+    dump(tmp_path / "other.h5", [(5, 0, 12), (6, 0, 12)])
+    got = line(tmp_path / "other.h5")
+    assert got.startswith("BITEXACT") and "0 repeated row(s) compared" in got and "3 repeated row(s) not compared" in got, got
+    # No key repeats: still one line, 0 compared.
+    dump(tmp_path / "disjoint.h5", [(5, 0, 4), (5, 4, 4)])
+    got = line(tmp_path / "disjoint.h5")
+    assert "0 repeated row(s) compared" in got and "not compared" not in got, got
+    # Identical inputs: a rerun of the prefill (3 pairs) and a decode of the last token, whose earlier tokens are the
+    # state rows the prefill wrote (1 pair).
+    dump(tmp_path / "same.h5", [(5, 0, 12), (5, 0, 12), (5, 11, 1)])
+    got = line(tmp_path / "same.h5")
+    assert got.startswith("BITEXACT") and " 4 repeated (request, entry) row(s) with identical inputs identical" in got, got
+    assert "not compared" not in got, got
+
+
 def _fp8_roundtrip(rows, block):
     """vLLM's FP8 store read back: per block of `block` dims of each bf16 row, the ue8m0 scale and e4m3 codes
     (reference.v4._e4m3_block), dequantized (exact in bf16)."""

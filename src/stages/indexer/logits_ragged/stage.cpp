@@ -84,6 +84,7 @@ std::vector<cmp::CheckResult> row_identity(const std::vector<const Case*>& cases
     std::int64_t row;
   };
   std::map<std::tuple<std::string, std::string, std::int64_t, std::int64_t, std::int64_t>, std::vector<Ref>> rows;
+  std::int64_t keyed = 0;  // cases with provenance (and logits held in memory)
   for (const Case* c : cases) {
     auto it = c->outputs.find("logits");
     auto r = c->attrs.find("request_ids");
@@ -94,6 +95,7 @@ std::vector<cmp::CheckResult> row_identity(const std::vector<const Case*>& cases
     const Tensor& ks = c->input("ks");
     const Tensor& ke = c->input("ke");
     if (rid.size() != static_cast<std::size_t>(ks.numel())) continue;
+    ++keyed;
     for (std::int64_t i = 0; i < ks.numel(); ++i)
       rows[{str(c, "layer"), str(c, "step"), rid[static_cast<std::size_t>(i)], ks.int_at(i), ke.int_at(i)}].push_back({c, i});
   }
@@ -113,7 +115,7 @@ std::vector<cmp::CheckResult> row_identity(const std::vector<const Case*>& cases
            same(a.input("kv"), lo * D, b.input("kv"), lo * D, (hi - lo) * D) &&
            same(a.input("kv_scale"), lo, b.input("kv_scale"), lo, hi - lo);
   };
-  std::string file;
+  std::string file = cases.front()->file;
   std::int64_t pairs = 0, bad = 0;
   std::string first;
   auto range = [](const Case* c) { return std::to_string(c->input("ks").numel()) + " rows"; };
@@ -145,9 +147,11 @@ std::vector<cmp::CheckResult> row_identity(const std::vector<const Case*>& cases
       file = v.front().c->file;
     }
   }
-  return repeated_rows_result(kName, "logits", "rows", file, pairs, bad,
+  auto res = repeated_rows_result(kName, "logits", "rows", file, pairs, bad,
                               "row(s) with identical inputs in several calls (chunked prefill, context-parallel ranks, reruns) differ; first: ", first,
                               "row(s) with identical inputs in several calls (chunked prefill, context-parallel ranks, reruns) give identical bits");
+  if (!keyed) res.front().message = "0 repeated row(s) compared: no call carries the provenance attr request_ids (one id per query row)";
+  return res;
 }
 
 }  // namespace

@@ -151,6 +151,7 @@ std::vector<cmp::CheckResult> row_identity(const std::vector<const Case*>& cases
   bound.reserve(cases.size());
   std::map<std::tuple<std::string, std::string, std::int64_t, std::int64_t>, std::vector<Row>> rows;
   std::vector<std::shared_ptr<const layouts::IndexMap>> maps;
+  std::int64_t keyed = 0;  // cases with provenance
   for (const Case* c : cases) {
     auto it = c->outputs.find("indices");
     auto rq = c->attrs.find("request_ids");
@@ -164,6 +165,7 @@ std::vector<cmp::CheckResult> row_identity(const std::vector<const Case*>& cases
     if (!validate_case(*c, false, &b).empty() || !b.params) continue;
     bound.push_back(b);
     const auto* p = static_cast<const Params*>(bound.back().params.get());
+    ++keyed;
     auto map = std::make_shared<const layouts::IndexMap>(index_map(*c, *p));
     for (std::int64_t r = 0; r < len.numel(); ++r)
       rows[{str(c, "layer"), str(c, "step"), rid[static_cast<std::size_t>(r)], len.int_at(r)}].push_back({c, map, p, r});
@@ -188,7 +190,7 @@ std::vector<cmp::CheckResult> row_identity(const std::vector<const Case*>& cases
     }
     return s;
   };
-  std::string file, first;
+  std::string file = cases.front()->file, first;
   std::int64_t pairs = 0, bad = 0;
   for (const auto& [key, v] : rows) {
     if (v.size() < 2) continue;
@@ -228,9 +230,11 @@ std::vector<cmp::CheckResult> row_identity(const std::vector<const Case*>& cases
       }
     }
   }
-  return repeated_rows_result("indexer.topk", "indices", "rows", file, pairs, bad,
+  auto res = repeated_rows_result("indexer.topk", "indices", "rows", file, pairs, bad,
                               "row(s) with identical candidate scores in several calls (context-parallel ranks, chunked prefill, reruns) select different candidates; first: ",
                               first, "row(s) with identical candidate scores in several calls (context-parallel ranks, chunked prefill, reruns) select the same candidates");
+  if (!keyed) res.front().message = "0 repeated row(s) compared: no call carries the provenance attr request_ids (one id per row)";
+  return res;
 }
 
 }  // namespace

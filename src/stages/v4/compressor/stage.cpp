@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <string>
 #include <tuple>
@@ -128,58 +129,180 @@ void sanity(const Case& c, const std::string& tensor, const Tensor&, std::vector
 
 
 // Prefill == chunked == decode and batch invariance on kernel dumps: every emitted row is keyed by (attr `layer`,
-// request id from attr `request_ids`, compressed index j); a key that several cases emit must have identical bits.
+// request id from attr `request_ids`, compressed index j); two rows of one key are compared only when their inputs are
+// identical (window_inputs), and must then have identical bits.
+//
+// A row's inputs are the instance (D, ratio, overlap, rope dims, eps, rotate, numerics), the norm weight, its RoPE row
+// and its window positions. A position before the call's start_pos is the fp32 state row the call reads; a position of
+// the call itself is the fp32 row the kernel wrote for it into outputs/state_cache (when the call recorded it and no
+// later token of the call overwrote that slot) and otherwise its source (x with wkv/wgate/ape, or kv_proj/score_proj
+// with ape). Two positions are the same input when both are missing, or both have an fp32 row and the bytes agree,
+// or (no fp32 row on one side) both have the same kind of source with identical bytes.
+struct WinPos {
+  bool missing = false;
+  const float* fp32 = nullptr;  // 2 * C2 floats
+  std::int64_t token = -1;      // the call's token (source row), -1 = none
+};
+struct CaseInfo {
+  const Case* c = nullptr;
+  Params p;
+  std::vector<std::int64_t> last_writer;  // per token: the token that last writes its state slot in this call (-1: none)
+};
+
+std::vector<WinPos> window_inputs(const CaseInfo& ci, std::int64_t b, std::int64_t j) {
+  const Case& c = *ci.c;
+  const Params& p = ci.p;
+  const Tensor &cu = c.input("cu_seqlens"), &sp = c.input("start_pos"), &st = c.input("state_cache_in");
+  const std::int32_t* tab = c.input("state_block_table").data<std::int32_t>() + b * p.maxblk;
+  const auto ot = c.outputs.find("state_cache");
+  const Tensor* st_out = ot != c.outputs.end() && ot->second.shape() == st.shape() && ot->second.dtype() == DType::f32 ? &ot->second : nullptr;
+  const std::int64_t s0 = sp.int_at(b), t0 = cu.int_at(b), W = 2 * p.C2;
+  std::vector<WinPos> w;
+  for (std::int64_t ps = j * p.r - (p.coff == 2 ? p.r : 0); ps < j * p.r + p.r; ++ps) {
+    WinPos x;
+    if (ps < 0) {
+      x.missing = true;
+    } else if (ps < s0) {
+      const Slot sl = state_slot(p, tab, ps);
+      x.fp32 = st.data<float>() + (std::max<std::int64_t>(sl.block, 0) * p.bs + sl.offset) * W;
+    } else {
+      x.token = t0 + ps - s0;
+      const Slot sl = state_slot(p, tab, ps);
+      if (st_out && sl.block > 0 && ci.last_writer[static_cast<std::size_t>(x.token)] == x.token)
+        x.fp32 = st_out->data<float>() + (sl.block * p.bs + sl.offset) * W;
+    }
+    w.push_back(x);
+  }
+  return w;
+}
+
+bool same_bytes(const Tensor& a, std::int64_t oa, const Tensor& b, std::int64_t ob, std::int64_t n) {
+  const std::size_t es = dtype_size(a.dtype());
+  return a.dtype() == b.dtype() && std::memcmp(a.raw() + oa * static_cast<std::int64_t>(es), b.raw() + ob * static_cast<std::int64_t>(es), n * es) == 0;
+}
+
+// Identical inputs of row (b, j, out row) of case x and row (b', j, out row') of case y (same key).
+bool same_inputs(const CaseInfo& x, std::int64_t bx, std::int64_t rx, const CaseInfo& y, std::int64_t by, std::int64_t ry, std::int64_t j) {
+  const Params &p = x.p, &q = y.p;
+  if (p.D != q.D || p.r != q.r || p.coff != q.coff || p.rope != q.rope || p.eps != q.eps || p.rotate != q.rotate || p.variant != q.variant)
+    return false;
+  const Case &a = *x.c, &b = *y.c;
+  if (!same_bytes(a.input("norm_weight"), 0, b.input("norm_weight"), 0, p.D) ||
+      !same_bytes(a.input("rope_cos"), rx * p.rope, b.input("rope_cos"), ry * p.rope, p.rope) ||
+      !same_bytes(a.input("rope_sin"), rx * p.rope, b.input("rope_sin"), ry * p.rope, p.rope))
+    return false;
+  const std::vector<WinPos> wa = window_inputs(x, bx, j), wb = window_inputs(y, by, j);
+  bool weights_checked = false;
+  for (std::size_t i = 0; i < wa.size(); ++i) {
+    const WinPos &u = wa[i], &v = wb[i];
+    if (u.missing || v.missing) {
+      if (u.missing != v.missing) return false;
+      continue;
+    }
+    if (u.fp32 && v.fp32) {
+      if (std::memcmp(u.fp32, v.fp32, static_cast<std::size_t>(2 * p.C2) * sizeof(float)) != 0) return false;
+      continue;
+    }
+    if (u.token < 0 || v.token < 0 || p.have_x != q.have_x) return false;  // a state row against a source: not comparable
+    const std::int64_t ap = (j * p.r - (p.coff == 2 ? p.r : 0) + static_cast<std::int64_t>(i)) % p.r;
+    if (p.have_x) {
+      if (!weights_checked) {
+        if (a.input("wkv").shape() != b.input("wkv").shape() || a.input("x").dim(1) != b.input("x").dim(1) ||
+            !same_bytes(a.input("wkv"), 0, b.input("wkv"), 0, a.input("wkv").numel()) ||
+            !same_bytes(a.input("wgate"), 0, b.input("wgate"), 0, a.input("wgate").numel()))
+          return false;
+        weights_checked = true;
+      }
+      if (!same_bytes(a.input("x"), u.token * p.H, b.input("x"), v.token * q.H, p.H)) return false;
+    } else if (!same_bytes(a.input("kv_proj"), u.token * p.C2, b.input("kv_proj"), v.token * q.C2, p.C2) ||
+               !same_bytes(a.input("score_proj"), u.token * p.C2, b.input("score_proj"), v.token * q.C2, p.C2)) {
+      return false;
+    }
+    if (!same_bytes(a.input("ape"), ap * p.C2, b.input("ape"), ap * q.C2, p.C2)) return false;
+  }
+  return true;
+}
+
 std::vector<cmp::CheckResult> cross_check(const std::vector<const Case*>& cases) {
   struct Row {
-    const Case* c;
-    std::int64_t row;
+    std::size_t ci;
+    std::int64_t b, row;
   };
+  std::vector<CaseInfo> info;
   std::map<std::tuple<std::string, std::int64_t, std::int64_t>, std::vector<Row>> rows;
   const Schema& schema = find_stage(kName)->schema;
   for (const Case* c : cases) {
     auto it = c->attrs.find("request_ids");
     auto ot = c->outputs.find("cmp_kv");
     if (it == c->attrs.end() || ot == c->outputs.end()) continue;
-    const auto& ids = std::get<std::vector<std::int64_t>>(it->second);
     const AttrReader a(*c, schema);
-    const std::int64_t r = a.i("cmp_ratio");
+    std::vector<Problem> pr;
+    CaseInfo ci{c, parse(*c, a, pr), {}};
+    if (!pr.empty()) continue;
+    const auto& ids = std::get<std::vector<std::int64_t>>(it->second);
+    const Params& p = ci.p;
     const std::string layer = c->has_attr("layer") ? attr_to_string(c->attrs.at("layer")) : "";
     const Tensor& cu = c->input("cu_seqlens");
     const Tensor& sp = c->input("start_pos");
+    const std::int32_t* tab = c->input("state_block_table").data<std::int32_t>();
+    ci.last_writer.assign(static_cast<std::size_t>(p.T), -1);
+    std::map<std::pair<std::int64_t, std::int64_t>, std::int64_t> slot_writer;
+    for (std::int64_t b = 0; b < p.B; ++b)
+      for (std::int64_t t = cu.int_at(b); t < cu.int_at(b + 1); ++t) {
+        const Slot sl = state_slot(p, tab + b * p.maxblk, sp.int_at(b) + t - cu.int_at(b));
+        if (sl.block > 0) slot_writer[{sl.block, sl.offset}] = t;
+      }
+    for (std::int64_t b = 0; b < p.B; ++b)
+      for (std::int64_t t = cu.int_at(b); t < cu.int_at(b + 1); ++t) {
+        const Slot sl = state_slot(p, tab + b * p.maxblk, sp.int_at(b) + t - cu.int_at(b));
+        if (sl.block > 0) ci.last_writer[static_cast<std::size_t>(t)] = slot_writer[{sl.block, sl.offset}];
+      }
+    info.push_back(std::move(ci));  // a case with provenance
     std::int64_t row = 0;
     for (std::size_t b = 0; b < ids.size(); ++b) {
       const std::int64_t s0 = sp.int_at(static_cast<std::int64_t>(b)),
                          q = cu.int_at(static_cast<std::int64_t>(b) + 1) - cu.int_at(static_cast<std::int64_t>(b));
-      for (std::int64_t j = s0 / r; j < (s0 + q) / r; ++j) rows[{layer, ids[b], j}].push_back({c, row++});
+      for (std::int64_t j = s0 / p.r; j < (s0 + q) / p.r; ++j)
+        rows[{layer, ids[b], j}].push_back({info.size() - 1, static_cast<std::int64_t>(b), row++});
     }
   }
-  std::string file;
-  std::int64_t pairs = 0, bad = 0;
+  std::string file = cases.empty() ? "" : cases.front()->file;
+  std::int64_t pairs = 0, bad = 0, repeated = 0;
   std::string first;
   for (const auto& [key, v] : rows) {
     if (v.size() < 2) continue;
-    const Tensor& a = v.front().c->outputs.at("cmp_kv");
-    const std::int64_t D = a.dim(1);
+    repeated += static_cast<std::int64_t>(v.size()) - 1;
+    // Each later row against the first earlier row with identical inputs.
     for (std::size_t i = 1; i < v.size(); ++i) {
-      const Tensor& b = v[i].c->outputs.at("cmp_kv");
-      ++pairs;
-      if (b.dim(1) != D) continue;
-      for (std::int64_t d = 0; d < D; ++d)
-        if (a.bits(v.front().row * D + d) != b.bits(v[i].row * D + d)) {
-          if (bad++ == 0)
-            first = "request " + std::to_string(std::get<1>(key)) + " entry " + std::to_string(std::get<2>(key)) +
-                    (std::get<0>(key).empty() ? "" : " (layer " + std::get<0>(key) + ")") + ": case '" + v.front().c->name +
-                    "' row " + std::to_string(v.front().row) + " and case '" + v[i].c->name + "' row " + std::to_string(v[i].row) +
-                    " differ first at dim " + std::to_string(d) + " (" + cmp::num_json(a.value(v.front().row * D + d)).dump() +
-                    " vs " + cmp::num_json(b.value(v[i].row * D + d)).dump() + ")";
-          break;
-        }
+      const CaseInfo& y = info[v[i].ci];
+      for (std::size_t k = 0; k < i; ++k) {
+        const CaseInfo& x = info[v[k].ci];
+        if (!same_inputs(x, v[k].b, v[k].row, y, v[i].b, v[i].row, std::get<2>(key))) continue;
+        ++pairs;
+        file = x.c->file;
+        const Tensor &a = x.c->outputs.at("cmp_kv"), &b = y.c->outputs.at("cmp_kv");
+        const std::int64_t D = x.p.D;
+        for (std::int64_t d = 0; d < D; ++d)
+          if (a.bits(v[k].row * D + d) != b.bits(v[i].row * D + d)) {
+            if (bad++ == 0)
+              first = "request " + std::to_string(std::get<1>(key)) + " entry " + std::to_string(std::get<2>(key)) +
+                      (std::get<0>(key).empty() ? "" : " (layer " + std::get<0>(key) + ")") + ": case '" + x.c->name + "' row " +
+                      std::to_string(v[k].row) + " and case '" + y.c->name + "' row " + std::to_string(v[i].row) +
+                      " differ first at dim " + std::to_string(d) + " (" + cmp::num_json(a.value(v[k].row * D + d)).dump() + " vs " +
+                      cmp::num_json(b.value(v[i].row * D + d)).dump() + ")";
+            break;
+          }
+        break;
+      }
     }
-    file = v.front().c->file;
   }
-  return repeated_rows_result(kName, "cmp_kv", "requests", file, pairs, bad,
-                              "repeated (request, entry) row(s) differ between calls (prefill == chunked == decode, batch invariance); first: ", first,
-                              "repeated (request, entry) row(s) identical across calls (prefill == chunked == decode, batch invariance)");
+  auto res = repeated_rows_result(kName, "cmp_kv", "requests", file, pairs, bad,
+                                  "repeated (request, entry) row(s) with identical inputs differ between calls (prefill == chunked == decode, batch invariance); first: ",
+                                  first, "repeated (request, entry) row(s) with identical inputs identical across calls (prefill == chunked == decode, batch invariance)");
+  if (info.empty()) res.front().message = "0 repeated row(s) compared: no call carries the provenance attr request_ids (one id per request)";
+  if (repeated > pairs)
+    res.front().message += "; " + std::to_string(repeated - pairs) + " repeated row(s) not compared (their inputs differ: other weights, state rows or tokens)";
+  return res;
 }
 
 }  // namespace
