@@ -10,42 +10,86 @@ namespace dsa::attn::sparse_mla_decode {
 
 using L = layouts::MlaKCache;
 
+namespace {
+
+// Row `row` (= b * S + s)'s key ids in the reference order: the main scope's valid indices, then the extra scope's
+// (same softmax). A main-cache slot t is id t, an extra-cache slot t is id `cap + t` (cap = the main cache's slots).
+// minus1: every -1 within the row's length read as slot 0 of its scope (the B34 hypothesis).
+void row_ids(const Case& c, const Params& p, std::int64_t row, bool minus1, std::vector<std::int64_t>& ids) {
+  const Tensor& idx = c.input("indices");
+  const Tensor* tl = c.input_opt("topk_length");
+  const Tensor* xi = p.extra ? c.input_opt("extra_indices_in_kvcache") : nullptr;
+  const Tensor* xl = p.extra ? c.input_opt("extra_topk_length") : nullptr;
+  const std::int64_t S = c.input("q").dim(1), K = idx.dim(2), XK = xi ? xi->dim(2) : 0, b = row / S;
+  const std::int64_t cap = c.input("k_cache").dim(0) * c.input("k_cache").dim(1);
+  const std::int64_t len = tl ? tl->int_at(b) : K;
+  for (std::int64_t pp = 0; pp < len; ++pp)
+    if (const std::int64_t t = idx.int_at(row * K + pp); t != -1 || minus1) ids.push_back(t == -1 ? 0 : t);
+  const std::int64_t xlen = xi ? (xl ? xl->int_at(b) : XK) : 0;
+  for (std::int64_t pp = 0; pp < xlen; ++pp)
+    if (const std::int64_t t = xi->int_at(row * XK + pp); t != -1 || minus1) ids.push_back(cap + (t == -1 ? 0 : t));
+}
+
+// The kernel's dequantized key of id (row_ids' numbering), the caches resolved once.
+struct Keys {
+  const Params* p;
+  const std::uint8_t *main, *extra;
+  std::int64_t cap;
+  void operator()(std::int64_t id, double* k) const {
+    const bool x = id >= cap;
+    const std::int64_t t = x ? id - cap : id;
+    if (p->model1) dequant_key_model1(x ? extra : main, x ? p->m1_extra : p->m1, t, k);
+    else dequant_key((x ? extra : main) + t * L::kRecord, p->bf16_scale, k);
+  }
+};
+Keys keys_of(const Case& c, const Params& p) {
+  const Tensor& cache = c.input("k_cache");
+  const Tensor* xc = p.extra ? c.input_opt("extra_k_cache") : nullptr;
+  return {&p, cache.data<std::uint8_t>(), xc ? xc->data<std::uint8_t>() : nullptr, cache.dim(0) * cache.dim(1)};
+}
+
+}  // namespace
+
+bool locate(const Case& c, const dsa::Params& pb, const std::string& tensor, std::int64_t f, MlaElement& e) {
+  const auto& p = static_cast<const Params&>(pb);
+  const Tensor& q = c.input("q");
+  const std::int64_t B = q.dim(0), S = q.dim(1), H = q.dim(2), D = q.dim(3), dv = L::kNope;
+  std::int64_t row = 0, h = 0;
+  if (tensor == "out") {
+    row = f / (H * dv), h = f / dv % H, e.dim = f % dv;
+  } else if (tensor == "lse") {
+    row = f / (H * S) * S + f % S, h = f / S % H;
+  } else {
+    return false;
+  }
+  if (f < 0 || row >= B * S) return false;
+  e.q = q.data<std::uint16_t>() + (row * H + h) * D;
+  e.D = D, e.dv = dv, e.rope = 64;
+  e.scale = p.softmax_scale;
+  row_ids(c, p, row, false, e.ids);
+  row_ids(c, p, row, true, e.ids_minus1);
+  e.key = keys_of(c, p);
+  const Tensor* sink = c.input_opt("attn_sink");
+  e.sink = sink ? sink->data<float>() + h : nullptr;
+  e.cv = p.cv;
+  return true;
+}
+
 Expected run(const Case& c, const Params& p, const RefOptions& opt, Backend backend) {
   const Tensor& q = c.input("q");
   const Tensor& cache = c.input("k_cache");
-  const Tensor& idx = c.input("indices");
   const Tensor* sink = c.input_opt("attn_sink");
-  const Tensor* tl = c.input_opt("topk_length");
   const Tensor* xc = p.extra ? c.input_opt("extra_k_cache") : nullptr;
-  const Tensor* xi = p.extra ? c.input_opt("extra_indices_in_kvcache") : nullptr;
-  const Tensor* xl = p.extra ? c.input_opt("extra_topk_length") : nullptr;
-  const std::int64_t XK = xi ? xi->dim(2) : 0;
-  const std::int64_t B = q.dim(0), S = q.dim(1), H = q.dim(2), D = q.dim(3), K = idx.dim(2), dv = L::kNope;
+  const std::int64_t B = q.dim(0), S = q.dim(1), H = q.dim(2), D = q.dim(3), dv = L::kNope;
   Tensor out(DType::bf16, {B, S, H, dv}), out_m(DType::f64, {B, S, H, dv});
   Tensor lse(DType::f32, {B, H, S}), lse_m(DType::f64, {B, H, S}), lse_def(DType::u8, {B, H, S});
-  const std::uint8_t* base = cache.data<std::uint8_t>();
-  // Key ids: a main-cache slot t is id t, an extra-cache slot t is id `cap + t` (cap = the main cache's slots).
   const std::int64_t cap = cache.dim(0) * cache.dim(1), xcap = xc ? xc->dim(0) * xc->dim(1) : 0;
-  auto key = [&](std::int64_t id, double* k) {  // the kernel's dequantized key
-    const bool x = id >= cap;
-    const std::int64_t t = x ? id - cap : id;
-    const std::uint8_t* b = x ? xc->data<std::uint8_t>() : base;
-    if (p.model1) dequant_key_model1(b, x ? p.m1_extra : p.m1, t, k);
-    else dequant_key(b + t * L::kRecord, p.bf16_scale, k);
-  };
   RowSource src;
   src.R = B * S, src.H = H, src.D = D, src.dv = dv;
   src.q = q.data<std::uint16_t>();
   src.sm = p.softmax_scale;
-  src.ids = [&](std::int64_t row, std::vector<std::int64_t>& ids) {  // main scope, then the extra scope (same softmax)
-    const std::int64_t b = row / S, len = tl ? tl->int_at(b) : K;
-    for (std::int64_t pp = 0; pp < len; ++pp)
-      if (const std::int64_t t = idx.int_at(row * K + pp); t != -1) ids.push_back(t);
-    const std::int64_t xlen = xi ? (xl ? xl->int_at(b) : XK) : 0;
-    for (std::int64_t pp = 0; pp < xlen; ++pp)
-      if (const std::int64_t t = xi->int_at(row * XK + pp); t != -1) ids.push_back(cap + t);
-  };
-  src.key = key;
+  src.ids = [&](std::int64_t row, std::vector<std::int64_t>& ids) { row_ids(c, p, row, false, ids); };
+  src.key = keys_of(c, p);
   src.id_space = cap + xcap;
   run_rows(src, backend, opt.thread_count(), [&](std::int64_t row, const RowView& v) {
     const std::int64_t b = row / S, s = row % S;

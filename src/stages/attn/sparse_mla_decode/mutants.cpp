@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "numerics/det_math.hpp"
 #include "numerics/formats.hpp"
 #include "stage/mutant_kit.hpp"
 #include "stages/attn/sparse_mla_decode/stage.hpp"
@@ -33,6 +34,10 @@ std::vector<golden::GoldenSpec> selftest_cases() {
        .params = {{"invalid_frac", 0.1}, {"topk_length", 1}, {"poison_unused", 1}, {"sink", 2.0}},
        .attrs = {{"layout", S("model1_fp8_584")}, {"softmax_scale", AttrValue{0.04419417382415922}}},
        .doc = "MODEL1 with an extra scope, topk_length / extra_topk_length, NaN records behind unselected lanes"},
+      {.name = "mla_decode_masked", .stage = st, .generator = g, .seed = 24, .dims = {{"B", 2}, {"S", 1}, {"H", 16}, {"P", 3}, {"K", 128}},
+       .params = {{"invalid_frac", 0.4}}, .attrs = {{"softmax_scale", AttrValue{0.015625}}},
+       .doc = "many -1 lanes over real records (slot 0 included) and flat softmax weights (scale 2^-6): a kernel reading -1 "
+              "as slot 0 moves every row"},
   };
 }
 
@@ -41,14 +46,11 @@ std::vector<Mutant> mutants() {
       {"mla_decode_minus1_as_token0", "B34", "mla_decode", V{Verdict::FAIL, Verdict::NONFINITE},
        "-1 indices read as slot 0 (which holds NaN bytes) instead of masked",
        buggy([](Case& c) {
-         edit_input(c, "indices", [](Tensor& t) {
-           for (std::int64_t i = 0; i < t.numel(); ++i)
-             if (t.int_at(i) == -1) iset(t, i, 0);
-         });
+         edit_input(c, "indices", [](Tensor& t) { replace_padding(t, 0); });
        })},
       {"mla_decode_default_scale", "v32 §6.2", "mla_decode", V{Verdict::FAIL},
        "softmax_scale left at FlashMLA's default 576^-0.5 where V3.2 passes the MLA scale",
-       buggy([](Case& c) { set_attr(c, "softmax_scale", AttrValue{0.041666666666666664}); })},
+       buggy([](Case& c) { set_attr(c, "softmax_scale", AttrValue{0.041666666666666664}); }), "v32 §6.2 softmax_scale"},
       {"mla_decode_scale_tile_shifted", "v32 §6.3", "mla_decode", V{Verdict::FAIL, Verdict::NONFINITE},
        "tile j dequantized with the scale of tile j+1 mod 4",
        buggy([](Case& c) {
@@ -67,12 +69,35 @@ std::vector<Mutant> mutants() {
            for (std::int64_t x = 0; x < t.numel(); ++x)
              if (x % 576 >= 512) t.data<std::uint16_t>()[x] = 0;
          });
-       })},
+       }),
+       "v32 §7 RoPE"},
       {"mla_decode_fp32_scale_read", "B25", "mla_decode_nonpow2", V{Verdict::FAIL},
        "non-pow2 scales read as fp32 where the SM90 kernel rounds them to bf16 (the tests' dequantize instead of the kernel's)",
        buggy([](Case& c) { set_attr(c, "dequant", S("f32_scale")); })},
       {"mla_decode_sink_ignored", "B35", "mla_decode_nonpow2", V{Verdict::FAIL}, "attn_sink accepted but not applied",
-       buggy([](Case& c) { c.inputs.erase("attn_sink"); })},
+       buggy([](Case& c) { c.inputs.erase("attn_sink"); }), "B35 sink"},
+      {"mla_decode_sink_in_numerator", "B35", "mla_decode_nonpow2", V{Verdict::FAIL},
+       "the sink treated as a key with an all-ones value (e^sink added to the numerator as well as to L)",
+       [](Case& c, const Expected& E, std::uint64_t) {
+         Tensor& o = output(c, "out");
+         const Tensor &ref = reft(E, "out").value, &lse = reft(E, "lse").value;  // out [B,S,H,512], lse [B,H,S]
+         const float* sink = c.input("attn_sink").data<float>();
+         const std::int64_t S = ref.dim(1), H = ref.dim(2), dv = ref.dim(3);
+         for (std::int64_t x = 0; x < ref.numel(); ++x) {
+           const std::int64_t row = x / (H * dv), h = x / dv % H;
+           const double l = lse.value((row / S * H + h) * S + row % S);
+           if (!std::isfinite(l)) continue;
+           const double w = num::det_exp(sink[h] - l);
+           o.data<std::uint16_t>()[x] = num::f64_to_bf16(ref.value(x) + w / (1.0 + w));
+         }
+       },
+       "B35 sink numerator"},
+      {"mla_decode_masked_minus1_as_token0", "B34", "mla_decode_masked", V{Verdict::FAIL},
+       "-1 indices read as slot 0 (a real record here) instead of masked",
+       buggy([](Case& c) {
+         edit_input(c, "indices", [](Tensor& t) { replace_padding(t, 0); });
+       }),
+       "B34"},
       // Shifts every element's bound still covers (the per-element worst case is wide where softmax weights cancel):
       // the systematic-error gate must catch them.
       {"mla_decode_out_scaled_1pct", "v32 §7 systematic", "mla_decode", V{Verdict::FAIL},
@@ -94,7 +119,8 @@ std::vector<Mutant> mutants() {
          Tensor& l = output(c, "lse");
          for (std::int64_t i = 0; i < l.numel(); ++i)
            if (std::isfinite(l.data<float>()[i])) l.data<float>()[i] = static_cast<float>(l.data<float>()[i] * 1.4426950408889634);
-       }},
+       },
+       "B35 lse base"},
       {"mla_decode_model1_extra_ignored", "v4 §9", "mla_decode_model1", V{Verdict::FAIL}, "the extra KV scope ignored",
        buggy([](Case& c) {
          c.inputs.erase("extra_k_cache");

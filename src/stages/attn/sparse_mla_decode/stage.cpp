@@ -162,6 +162,8 @@ Stage stage() {
   s.goldens = goldens();
   s.selftest = selftest_cases();
   s.mutants = mutants();
+  // Known bugs as values: a failing output is tested against kernels with them (hints, never verdicts).
+  s.hypotheses = mla_hypotheses({"out", "lse"}, &locate);
   return s;
 }
 

@@ -23,6 +23,7 @@
 #include "numerics/formats.hpp"
 #include "stage/stage.hpp"
 #include "engines/sparse_attn/head_out.hpp"
+#include "engines/sparse_attn/mla_hypotheses.hpp"
 
 namespace dsa::attn::sparse_mla_decode {
 
@@ -69,6 +70,8 @@ inline void dequant_key_model1(const std::uint8_t* cache, const layouts::Model1K
 // both): the rows' keys and values, the outputs and their bounds.
 Expected run(const Case& c, const Params& p, const RefOptions& opt, Backend backend);
 Expected cpu(const Case& c, const Params& p, const RefOptions& opt);
+// The Stage::hypotheses' view of element f of out / lse (engines/sparse_attn/mla_hypotheses.hpp).
+bool locate(const Case& c, const dsa::Params& p, const std::string& tensor, std::int64_t f, MlaElement& e);
 #ifdef DSA_CUDA_BACKEND
 Expected cuda(const Case& c, const Params& p, const RefOptions& opt);  // cuda.cpp: the CUDA row engine, same bits
 #endif

@@ -9,13 +9,47 @@
 
 namespace dsa::attn::sparse_mla_prefill {
 
+namespace {
+// Row i's key ids in the reference order: its valid indices (< topk_length, in [0, s_kv)); minus1: every -1 within
+// the length read as kv row 0 (the B34 hypothesis).
+void row_ids(const Tensor& idx, const Tensor* tl, std::int64_t N, std::int64_t i, bool minus1, std::vector<std::int64_t>& ids) {
+  const std::int64_t K = idx.dim(2), len = tl ? tl->int_at(i) : K;
+  for (std::int64_t pp = 0; pp < len; ++pp)
+    if (const std::int64_t t = idx.int_at(i * K + pp); (t >= 0 && t < N) || (minus1 && t == -1)) ids.push_back(t == -1 ? 0 : t);
+}
+}  // namespace
+
+bool locate(const Case& c, const dsa::Params& pb, const std::string& tensor, std::int64_t f, MlaElement& e) {
+  const auto& p = static_cast<const Params&>(pb);
+  const Tensor &q = c.input("q"), &kv = c.input("kv"), &idx = c.input("indices");
+  const std::int64_t S = q.dim(0), H = q.dim(1), D = q.dim(2), N = kv.dim(0);
+  std::int64_t i = 0, h = 0;
+  if (tensor == "out") i = f / (H * p.dv), h = f / p.dv % H, e.dim = f % p.dv;
+  else if (tensor == "lse" || tensor == "max_logits") i = f / H, h = f % H;
+  else return false;
+  if (f < 0 || i >= S) return false;
+  e.q = q.data<std::uint16_t>() + (i * H + h) * D;
+  e.D = D, e.dv = p.dv, e.rope = 64;
+  e.scale = p.sm_scale;
+  row_ids(idx, c.input_opt("topk_length"), N, i, false, e.ids);
+  row_ids(idx, c.input_opt("topk_length"), N, i, true, e.ids_minus1);
+  const std::uint16_t* kb = kv.data<std::uint16_t>();
+  e.key = [kb, D](std::int64_t t, double* k) {
+    for (std::int64_t d = 0; d < D; ++d) k[d] = num::bf16_to_f64(kb[t * D + d]);
+  };
+  const Tensor* sink = c.input_opt("attn_sink");
+  e.sink = sink ? sink->data<float>() + h : nullptr;
+  e.cv = p.cv;
+  return true;
+}
+
 Expected run(const Case& c, const Params& p, const RefOptions& opt, Backend backend) {
   const Tensor& q = c.input("q");
   const Tensor& kv = c.input("kv");
   const Tensor& idx = c.input("indices");
   const Tensor* sink = c.input_opt("attn_sink");
   const Tensor* tl = c.input_opt("topk_length");
-  const std::int64_t S = q.dim(0), H = q.dim(1), D = q.dim(2), N = kv.dim(0), K = idx.dim(2), dv = p.dv;
+  const std::int64_t S = q.dim(0), H = q.dim(1), D = q.dim(2), N = kv.dim(0), dv = p.dv;
   Tensor out(DType::bf16, {S, H, dv}), out_m(DType::f64, {S, H, dv});
   Tensor lse(DType::f32, {S, H}), lse_m(DType::f64, {S, H}), lse_def(DType::u8, {S, H});
   Tensor ml(DType::f32, {S, H}), ml_m(DType::f64, {S, H}), ml_def(DType::u8, {S, H});
@@ -24,11 +58,7 @@ Expected run(const Case& c, const Params& p, const RefOptions& opt, Backend back
   src.R = S, src.H = H, src.D = D, src.dv = dv;
   src.q = q.data<std::uint16_t>();
   src.sm = p.sm_scale;
-  src.ids = [&](std::int64_t i, std::vector<std::int64_t>& ids) {  // the valid indices of the row, in order
-    const std::int64_t len = tl ? tl->int_at(i) : K;
-    for (std::int64_t pp = 0; pp < len; ++pp)
-      if (const std::int64_t t = idx.int_at(i * K + pp); t >= 0 && t < N) ids.push_back(t);
-  };
+  src.ids = [&](std::int64_t i, std::vector<std::int64_t>& ids) { row_ids(idx, tl, N, i, false, ids); };
   src.key = [&](std::int64_t t, double* k) {
     for (std::int64_t d = 0; d < D; ++d) k[d] = num::bf16_to_f64(kb[t * D + d]);
   };

@@ -46,11 +46,9 @@ std::vector<Mutant> mutants() {
       {"mla_prefill_minus1_as_token0", "B34", "mla_prefill", V{Verdict::FAIL, Verdict::NONFINITE},
        "invalid indices (-1) read as kv row 0 instead of masked",
        buggy([](Case& c) {
-         edit_input(c, "indices", [](Tensor& t) {
-           for (std::int64_t i = 0; i < t.numel(); ++i)
-             if (t.int_at(i) == -1) iset(t, i, 0);
-         });
-       })},
+         edit_input(c, "indices", [](Tensor& t) { replace_padding(t, 0); });
+       }),
+       "B34"},
       {"mla_prefill_oob_unmasked", "v32 §6.1", "mla_prefill", V{Verdict::FAIL, Verdict::NONFINITE},
        "indices >= s_kv not masked (read modulo s_kv)",
        buggy([](Case& c) {
@@ -78,10 +76,10 @@ std::vector<Mutant> mutants() {
        }},
       {"mla_prefill_lse_base2", "B35", "mla_prefill", V{Verdict::FAIL, Verdict::NONFINITE},
        "max_logits/lse in log2 units (the 2025 convention) where the dump pins natural log",
-       buggy([](Case& c) { set_attr(c, "lse_base", S("2")); })},
+       buggy([](Case& c) { set_attr(c, "lse_base", S("2")); }), "B35 lse base"},
       {"mla_prefill_default_scale", "v32 §6.1", "mla_prefill", V{Verdict::FAIL},
        "softmax scale 576^-0.5 (the decode default) instead of the MLA scale",
-       buggy([](Case& c) { set_attr(c, "softmax_scale", AttrValue{0.041666666666666664}); })},
+       buggy([](Case& c) { set_attr(c, "softmax_scale", AttrValue{0.041666666666666664}); }), "v32 §6.2 softmax_scale"},
       {"mla_prefill_rope_dropped", "v32 §7", "mla_prefill", V{Verdict::FAIL}, "the 64 rope dims of q left out of q.k",
        buggy([](Case& c) {
          edit_input(c, "q", [](Tensor& t) {
@@ -89,7 +87,8 @@ std::vector<Mutant> mutants() {
            for (std::int64_t x = 0; x < t.numel(); ++x)
              if (x % D >= 512) t.data<std::uint16_t>()[x] = 0;
          });
-       })},
+       }),
+       "v32 §7 RoPE"},
       {"mla_prefill_not_normalized", "v32 §6.1", "mla_prefill", V{Verdict::FAIL}, "out = sum_t p_t v_t without the 1/L",
        [](Case& c, const Expected& E, std::uint64_t) {
          const Tensor &lse = reft(E, "lse").value, &ml = reft(E, "max_logits").value;
@@ -113,7 +112,7 @@ std::vector<Mutant> mutants() {
          });
        }},
       {"mla_prefill_sink_ignored", "B35", "mla_prefill_sink", V{Verdict::FAIL}, "attn_sink accepted but not applied",
-       buggy([](Case& c) { c.inputs.erase("attn_sink"); })},
+       buggy([](Case& c) { c.inputs.erase("attn_sink"); }), "B35 sink"},
       {"mla_prefill_sink_in_numerator", "B35", "mla_prefill_sink", V{Verdict::FAIL},
        "the sink treated as a key with an all-ones value (e^sink added to the numerator as well as to L)",
        [](Case& c, const Expected& E, std::uint64_t) {
@@ -126,7 +125,8 @@ std::vector<Mutant> mutants() {
            const double w = num::det_exp(sink[h] - l);
            return v + w / (1.0 + w);
          });
-       }},
+       },
+       "B35 sink numerator"},
   };
 }
 

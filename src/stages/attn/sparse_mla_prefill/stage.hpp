@@ -9,6 +9,7 @@
 #pragma once
 #include "stage/stage.hpp"
 #include "engines/sparse_attn/head_out.hpp"
+#include "engines/sparse_attn/mla_hypotheses.hpp"
 
 namespace dsa::attn::sparse_mla_prefill {
 
@@ -23,6 +24,8 @@ struct Params : dsa::Params {
 // both): the rows' keys and values, the outputs and their bounds.
 Expected run(const Case& c, const Params& p, const RefOptions& opt, Backend backend);
 Expected cpu(const Case& c, const Params& p, const RefOptions& opt);
+// The Stage::hypotheses' view of element f of out / lse / max_logits (engines/sparse_attn/mla_hypotheses.hpp).
+bool locate(const Case& c, const dsa::Params& p, const std::string& tensor, std::int64_t f, MlaElement& e);
 #ifdef DSA_CUDA_BACKEND
 Expected cuda(const Case& c, const Params& p, const RefOptions& opt);  // cuda.cpp: the CUDA row engine, same bits
 #endif

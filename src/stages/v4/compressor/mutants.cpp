@@ -78,13 +78,30 @@ std::vector<Mutant> mutants() {
        })},
       {"v4c_state_written_under_block0", "B38", "v4c4", V{Verdict::FAIL, Verdict::NONFINITE},
        "state rows of tokens whose table entry is 0 written into block 0",
-       [](Case& c, const Expected& E, std::uint64_t) {
-         Tensor& st = output(c, "state_cache");
-         const Tensor& ref = reft(E, "state_cache").value;
-         const std::int64_t W = st.dim(2), bs = st.dim(1);
-         // any written row's values land in block 0's rows
-         for (std::int64_t off = 0; off < bs; ++off)
-           std::memcpy(st.data<float>() + off * W, ref.data<float>() + (ref.dim(0) - 1) * bs * W, static_cast<std::size_t>(W) * 4);
+       [](Case& c, const Expected&, std::uint64_t seed) {
+         // The kernel writes the rows of tokens whose table entry is 0 as if block 0 were theirs: the reference with
+         // those entries pointing at a block no request uses, that block's rows then moved into block 0.
+         const Tensor& tab = c.input("state_block_table");
+         const std::int64_t nblk = c.input("state_cache_in").dim(0);
+         std::int64_t spare = -1;
+         for (std::int64_t b = nblk - 1; b > 0 && spare < 0; --b) {
+           bool used = false;
+           for (std::int64_t i = 0; i < tab.numel(); ++i) used = used || tab.int_at(i) == b;
+           if (!used) spare = b;
+         }
+         if (spare < 0) throw std::runtime_error("v4c_state_written_under_block0: the base case has no spare state block");
+         TensorMap o = buggy_outputs(c, [spare](Case& x) {
+           edit_input(x, "state_block_table", [spare](Tensor& t) {
+             for (std::int64_t i = 0; i < t.numel(); ++i)
+               if (t.int_at(i) == 0) iset(t, i, spare);
+           });
+         }, seed);
+         Tensor& st = o.at("state_cache");
+         const Tensor& in = c.input("state_cache_in");
+         const std::size_t blk = static_cast<std::size_t>(st.dim(1) * st.dim(2)) * 4;
+         std::memcpy(st.data<float>(), st.data<float>() + spare * st.dim(1) * st.dim(2), blk);                    // into block 0
+         std::memcpy(st.data<float>() + spare * st.dim(1) * st.dim(2), in.data<float>() + spare * in.dim(1) * in.dim(2), blk);  // spare as it was
+         c.outputs = std::move(o);
        }},
       {"v4c_ring_off_by_one", "B37", "v4c128_ring", V{Verdict::FAIL, Verdict::NONFINITE}, "cycle ring slot (p + 1) mod (coff r)",
        with_bug(Bug::ring_off_by_one)},
