@@ -1,23 +1,49 @@
 // dsa-check CLI: CLI11 wiring only. Each subcommand's logic lives in src/.
 // Exit codes: 0 all pass, 1 some check failed, 2 usage / I/O / schema error.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 
 #include "apps/dsa-check/commands.hpp"
 #include "pipeline/inspect.hpp"
 #include "pipeline/load.hpp"
+#include "schema/schema.hpp"
 #include "stage/describe.hpp"
 
 namespace dsa::cli {
 
 void add_stages(CLI::App& app, int& rc) {
-  auto* cmd = app.add_subcommand("stages", "List the registered DSA stages with their dump schema");
+  auto* cmd = app.add_subcommand("stages", "List the registered DSA stages with their dump schema (all, or the named ones with what they compute)");
   auto json = std::make_shared<bool>(false);
+  auto names = std::make_shared<std::vector<std::string>>();
+  cmd->add_option("names", *names, "stage names (e.g. indexer.logits_ragged): only these, with their formula");
   cmd->add_flag("--json", *json, "machine-readable schema (what the Python kit reads)");
-  cmd->callback([json, &rc] {
-    if (*json) std::cout << stages_json().dump(2) << "\n";
-    else print_stages_text(std::cout);
+  cmd->callback([json, names, &rc] {
+    std::vector<std::string> known;
+    for (const Stage& s : stages()) known.push_back(s.name);
+    for (const auto& n : *names)
+      if (std::find(known.begin(), known.end(), n) == known.end()) {
+        const std::string near = closest_name(n, known);
+        std::string all;
+        for (const auto& k : known) all += (all.empty() ? "" : ", ") + k;
+        std::cerr << "error: stages: unknown stage '" << n << "'" << (near.empty() ? "" : " (did you mean " + near + "?)")
+                  << "; known stages: " << all << "\n";
+        rc = 2;
+        return;
+      }
+    if (*json) {
+      nlohmann::json j = stages_json();
+      if (!names->empty()) {
+        nlohmann::json keep = nlohmann::json::array();
+        for (const auto& st : j["stages"])
+          if (std::find(names->begin(), names->end(), st["name"].get<std::string>()) != names->end()) keep.push_back(st);
+        j["stages"] = keep;
+      }
+      std::cout << j.dump(2) << "\n";
+    } else {
+      print_stages_text(std::cout, *names);
+    }
     rc = 0;
   });
 }
@@ -67,6 +93,40 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   int rc = 0;
   for (const auto& add : dsa::cli::commands()) add(app, rc);
+  // One example per subcommand, shown by its --help (and the top-level help's).
+  static const std::pair<const char*, const char*> kExamples[] = {
+      {"stages", "dsa-check stages indexer.logits_ragged     (dsa-check stages --json: the whole schema)"},
+      {"inspect", "dsa-check inspect dump.h5"},
+      {"validate", "dsa-check validate dump.h5"},
+      {"golden", "dsa-check golden --demo --out goldens/     (dsa-check golden --list: the catalogue)"},
+      {"check", "dsa-check check dump.h5 --json r.json --junit r.xml --html r.html"},
+      {"merge", "dsa-check merge shard0.json shard1.json --json all.json"},
+      {"report", "dsa-check report r.json --html r.html"},
+      {"selftest", "dsa-check selftest --write out/"},
+      {"cut", "dsa-check cut dump.h5 --case 'decode_*' --out small.h5"},
+      {"backend-diff", "dsa-check backend-diff golden/*.h5 --a cpu:1 --b cuda"},
+      {"expect", "dsa-check expect captured.h5 --out golden_mine.h5"}};
+  std::string names;
+  for (const auto* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+    names += (names.empty() ? "" : ", ") + sub->get_name();
+    for (const auto& [n, ex] : kExamples)
+      if (sub->get_name() == n) const_cast<CLI::App*>(sub)->footer(std::string("\nExample:\n  ") + ex);
+  }
+  app.footer("\nExample:\n  dsa-check golden --demo --out demo/ && dsa-check check demo/demo_fail.h5\n"
+             "Each subcommand's --help shows its options and one example.");
+  // An unknown first word is named, with the known subcommands (CLI11 alone would say "A subcommand is required", or
+  // print the top-level help and exit 0 when --help follows it).
+  if (argc > 1 && argv[1][0] != '-') {
+    const std::string word = argv[1];
+    std::vector<std::string> known;
+    for (const auto* sub : app.get_subcommands([](const CLI::App*) { return true; })) known.push_back(sub->get_name());
+    if (std::find(known.begin(), known.end(), word) == known.end()) {
+      const std::string near = dsa::closest_name(word, known);
+      std::cerr << "error: unknown subcommand '" << word << "'" << (near.empty() ? "" : " (did you mean " + near + "?)")
+                << "; known subcommands: " << names << "\nRun 'dsa-check --help' for more information.\n";
+      return 2;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

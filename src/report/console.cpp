@@ -66,7 +66,12 @@ void print_console(const RunReport& r, std::ostream& out, bool quiet, int verbos
     }
   }
   for (const auto& d : r.divergences) out << printable(d) << "\n";
-  out << r.passed() << " passed, " << r.failed() << " failed\n";
+  out << r.passed() << " passed, " << r.failed() << " failed";
+  // The golden's own expected/ re-checked is a self-check of the file, not a kernel's output: counted apart.
+  if (const std::int64_t ep = r.passed_in("expected"), ef = r.failed_in("expected"); ep + ef > 0)
+    out << ": kernel outputs " << r.passed() - ep << " passed, " << r.failed() - ef << " failed; the files' expected/ (reference self-check) "
+        << ep << " passed, " << ef << " failed";
+  out << "\n";
   if (!r.problems.empty())
     out << r.problems.size() << " input problem(s) reported on stderr: the cases they name were not checked (exit 2)\n";
 }

@@ -316,6 +316,13 @@ std::string html_report(const RunReport& r, const std::string& title) {
   const int rc = r.exit_code();
   o << "<p>" << r.passed() << " passed, " << r.failed() << " failed, " << r.problems.size() << " input problem(s); exit code <b>" << rc
     << "</b> (" << (rc == 0 ? "pass" : rc == 1 ? "a check failed" : "usage / input problem or a check that could not run") << ")</p>";
+  // Pictures exist only where check computed them (check --html): say so when a saved report has none.
+  const bool plotless = std::none_of(r.results.begin(), r.results.end(), [](const CheckResult& x) { return x.plot != nullptr; }) &&
+                        std::any_of(r.results.begin(), r.results.end(), [](const CheckResult& x) { return x.kind != CompareKind::bytes; });
+  if (plotless)
+    o << "<p class=\"note\" id=\"noplots\">No heatmaps, histograms or top-k plots: the reports were written by <code>check --json</code> "
+         "without <code>--html</code>, and the pictures are computed only when check is asked for HTML. Run each shard as "
+         "<code>check --shard i/N --json r_i.json --html r_i.html</code> to have them in the merged report.</p>";
   if (!r.problems.empty()) {
     o << "<h2 id=\"problems\">Input problems (cases not checked)</h2><ul>";
     for (const auto& p : r.problems) o << "<li class=\"msg\">" << esc(p) << "</li>";

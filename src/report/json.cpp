@@ -7,6 +7,7 @@ nlohmann::json report_json(const RunReport& r) {
   j["tool"] = "dsa-check";
   j["version"] = DSA_VERSION;
   j["summary"] = {{"passed", r.passed()}, {"failed", r.failed()}, {"checks", r.results.size()},
+                  {"expected_passed", r.passed_in("expected")}, {"expected_failed", r.failed_in("expected")},
                   {"problems", r.problems.size()}, {"exit_code", r.exit_code()}};
   j["problems"] = r.problems;
   j["first_divergence"] = r.divergences;

@@ -20,11 +20,20 @@ std::vector<LayerView> layer_views(const std::vector<cmp::CheckResult>& results)
   return out;
 }
 
-std::int64_t RunReport::passed() const {
-  return std::count_if(results.begin(), results.end(), [](const cmp::CheckResult& c) { return !c.informational && c.pass(); });
-}
+namespace {
+// A pass that counts: not informational (end to end), and not an across-call line that compared nothing.
+bool counted_pass(const cmp::CheckResult& c) { return !c.informational && c.pass() && !(c.group == "consistency" && c.numel == 0); }
+}  // namespace
+
+std::int64_t RunReport::passed() const { return std::count_if(results.begin(), results.end(), counted_pass); }
 std::int64_t RunReport::failed() const {
   return std::count_if(results.begin(), results.end(), [](const cmp::CheckResult& c) { return !c.pass(); });
+}
+std::int64_t RunReport::passed_in(const std::string& g) const {
+  return std::count_if(results.begin(), results.end(), [&](const cmp::CheckResult& c) { return c.group == g && counted_pass(c); });
+}
+std::int64_t RunReport::failed_in(const std::string& g) const {
+  return std::count_if(results.begin(), results.end(), [&](const cmp::CheckResult& c) { return c.group == g && !c.pass(); });
 }
 int RunReport::exit_code() const {
   if (!problems.empty()) return 2;

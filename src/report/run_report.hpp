@@ -31,6 +31,10 @@ struct RunReport {
   std::vector<std::string> divergences;    // first-divergence lines
   std::int64_t passed() const;
   std::int64_t failed() const;             // failing verdicts including ERROR
+  // The same counts over the results of one group only ("expected": the golden's own expected/ re-checked against
+  // the reference, a self-check of the file, not a kernel's output).
+  std::int64_t passed_in(const std::string& group) const;
+  std::int64_t failed_in(const std::string& group) const;
   int exit_code() const;
 };
 

@@ -175,6 +175,17 @@ std::string choice_value(const AttrValue& v) {
 
 }  // namespace
 
+std::string closest_name(const std::string& name, const std::vector<std::string>& known) {
+  const std::string* best = nullptr;
+  std::size_t best_d = 99;
+  for (const auto& k : known)
+    if (const std::size_t d = edit_distance(name, k); d < best_d) best_d = d, best = &k;
+  // A near miss: a few edits, or one name inside the other (scale_format / scale_fmt).
+  const bool near = best && (best_d * 3 <= std::max(best->size(), name.size()) || name.find(*best) != std::string::npos ||
+                             best->find(name) != std::string::npos);
+  return near ? *best : std::string();
+}
+
 const std::vector<ProvenanceAttr>& provenance_attrs() {
   static const std::vector<ProvenanceAttr> v = {
       {"layer", "model layer of the call (layer checks, across-call consistency keys)"},
@@ -228,19 +239,12 @@ std::vector<Problem> validate_schema(const Case& c, const Schema& sc, bool check
   for (const auto& [name, v] : c.attrs) {
     (void)v;
     if (st->attr(name) || is_provenance_attr(name)) continue;
-    const AttrSpec* best = nullptr;
-    std::size_t best_d = 99;
-    for (const auto& a : st->attrs)
-      if (const std::size_t d = edit_distance(name, a.name); d < best_d) {
-        best_d = d;
-        best = &a;
-      }
+    std::vector<std::string> known;
+    for (const auto& a : st->attrs) known.push_back(a.name);
+    const std::string best = closest_name(name, known);
     std::string names;
     for (const auto& a : st->attrs) names += (names.empty() ? "" : ", ") + a.name;
-    // A near miss (a few edits, or one name inside the other: scale_format / scale_fmt) is named first.
-    const bool near = best && (best_d * 3 <= std::max(best->name.size(), name.size()) ||
-                               name.find(best->name) != std::string::npos || best->name.find(name) != std::string::npos);
-    std::string exp = "an attr of stage " + c.stage + (near ? " (did you mean " + best->name + "?)" : std::string()) + ": " +
+    std::string exp = "an attr of stage " + c.stage + (!best.empty() ? " (did you mean " + best + "?)" : std::string()) + ": " +
                       (names.empty() ? std::string("it has none") : names) +
                       "; or provenance (layer, step, request_ids, ...: docs/dump-format.md); or user metadata under " +
                       kUserAttrPrefix + "*";

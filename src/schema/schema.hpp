@@ -86,6 +86,9 @@ void check_finite_attr(const Case& c, const AttrReader& a, const std::string& na
 // Typed attr access for a stage's parse(): the case's value, else the schema's declared default. Asking for an attr
 // the schema does not declare is a programming error (std::logic_error); a wrong type is a SchemaError naming the
 // case and the attr. This is the only place attr values are read.
+// The name of `known` nearest to `name` when it is a near miss (a few edits, or one name inside the other), else "".
+std::string closest_name(const std::string& name, const std::vector<std::string>& known);
+
 class AttrReader {
  public:
   AttrReader(const Case& c, const Schema& s, const Profile* profile = nullptr) : c_(c), s_(s), profile_(profile) {}

@@ -1,5 +1,6 @@
 #include "stage/describe.hpp"
 
+#include <algorithm>
 #include <iomanip>
 
 #include "io/h5io.hpp"
@@ -66,6 +67,7 @@ nlohmann::json stages_json() {
     j["name"] = s.name;
     j["summary"] = s.summary;
     j["spec"] = s.spec;
+    j["formula"] = s.formula;
     j["default_tolerance"] = s.default_tolerance;
     j["emulation_profiles"] = s.emulated_by();
     j["pipeline_order"] = s.pipeline_order;
@@ -93,9 +95,11 @@ nlohmann::json stages_json() {
   return out;
 }
 
-void print_stages_text(std::ostream& os) {
+void print_stages_text(std::ostream& os, const std::vector<std::string>& only) {
   for (const Stage& s : stages()) {
+    if (!only.empty() && std::find(only.begin(), only.end(), s.name) == only.end()) continue;
     os << s.name << "  — " << s.summary << "  [" << s.spec << "]\n";
+    if (!s.formula.empty()) os << "  computes: " << s.formula << "\n";
     auto tensors = [&](const char* group, const std::vector<TensorSpec>& ts, const std::vector<OutputSpec>* outs) {
       for (std::size_t i = 0; i < ts.size(); ++i) {
         const auto& t = ts[i];
@@ -117,6 +121,7 @@ void print_stages_text(std::ostream& os) {
          << a.doc << "\n";
     os << "\n";
   }
+  if (!only.empty()) return;  // the named stages only
   os << "kernel profiles (attr kernel, or its older spelling variant):\n";
   for (const Profile* p : kernel_profiles()) {
     std::string st;

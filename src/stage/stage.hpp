@@ -127,6 +127,7 @@ struct Stage {
   std::string name;                 // "indexer.logits_ragged"
   std::string summary;              // one line
   std::string spec;                 // spec section, e.g. "v32 §3.2"
+  std::string formula;              // what the stage computes, one line (`dsa-check stages NAME`)
   int pipeline_order = 0;           // position in the DSA data flow = its line in THE table (set by the table)
   std::string default_profile;      // the producer assumed when a case names none (attr kernel / variant); "" = none
   std::string profile_doc;          // what each serving profile's arithmetic means on this stage (the kernel attr's doc)

@@ -362,9 +362,16 @@ def test_dsa_dump_writer_is_atomic(tmp_path):
     path = tmp_path / "a.h5"
     with pytest.raises(RuntimeError):
         with dsa_dump.DumpWriter(str(path)) as w:
+            raise RuntimeError("engine crashed before any case")
+    assert os.listdir(tmp_path) == []
+    # What was captured before a crash is kept (whole cases only; the exception still propagates, with a note).
+    with pytest.raises(RuntimeError) as e:
+        with dsa_dump.DumpWriter(str(path)) as w:
             w.add_case("c", "indexer.quant", {"x": rand_bf16((1, 128), 1)})
             raise RuntimeError("engine crashed mid-dump")
-    assert os.listdir(tmp_path) == []
+    assert sorted(os.listdir(tmp_path)) == ["a.h5"] and [c.name for c in dsa_dump.read_dump(str(path))] == ["c"]
+    assert f"1 case(s) added before this error were written to {path}" in e.value.__notes__[0]
+    path.unlink()
     with pytest.raises(ValueError):
         dsa_dump.DumpWriter(str(path)).close()  # no case: refuses to write an empty dump
     assert os.listdir(tmp_path) == []
@@ -513,3 +520,34 @@ def test_repeated_captures_with_default_names_all_land(cli, tmp_path):
     assert [c.name for c in dsa_dump.read_dump(str(p))] == ["indexer_topk", "indexer_topk_1", "indexer_topk_2", "mine"]
     r = run(cli, "check", p)
     assert r.returncode == 0 and "4 passed, 0 failed" in r.stdout, r.stdout + r.stderr
+
+
+def test_dump_writer_never_loses_the_cases_already_captured(cli, tmp_path):
+    """New-user trial: a typo'd attr is refused by add_case itself (naming the attr and the closest), and neither
+    that error inside the ``with`` block nor a case the CLI's value rules refuse at close() loses the good cases
+    already added: they are written (a note on the exception says where), the bad case is left out."""
+    S, H, D, N = 2, 8, 32, 4
+    q = np.zeros((S, H, D), dtype=ml_dtypes.float8_e4m3fn)
+    kv = np.zeros((N, D), dtype=ml_dtypes.float8_e4m3fn)
+    good = {"q": q, "kv": kv, "kv_scale": np.ones(N, np.float32), "weights": np.ones((S, H), np.float32),
+            "ks": np.array([0, 0], np.int32), "ke": np.array([2, N], np.int32)}
+    bad = dict(good, ke=np.array([2, N + 1], np.int32))  # fits the declared schema, breaks ke <= N
+    out = tmp_path / "typo.h5"
+    with pytest.raises(dsa_dump.SchemaError) as e:
+        with dsa_dump.DumpWriter(str(out)) as w:
+            w.add_case("good", "indexer.logits_ragged", inputs=good)
+            w.add_case("typo", "indexer.logits_ragged", inputs=good, attrs={"clean_logit": 1})
+    assert "attr clean_logit: expected an attr of stage indexer.logits_ragged (did you mean clean_logits?)" in str(e.value)
+    assert any(f"1 case(s) added before this error were written to {out}" in n for n in e.value.__notes__)
+    assert [c.name for c in dsa_dump.read_dump(str(out))] == ["good"]
+
+    out = tmp_path / "rule.h5"
+    with pytest.raises(dsa_dump.SchemaError) as e:
+        with dsa_dump.DumpWriter(str(out)) as w:
+            w.add_case("good", "indexer.logits_ragged", inputs=good)
+            w.add_case("bad", "indexer.logits_ragged", inputs=bad)
+    assert "case 'bad': inputs/ks, inputs/ke" in str(e.value)
+    assert any("the 1 valid case(s) (good) were written to" in n for n in e.value.__notes__)
+    assert [c.name for c in dsa_dump.read_dump(str(out))] == ["good"]
+    assert not any(p.name.startswith(".rule.h5") for p in tmp_path.iterdir())
+    subprocess.run([cli, "validate", str(out)], check=True, capture_output=True)

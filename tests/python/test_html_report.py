@@ -158,3 +158,20 @@ def test_16M_element_logits_report_is_small_and_renders_fast(run_cli, tmp_path):
     t_big, dom = assert_rendered(html, tmp_path, 2400)
     assert t_big - t_trivial < 2.0, (t_big, t_trivial)
     assert "4096 x 4096 as 512 x 512 cells" in dom
+
+
+def test_a_report_of_shards_checked_without_html_says_why_it_has_no_plots(run_cli, repo_root, tmp_path):
+    """New-user trial: `merge --html` / `report` of shards checked with --json only has no pictures (they are computed
+    only when check is asked for HTML): the page says so and how to get them; with --html at check time it does not."""
+    demo = repo_root / "golden/demo/demo_fail.h5"
+    for with_html in (False, True):
+        js = tmp_path / f"r{int(with_html)}.json"
+        run_cli("check", demo, "--json", js, *(["--html", tmp_path / "c.html"] if with_html else []), check_rc=1)
+        out = tmp_path / f"m{int(with_html)}.html"
+        run_cli("report", js, "--html", out, check_rc=1)
+        text = out.read_text()
+        assert ('id="noplots"' in text) == (not with_html), text[:2000]
+        if not with_html:
+            assert "without <code>--html</code>" in text and "--shard i/N --json r_i.json --html r_i.html" in text
+        else:
+            assert text.count('class="plot ') >= 2

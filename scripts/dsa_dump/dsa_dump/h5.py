@@ -124,7 +124,9 @@ def _chunks(shape: Tuple[int, ...], itemsize: int) -> Tuple[int, ...]:
 
 class DumpWriter:
     """Writes schema-v1 cases to `path` through a temp file in the same directory, renamed onto `path` by
-    close() (or at the end of a ``with`` block); an exception inside the block, or abort(), leaves no file.
+    close() (or at the end of a ``with`` block); abort() leaves no file. What was captured is never lost: an
+    exception inside the block still writes the cases added before it (a note on the exception says so), and a
+    case the CLI's value rules refuse at close() is left out while the valid ones are written (SchemaError).
 
         with DumpWriter("dump.h5") as w:
             w.add_case("call0", "indexer.quant", inputs={"x": x}, outputs={"y": y, "scale": s},
@@ -162,6 +164,15 @@ class DumpWriter:
     def __exit__(self, exc_type, exc, tb) -> None:
         if exc_type is None:
             self.close()
+        elif self.case_names and isinstance(exc, Exception):
+            # Never lose what was captured: the cases added before the error are complete and validated.
+            try:
+                self.close()
+                note = f"dsa_dump: the {len(self.case_names)} case(s) added before this error were written to {self.path}"
+            except Exception as e:  # pragma: no cover - the cases were validated when added
+                note = f"dsa_dump: the cases added before this error could not be written either: {e}"
+            if hasattr(exc, "add_note"):
+                exc.add_note(note)
         else:
             self.abort()
 
@@ -270,12 +281,43 @@ class DumpWriter:
             if self._validate:
                 problems = validate_file(self._tmp, shown_as=self.path)
                 if problems:
-                    raise SchemaError(problems)
+                    kept = self._drop_cases({p.case_name for p in problems})
+                    err = SchemaError(problems)
+                    if kept and hasattr(err, "add_note"):
+                        err.add_note(f"dsa_dump: the {len(kept)} valid case(s) ({', '.join(kept)}) were written to "
+                                     f"{self.path}; the case(s) named above were left out")
+                    raise err
             os.replace(self._tmp, self.path)
         except BaseException:
             self.abort()
             raise
         return self.path
+
+    def _drop_cases(self, bad: set) -> List[str]:
+        """After a failed whole-file validation: the temp file rewritten without the cases named in `bad`, validated
+        again and renamed onto path when any case remains (the good cases are never lost); returns their names."""
+        keep = [n for n in self.case_names if n not in bad]
+        if not keep or "" in bad or len(keep) == len(self.case_names):
+            return []  # nothing left, or a problem of the whole file
+        d = os.path.dirname(self.path) or "."
+        with _counter_lock:
+            n = next(_counter)
+        tmp2 = os.path.join(d, f".{os.path.basename(self.path)}.keep-{os.getpid()}-{n}")
+        try:
+            with h5py.File(self._tmp, "r") as src, h5py.File(tmp2, "w-") as dst:
+                for n in keep:
+                    src.copy(src[n], dst, name=n)
+            if validate_file(tmp2, shown_as=self.path):
+                os.remove(tmp2)
+                return []
+            os.replace(tmp2, self.path)
+        except Exception:
+            try:
+                os.remove(tmp2)
+            except FileNotFoundError:
+                pass
+            return []
+        return keep
 
     def abort(self) -> None:
         """Discards everything written (removes the temp file)."""

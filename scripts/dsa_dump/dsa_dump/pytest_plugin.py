@@ -480,6 +480,18 @@ class CheckResults(list):
     stdout: str
 
 
+class CaseAttrs(dict):
+    """A case's attrs (a dict); a missing name raises KeyError naming the case, its stage and the attrs it has."""
+
+    def __init__(self, data: Mapping[str, Any], where: str):
+        super().__init__(data)
+        self._where = where
+
+    def __missing__(self, key: Any) -> Any:
+        raise KeyError(f"{self._where} has no attr {key!r}; its attrs: {', '.join(sorted(self)) or 'none'} "
+                       f"(`dsa-check stages STAGE` lists what each attr means)")
+
+
 class DsaCase:
     """One golden case, handed to a test by the ``dsa_case`` fixture."""
 
@@ -520,7 +532,8 @@ class DsaCase:
         st = _state(self._config)
         schema = load_schema(_lookup_binary(st))
         stage = find_stage(schema, self.stage)
-        return apply_attr_defaults(stage, self.stored_attrs) if stage else self.stored_attrs
+        a = apply_attr_defaults(stage, self.stored_attrs) if stage else self.stored_attrs
+        return CaseAttrs(a, f"case '{self.name}' of {self.file} (stage {self.stage})")
 
     @property
     def expected(self) -> Dict[str, Any]:

@@ -124,6 +124,7 @@ Stage stage() {
   s.name = kName;
   s.summary = "FlashMLA flash_mla_with_kvcache sparse fp8 decode over the V3.2 656-byte or V4 MODEL1 MLA cache, extra scope (out, natural lse)";
   s.spec = "v32 §6.2, §6.3, §7; v4 §9";
+  s.formula = "z_t = softmax_scale q[b,s,h,:] . k_t, k_t dequantized from the fp8 MLA cache (valid indices, then the extra scope); out[b,s,h,:] = sum_t softmax(z)_t k_t[:512] (x 1/(1+e^(sink_h - lse))); lse[b,h,s] = ln sum_t e^z_t";
   s.default_tolerance = "derived-bound";
   s.schema.attrs = sparse_attn::softmax_scale_attrs(
       "softmax scale; absent: FlashMLA's default q.shape[-1]^-0.5 (576^-0.5 = 0.041666666666666664 for V3.2, 512^-0.5 = "

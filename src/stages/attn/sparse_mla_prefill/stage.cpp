@@ -61,6 +61,7 @@ Stage stage() {
   s.name = kName;
   s.summary = "FlashMLA flash_mla_sparse_fwd: sparse MLA prefill over top-k indices (bf16 kv, out/max_logits/lse)";
   s.spec = "v32 §6.1, §7";
+  s.formula = "z_t = sm_scale q[i,h,:] . kv[t,:] over valid indices t; out[i,h,:] = sum_t softmax(z)_t kv[t,:512] (x 1/(1+e^(sink_h - lse))); max_logits = max_t z_t; lse = ln sum_t e^z_t (x log2 e when lse_base 2)";
   s.default_tolerance = "derived-bound";
   s.schema.attrs = sparse_attn::softmax_scale_attrs(
       "softmax scale, required (flash_mla_sparse_fwd has no default; V3.2 serving passes the MLA scale 192^-0.5 * mscale^2 "

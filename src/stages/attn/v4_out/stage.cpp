@@ -60,6 +60,7 @@ Stage stage() {
   s.name = kName;
   s.summary = "DeepSeek-V4 attention output: inverse RoPE at the query position, grouped wo_a (transpose_batchmatmul), wo_b";
   s.spec = "v4 §4.4";
+  s.formula = "o_rot = inverse RoPE of the last rope_dim dims of o at the query position (bf16); o_lora[t,g,:] = o_rot[t,g,:] . wo_a[g]^T per head group g (bf16); output[t,:] = o_lora[t,:] . wo_b^T (bf16)";
   s.default_tolerance = "derived-bound";
   s.schema.attrs = {int_attr("o_groups", 8, "G: output-projection groups (8 V4-Flash, 16 V4-Pro); group g = heads [g N/G, (g+1) N/G)"),
                     int_attr("rope_head_dim", 64, "rope dims at the end of each head (the inverse rotation's partial_slice)")};

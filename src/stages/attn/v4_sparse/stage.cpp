@@ -285,6 +285,7 @@ Stage stage() {
   s.name = kName;
   s.summary = "DeepSeek-V4 sparse attention (npu_sparse_attn_sharedkv): sliding window + compressed KV + sinks, bf16 out";
   s.spec = "v4 §4.2-4.3, §5";
+  s.formula = "keys = window positions [p - ori_win_left, p] of ori_kv, then compressed entries j < (p+1) // cmp_ratio (C4: the listed cmp_sparse_indices); out[t,h,:] = sum_k softmax(softmax_scale q[t,h,:] . key_k) key_k (x 1/(1+e^(sink_h - lse))), bf16";
   s.default_tolerance = "derived-bound";
   s.schema.attrs = sparse_attn::softmax_scale_attrs(
       "score scale; absent: head_dim^-0.5 of q (512^-0.5 = 0.04419417382415922 in DeepSeek-V4)");

@@ -38,6 +38,7 @@ Stage stage() {
   s.name = kName;
   s.summary = "fused indexer: paged fp8 MQA logits + top-k in one kernel (logits never materialised), judged against exact logits";
   s.spec = "v32 §3.3-§3.5, §5";
+  s.formula = "indices[r, :] = topk_p logits(r, p), logits as indexer.logits_paged (never materialised): kv_scale[p] * sum_h W[r,h] relu(q[r,h,:] . k[p])";
   s.schema.attrs = {int_attr("k", 2048, "top-k width"),
                     bool_attr("sorted", false, "output in descending score order"),
                     bool_attr("fast_path", true, "rows with n <= k emit [0..n-1] then -1 regardless of scores"),

@@ -58,6 +58,7 @@ Stage stage() {
   s.name = "indexer.kcache_store";
   s.summary = "write k_fp8 + k_scale into the paged indexer K cache (planar pages of codes then scales; aiter layouts)";
   s.spec = "v32 §3.4";
+  s.formula = "kv_cache = kv_cache_in; for t with slot = slot_mapping[t] >= 0: page slot / page_size, offset slot % page_size <- k_fp8[t] codes and k_scale[t] fp32 bytes (layout indexer_kcache_planar or aiter)";
   s.schema.attrs = {layouts::page_size_attr(), kcache_layout_attr()};
   s.schema.inputs = {{"k_fp8", {D::fp8_e4m3fn}, {"T,Dh"}, false, "quantized k per token"},
                      {"k_scale", {D::f32}, {"T"}, false, "k scale per token"},

@@ -112,6 +112,7 @@ Stage stage() {
   s.name = kName;
   s.summary = "DeepGEMM fp8_paged_mqa_logits: decode/MTP logits over the paged fp8 K cache";
   s.spec = "v32 §3.3, §3.4, §3.5";
+  s.formula = "logits[b*next_n+t, n] = fl32( kv_scale[n] * sum_h W[r,h] * relu(q[r,h,:] . k[n]) ) for n < context_lens[b] - next_n + t + 1, k read from the paged fp8 cache through block_table";
   s.default_tolerance = "sm90-fp8";
   s.schema.attrs = {bool_attr("clean_logits", false, "columns past the row's causal length are -inf (1-D context_lens only)"),
                     required_int_attr("max_context_len", "number of logits columns"), layouts::page_size_attr(), kcache_layout_attr(),

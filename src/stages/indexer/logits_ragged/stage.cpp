@@ -163,6 +163,7 @@ Stage stage() {
   s.name = kName;
   s.summary = "DeepGEMM fp8_mqa_logits: ragged prefill MQA logits over [ks, ke) per query row";
   s.spec = "v32 §3.2, §3.5";
+  s.formula = "logits[i,j] = fl32( kv_scale[j] * sum_h W[i,h] * relu(q[i,h,:] . kv[j,:]) ) for ks[i] <= j < ke[i] (fp8 codes), -inf elsewhere";
   s.default_tolerance = "sm90-fp8";
   s.schema.attrs = {bool_attr("clean_logits", true, "columns outside [ks, ke) are -inf (true) or undefined (false)"),
                     int_attr("max_seqlen_k", 0, "> 0: compressed logits [S, max_seqlen_k], column t = key ks+t"),

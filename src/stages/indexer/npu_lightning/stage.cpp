@@ -101,6 +101,7 @@ Stage stage() {
   s.name = "indexer.npu_lightning";
   s.summary = "Ascend V3.2 lightning indexer (bf16 q/k PA_BSND, sparse_mode 3) and its context-parallel split: top-k keys per query";
   s.spec = "v4 §5 (npu_lightning_indexer)";
+  s.formula = "sparse_indices[t, 0, :] = top sparse_count j < (p+1) // cmp_ratio of score_j = sum_h w[t,h] * relu(q[t,h,:] . k_j) (bf16/fp16 q and k), -1 padded";
   s.schema.attrs = {int_attr("sparse_count", 2048, "k: indices per query row (2048 for V3.2)"),
                     int_attr("cmp_ratio", 1, "tokens per key (1 for V3.2: key j visible from position j on)"),
                     int_attr("sparse_mode", 3, "3 = causal (the only mode supported)"),

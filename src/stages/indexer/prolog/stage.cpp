@@ -57,6 +57,7 @@ Stage stage() {
   s.name = "indexer.prolog";
   s.summary = "q/k prolog: k LayerNorm, RoPE (NeoX|interleaved), Hadamard-128, act_quant, head-gate weights";
   s.spec = "v32 §2.1-§2.6";
+  s.formula = "k_rot = Hadamard128(RoPE(bf16(LayerNorm(k)))), q_rot = Hadamard128(RoPE(q)) (bf16 steps); (k_fp8, k_scale), (q_fp8, q_scale) = act_quant; weights[t,h] = fl32(fl32(w[t,h] q_scale[t,h]) fl32(Dh^-0.5))";
   s.schema.attrs = {
       str_attr("rope_layout", "neox", {"neox", "interleaved"}, "indexer RoPE pairing: neox (x[i], x[i+rope_dim/2]) or interleaved (x[2i], x[2i+1])"),
       int_attr("rope_dim", 64, "leading dims of each head that are rotated"),

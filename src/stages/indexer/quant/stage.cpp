@@ -24,6 +24,7 @@ Stage stage() {
   s.name = "indexer.quant";
   s.summary = "act_quant: per 1x128 block fp8 e4m3fn quantization with ue8m0 or fp32 scales";
   s.spec = "v32 §2.5, §3.4, §3.6";
+  s.formula = "per row t and block b of block_size values: s[t,b] = scale_fmt rule of amax_b (e.g. ue8m0 2^ceil(log2(amax/448))); y[t,i] = e4m3(clamp(x[t,i] / s[t,b], +-448))";
   s.schema.attrs = {int_attr("block_size", 128, "quantization block along the last dim"), dsa::quant::scale_fmt_attr(), dsa::quant::eps_on_attr(),
                     dsa::quant::scale_apply_attr(), dsa::quant::amax_eps_attr(), bool_attr("clamp", true, "clamp x/s to [-448, 448] before the cast")};
   s.schema.inputs = {{"x", {DType::bf16, DType::f32}, {"T,K"}, false, "activations, rows of K values (K a multiple of block_size)"}};

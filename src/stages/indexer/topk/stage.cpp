@@ -245,6 +245,7 @@ Stage stage() {
   s.name = "indexer.topk";
   s.summary = "top-k over each row's valid range with -1 padding and engine index bases";
   s.spec = "v32 §5";
+  s.formula = "indices[r, :] = the k positions p < lengths[r] with the largest logits[r, row_starts[r] + p] (any order, ties at the k-th score free), -1 padded; index base per attr";
   s.schema.attrs = {int_attr("k", 2048, "top-k width"),
                     str_attr("index_base", "relative", layouts::index_base_names(), layouts::index_base_doc()),
                     bool_attr("sorted", false, "output in descending score order (demo torch.topk)"),

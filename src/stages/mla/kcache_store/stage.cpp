@@ -82,6 +82,7 @@ Stage stage() {
   s.name = "mla.kcache_store";
   s.summary = "write [c | k_pe] tokens into the fp8 MLA cache: V3.2 656-byte records (FlashMLA FP8 with scale, vLLM fp8_ds_mla) or V4 MODEL1";
   s.spec = "v32 §6.3";
+  s.formula = "kv_cache = kv_cache_in; for t with slot >= 0: per tile j of c (128 dims) s_j = scale rule(amax_j), codes e4m3(c / s_j), then the scales and the bf16 k_pe into the 656-byte record (or MODEL1 584-byte split)";
   s.schema.attrs = {
       quant::scale_fmt_attr("pow2"), quant::eps_on_attr(), quant::scale_apply_attr(), quant::amax_eps_attr(), layouts::page_size_attr(),
       str_attr("layout", L::kName, {L::kName, layouts::Model1KCache::kName},

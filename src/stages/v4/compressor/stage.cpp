@@ -313,6 +313,7 @@ Stage stage() {
   s.name = kName;
   s.summary = "DeepSeek-V4 KV compressor (Ascend compressor op, TND): c4 overlap / c128 gating pools, RMSNorm, RoPE at jr, state cache";
   s.spec = "v4 §2, §5, §6";
+  s.formula = "entry j of request b: C[c] = sum_rows softmax_rows(S[., c]) KV[., c] over the window rows (KV = x wkv^T, S = x wgate^T + ape); cmp_kv[j] = bf16(RoPE_jr(C / sqrt(mean C^2 + eps) * gamma)); state rows KV | S written through state_block_table";
   s.default_tolerance = "derived-bound";
   s.schema.attrs = {
       int_attr("cmp_ratio", 4, "r: tokens per compressed entry (C4: 4 with overlap, C128: 128)"),

@@ -97,6 +97,7 @@ Stage stage() {
   s.summary = "DeepSeek-V4 KV compressor as vLLM's CUDA kernels write it: state rows, then compress / RMSNorm / RoPE / FP8 into the paged KV cache "
               "(584-byte MODEL1 main records, 132-byte indexer records)";
   s.spec = "v4 §10";
+  s.formula = "state_cache[slot] = [kv | score + ape]; at (p+1) % r == 0: c = per-channel softmax pool of the coff*r state rows, normed = c rsqrt(mean c^2 + eps) gamma, RoPE at (p / r) r, FP8 (ue8m0 blocks) into the 584-byte (D 512) or 132-byte (D 128) kv_cache record";
   s.schema.attrs = {
       int_attr("cmp_ratio", 4, "r: tokens per compressed entry (4: overlap, coff 2; 128: coff 1)"),
       int_attr("rope_head_dim", 64, "RoPE dims (the last ones of D), GPT-J interleaved pairs"),

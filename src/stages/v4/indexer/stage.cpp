@@ -72,6 +72,7 @@ Stage stage() {
   s.name = kName;
   s.summary = "DeepSeek-V4 Ascend quant lightning indexer (int8 q/k, fp16 scales, sparse_mode 3): top-k compressed entries per query";
   s.spec = "v4 §3.5";
+  s.formula = "score_j = fl32( sum_h fp16(w[t,h] qs[t,h]) * fp16(relu(q8[t,h,:] . k8[j,:]) 2^-10) * ks[j] ) for j < (p+1) // 4; sparse_indices[t, 0, :] = top sparse_count j, ties to lower j, -1 padded";
   s.schema.attrs = {int_attr("sparse_count", 512, "k: indices per query row (512 V4-Flash, 1024 V4-Pro)"),
                     int_attr("cmp_ratio", 4, "tokens per compressed entry: entry j is visible from position 4j+3 on"),
                     int_attr("sparse_mode", 3, "3 = causal over compressed entries (the only mode supported)"),

@@ -142,6 +142,7 @@ Stage stage() {
   s.name = "v4.indexer_prolog";
   s.summary = "DeepSeek-V4 Ascend indexer inputs: dynamic_quant_int8 of q and k (fp16 scales), A3 head weights, k8/scale scatter into PA_BSND caches";
   s.spec = "v4 §3.1-3.4";
+  s.formula = "(q8, q_scale) = dynamic_quant_int8(q_rot) per (token, head), q_scale fp16; w16 = fp16(bf16(fl32(w fl32(0.011048543456039806)))); (k8, k_scale) = dynamic_quant_int8(k) scattered into the PA_BSND caches at slot_mapping";
   s.schema.attrs = {str_attr("amax_zero", "scale1", {"scale1", "scale0"},
                              "an all-zero row: scale1 = ops-nn golden.py (scale 1, codes 0); scale0 = the kernel's "
                              "arithmetic (scale 0, the NaN codes cast to 0)"),
