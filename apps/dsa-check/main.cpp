@@ -89,7 +89,12 @@ void add_validate(CLI::App& app, int& rc) {
 
 int main(int argc, char** argv) {
   CLI::App app{"dsa-check: reference simulator and validator for DeepSeek Sparse Attention kernels"};
-  app.set_version_flag("--version", std::string("dsa-check ") + DSA_VERSION);
+#ifdef DSA_CUDA_BACKEND
+  const char* backends = "backends: cpu, cuda (CUDA runtime linked statically: runs without a GPU; --backend cuda needs one)";
+#else
+  const char* backends = "backends: cpu (built without CUDA: --backend cuda needs a from-source build with nvcc)";
+#endif
+  app.set_version_flag("--version", std::string("dsa-check ") + DSA_VERSION + "; " + backends);
   app.require_subcommand(1);
   int rc = 0;
   for (const auto& add : dsa::cli::commands()) add(app, rc);

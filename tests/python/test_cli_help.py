@@ -60,3 +60,17 @@ def test_a_missing_attr_of_a_plugin_case_names_what_it_has():
     assert a["k"] == 4 and a.get("topk") is None
     with pytest.raises(KeyError, match=r"case 'c' of g.h5 \(stage indexer.topk\) has no attr 'topk'; its attrs: k, sorted"):
         a["topk"]
+
+
+def test_version_names_the_backends_and_needs_no_cuda_runtime_library(run_cli, dsa_check_bin):
+    """New-user trial: the binary must run on a machine without CUDA. A CUDA build links the runtime statically
+    (no libcudart.so needed; the driver is looked up only for --backend cuda); --version says which backends."""
+    import shutil
+    import subprocess
+
+    v = run_cli("--version", check_rc=0).stdout
+    assert "backends: cpu" in v, v
+    if shutil.which("ldd") is None:
+        pytest.skip("skipped: no ldd on this machine")
+    libs = subprocess.run(["ldd", str(dsa_check_bin)], capture_output=True, text=True).stdout
+    assert "libcudart" not in libs and "libcuda.so" not in libs, libs
