@@ -6,6 +6,7 @@ xdist test skips without pytest-xdist, the torch example's test without torch.""
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 import xml.etree.ElementTree as ET
 
@@ -99,7 +100,7 @@ def _outcomes(result):
 
 
 def test_correct_numpy_kernel_passes_the_logits_and_topk_goldens(kit, subset, dsa_check_bin):
-    r = kit.runpytest(*PLUGIN, "--dsa-goldens", str(subset), "-v")
+    r = kit.runpytest(*PLUGIN, "--dsa-no-bundled-goldens", "--dsa-goldens", str(subset), "-v")
     r.assert_outcomes(passed=11)
     out = r.stdout.str()
     for case in LOGITS_CASES:
@@ -111,7 +112,7 @@ def test_correct_numpy_kernel_passes_the_logits_and_topk_goldens(kit, subset, ds
 
 def test_planted_bugs_fail_with_verdict_and_divergence_location(kit, goldens):
     kit.makepyfile(test_bugs=BUGS)
-    r = kit.runpytest(*PLUGIN, "--dsa-goldens", str(goldens), "test_bugs.py")
+    r = kit.runpytest(*PLUGIN, "--dsa-no-bundled-goldens", "--dsa-goldens", str(goldens), "test_bugs.py")
     r.assert_outcomes(failed=3)
     out = r.stdout.str()
     # missing ReLU: values outside the bound, first at the first key of the first row
@@ -131,7 +132,7 @@ def test_planted_bugs_fail_with_verdict_and_divergence_location(kit, goldens):
 def test_junitxml_holds_the_failure_text(kit, goldens):
     kit.makepyfile(test_bugs=BUGS)
     xml = kit.path / "report.xml"
-    r = kit.runpytest(*PLUGIN, "--dsa-goldens", str(goldens), "test_bugs.py", "-k", "relu", f"--junitxml={xml}")
+    r = kit.runpytest(*PLUGIN, "--dsa-no-bundled-goldens", "--dsa-goldens", str(goldens), "test_bugs.py", "-k", "relu", f"--junitxml={xml}")
     r.assert_outcomes(failed=1)
     cases = ET.parse(xml).getroot().iter("testcase")
     failures = {c.get("name"): c.find("failure") for c in cases}
@@ -146,7 +147,7 @@ def test_junitxml_holds_the_failure_text(kit, goldens):
 def test_xdist_two_workers(kit, subset, goldens):
     pytest.importorskip("xdist", reason="pytest-xdist is not installed (scripts/setup.sh installs it)")
     kit.makepyfile(test_bugs=BUGS)
-    r = kit.runpytest_subprocess(*PLUGIN, "-n", "2", "--dsa-goldens", str(subset), timeout=300)
+    r = kit.runpytest_subprocess(*PLUGIN, "-n", "2", "--dsa-no-bundled-goldens", "--dsa-goldens", str(subset), timeout=300)
     out = r.stdout.str()
     assert "2 workers [14 items]" in out, out
     r.assert_outcomes(passed=11, failed=3)
@@ -178,6 +179,26 @@ def test_q(dsa_case):
     kit.runpytest(*PLUGIN, "-p", "no:cacheprovider", "test_one.py").assert_outcomes(passed=1)
 
 
+def test_own_goldens_are_added_to_the_bundled_ones(kit, repo_root):
+    """New-user trial: --dsa-goldens DIR adds the user's goldens to the bundled catalogue (it used to replace it);
+    --dsa-no-bundled-goldens keeps only the user's."""
+    mine = kit.path / "mine"
+    mine.mkdir()
+    shutil.copy(repo_root / "golden" / "topk_ties_at_kth.h5", mine / "my_topk.h5")
+    kit.makepyfile(test_one='''
+import pytest
+@pytest.mark.dsa_golden(stages="indexer.topk")
+def test_t(dsa_case):
+    pass
+''')
+    r = kit.runpytest(*PLUGIN, "--dsa-goldens", str(mine), "test_one.py", "--collect-only", "-q")
+    ids = [x for x in r.stdout.lines if "test_t[" in x]
+    assert any("my_topk::" in x for x in ids) and any("topk_lengths_sparse::" in x for x in ids), r.stdout.str()
+    r = kit.runpytest(*PLUGIN, "--dsa-goldens", str(mine), "--dsa-no-bundled-goldens", "test_one.py", "--collect-only", "-q")
+    ids = [x for x in r.stdout.lines if "test_t[" in x]
+    assert ids and all("my_topk::" in x for x in ids), r.stdout.str()
+
+
 def test_missing_binary_is_a_usage_error(kit, monkeypatch):
     kit.makepyfile(test_one='''
 import pytest
@@ -207,7 +228,7 @@ import pytest
 def test_t(dsa_case):
     pass
 ''')
-    r = kit.runpytest(*PLUGIN, "--dsa-goldens", str(goldens), "test_one.py")
+    r = kit.runpytest(*PLUGIN, "--dsa-no-bundled-goldens", "--dsa-goldens", str(goldens), "test_one.py")
     assert r.ret == pytest.ExitCode.INTERRUPTED
     out = r.stdout.str()
     names = []  # every case of every golden file (a layer golden holds several)
@@ -242,14 +263,14 @@ def test_no_fixture():
 def test_fixture_without_marker(dsa_case):
     pass
 ''')
-    r = kit.runpytest(*PLUGIN, "--dsa-goldens", str(goldens), "test_one.py", "test_two.py")
+    r = kit.runpytest(*PLUGIN, "--dsa-no-bundled-goldens", "--dsa-goldens", str(goldens), "test_one.py", "test_two.py")
     assert r.ret == pytest.ExitCode.INTERRUPTED
     r.stdout.fnmatch_lines([
         "@pytest.mark.dsa_golden on test_one.py::test_typo: unknown argument(s) case (takes stages=, cases=, files=)",
         "@pytest.mark.dsa_golden on test_two.py::test_no_fixture: the test must take the `dsa_case` fixture"],
         consecutive=False)
     assert "During handling" not in r.stdout.str()
-    r = kit.runpytest(*PLUGIN, "--dsa-goldens", str(goldens), "test_three.py")
+    r = kit.runpytest(*PLUGIN, "--dsa-no-bundled-goldens", "--dsa-goldens", str(goldens), "test_three.py")
     r.assert_outcomes(errors=1)
     assert "the `dsa_case` fixture needs @pytest.mark.dsa_golden(stages=...) on the test" in r.stdout.str()
 
@@ -318,5 +339,5 @@ def test_tolerance_arguments():
 def test_torch_example_passes(kit, subset):
     pytest.importorskip("torch", reason="torch is not installed: the torch example is not run")
     kit.makepyfile(test_logits_topk=(EXAMPLES / "test_logits_topk.py").read_text())
-    r = kit.runpytest(*PLUGIN, "--dsa-goldens", str(subset), "test_logits_topk.py")
+    r = kit.runpytest(*PLUGIN, "--dsa-no-bundled-goldens", "--dsa-goldens", str(subset), "test_logits_topk.py")
     r.assert_outcomes(passed=11)

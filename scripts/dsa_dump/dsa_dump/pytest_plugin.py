@@ -12,10 +12,12 @@ Installed with the kit (entry point ``pytest11``), or loaded with ``pytest -p ds
 
 The marker ``dsa_golden(stages=..., cases=..., files=...)`` parametrizes the ``dsa_case`` fixture over every
 matching golden case (ids ``<file stem>::<case name>``, sorted, so xdist workers collect the same ids); a marker
-that matches nothing is a collection error that lists what exists. Goldens come from ``--dsa-goldens DIR``
-(repeatable; a directory of .h5 files or one file), the ini option ``dsa_goldens``, the env ``DSA_GOLDENS``
-(os.pathsep-separated), else ``dsa-check golden --committed`` is run once into pytest's cache directory (keyed by
-the binary's path, size and mtime; written to a temp dir and renamed, so concurrent xdist workers are safe). The
+that matches nothing is a collection error that lists what exists. Goldens: the bundled catalogue (``dsa-check
+golden --committed``, run once into pytest's cache directory, keyed by the binary's path, size and mtime; written to
+a temp dir and renamed, so concurrent xdist workers are safe) plus your own from ``--dsa-goldens DIR`` (repeatable;
+a directory of .h5 files or one file), else the ini option ``dsa_goldens``, else the env ``DSA_GOLDENS``
+(os.pathsep-separated). ``--dsa-no-bundled-goldens`` (ini ``dsa_bundled_goldens = false``, env
+``DSA_NO_BUNDLED_GOLDENS=1``) leaves the bundled catalogue out: only your goldens. The
 binary: ``--dsa-check-bin``, ini ``dsa_check_bin``, env ``DSA_CHECK_BIN``, else ``dsa-check`` on PATH.
 ``dsa_case.check(outputs)`` writes a one-case file (the golden's inputs bit for bit, the given outputs, no
 expected/) under the test's tmp_path, runs ``dsa-check check FILE --json REPORT`` and raises ``DsaCheckFailure``
@@ -84,6 +86,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="copy every file dsa_case.check() writes, and its JSON report, to DIR/<test id>/")
     parser.addini("dsa_goldens", type="paths", default=[],
                   help="golden directories or files (relative to the ini file) for @pytest.mark.dsa_golden")
+    g.addoption("--dsa-no-bundled-goldens", action="store_true", default=False,
+                help="only the goldens of --dsa-goldens / dsa_goldens / DSA_GOLDENS, without the bundled catalogue")
+    parser.addini("dsa_bundled_goldens", type="bool", default=True,
+                  help="add the bundled catalogue (dsa-check golden --committed) to your goldens (default true)")
     parser.addini("dsa_check_bin", default="", help="dsa-check binary (relative to the ini file)")
 
 
@@ -120,7 +126,10 @@ def pytest_report_header(config: pytest.Config) -> Optional[str]:
     if st is None:
         return None
     src = _configured_golden_paths(config)
-    where = ", ".join(str(p) for p in src[0]) if src[0] else "generated on first use (`dsa-check golden --committed`)"
+    bundled = "the bundled catalogue (generated on first use: `dsa-check golden --committed`)"
+    where = ", ".join(str(p) for p in src[0]) if src[0] else bundled
+    if src[0] and _bundled_wanted(config):
+        where = f"{bundled} + {where}"
     return f"dsa-check: {_lookup_binary(st) or 'not found'}; goldens: {where}"
 
 
@@ -289,17 +298,24 @@ def _glob(pattern: str) -> List[str]:
     return [x for x in glob.glob(pattern) if os.path.isfile(x)]
 
 
+def _bundled_wanted(config: pytest.Config) -> bool:
+    return not (config.getoption("dsa_no_bundled_goldens") or not config.getini("dsa_bundled_goldens")
+                or os.environ.get("DSA_NO_BUNDLED_GOLDENS", "") not in ("", "0"))
+
+
 def _default_goldens(config: pytest.Config) -> Tuple[List[Path], str]:
+    """Your goldens (configured paths) plus, unless left out, the bundled catalogue."""
     st = _state(config)
     if st.golden_paths is None:
         paths, how = _configured_golden_paths(config)
-        if paths:
-            st.golden_paths = _expand(paths, how)
-            st.golden_source = f"{how} " + os.pathsep.join(str(p) for p in paths)
-        else:
+        files: List[Path] = _expand(paths, how) if paths else []
+        src = [f"{how} " + os.pathsep.join(str(p) for p in paths)] if paths else []
+        if _bundled_wanted(config) or not paths:
             d = _generated_goldens(config)
-            st.golden_paths = _expand([d], "generated goldens")
-            st.golden_source = f"generated goldens {d}"
+            files = _expand([d], "generated goldens") + files
+            src.insert(0, f"generated goldens {d}")
+        st.golden_paths = files
+        st.golden_source = " + ".join(src)
     return st.golden_paths, st.golden_source
 
 
