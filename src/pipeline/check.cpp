@@ -545,8 +545,12 @@ int run_merge_command(const std::vector<std::string>& files, const std::string& 
   for (const auto& e : errors) err << "error: " << printable(e) << "\n";
   for (const auto& p : rep.problems) err << "error: " << p << "\n";
   report::print_console(rep, out, quiet, 0, false);
-  int rc = errors.empty() ? rep.exit_code() : 2;
-  return std::max(rc, write_reports(rep, json_path, junit_path, files, err, html_path));
+  if (!errors.empty()) {  // a merged report missing a shard would pass for the whole run: write none
+    if (!json_path.empty() || !junit_path.empty() || !html_path.empty())
+      err << "error: no report written: " << errors.size() << " of " << files.size() << " input report(s) could not be read\n";
+    return 2;
+  }
+  return std::max(rep.exit_code(), write_reports(rep, json_path, junit_path, files, err, html_path));
 }
 
 int run_check_command(const RunOptions& o, std::ostream& out, std::ostream& err) {

@@ -54,7 +54,7 @@ constexpr int kMaxReportDepth = 64;                                        // a 
 RunReport merge_reports(const std::vector<std::string>& files, std::vector<std::string>& errors,
                         std::int64_t max_report_bytes = kDefaultMaxReportBytes);
 // The whole merge command: console summary, JSON / JUnit, the exit code one run over all the cases would give (2 also
-// for an unreadable report).
+// for an unreadable report, and then no output is written: a merge missing a shard would pass for the whole run).
 int run_merge_command(const std::vector<std::string>& files, const std::string& json_path, const std::string& junit_path,
                       bool quiet, std::ostream& out, std::ostream& err, const std::string& html_path = "",
                       std::int64_t max_report_bytes = kDefaultMaxReportBytes);
