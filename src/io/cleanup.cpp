@@ -89,6 +89,7 @@ void install_signal_cleanup() {
   struct sigaction sa;
   std::memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_signal;
+  sa.sa_flags = SA_RESTART;  // a deferred signal returns: interrupted system calls resume
   sigemptyset(&sa.sa_mask);
   sigaddset(&sa.sa_mask, SIGINT);
   sigaddset(&sa.sa_mask, SIGTERM);
