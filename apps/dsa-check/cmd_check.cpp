@@ -103,6 +103,18 @@ void add_check(CLI::App& app, int& rc) {
   });
 }
 
+namespace {
+// --max-report-mib (merge, report): a report file larger than this is refused before it is read (bounded memory).
+std::shared_ptr<std::int64_t> add_max_report_option(CLI::App* cmd) {
+  auto mib = std::make_shared<std::int64_t>(pipeline::kDefaultMaxReportBytes >> 20);
+  cmd->add_option("--max-report-mib", *mib,
+                  "MiB: a JSON report larger than this is refused (exit 2) before it is read; parsing takes about 2-3x the "
+                  "file's size in memory (default 512)")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20));
+  return mib;
+}
+}  // namespace
+
 void add_merge(CLI::App& app, int& rc) {
   auto* cmd = app.add_subcommand("merge",
                                  "Combine the --json reports of several check runs (e.g. --shard i/N) into one report with "
@@ -117,8 +129,9 @@ void add_merge(CLI::App& app, int& rc) {
   auto html = std::make_shared<std::string>();
   cmd->add_option("--html", *html, "write the merged report as self-contained HTML");
   cmd->add_flag("-q,--quiet", *quiet, "print only failing checks and the summary");
-  cmd->callback([files, json, junit, html, quiet, &rc] {
-    rc = pipeline::run_merge_command(*files, *json, *junit, *quiet, std::cout, std::cerr, *html);
+  auto max_mib = add_max_report_option(cmd);
+  cmd->callback([files, json, junit, html, quiet, max_mib, &rc] {
+    rc = pipeline::run_merge_command(*files, *json, *junit, *quiet, std::cout, std::cerr, *html, *max_mib << 20);
   });
 }
 
@@ -130,7 +143,10 @@ void add_report(CLI::App& app, int& rc) {
   auto html = std::make_shared<std::string>();
   cmd->add_option("reports", *files, "JSON reports written by dsa-check check --json")->required();
   cmd->add_option("--html", *html, "the HTML file to write (atomically)")->required();
-  cmd->callback([files, html, &rc] { rc = pipeline::run_merge_command(*files, "", "", true, std::cout, std::cerr, *html); });
+  auto max_mib = add_max_report_option(cmd);
+  cmd->callback([files, html, max_mib, &rc] {
+    rc = pipeline::run_merge_command(*files, "", "", true, std::cout, std::cerr, *html, *max_mib << 20);
+  });
 }
 
 }  // namespace dsa::cli

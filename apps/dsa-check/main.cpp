@@ -1,11 +1,14 @@
 // dsa-check CLI: CLI11 wiring only. Each subcommand's logic lives in src/.
 // Exit codes: 0 all pass, 1 some check failed, 2 usage / I/O / schema error.
 #include <CLI/CLI.hpp>
+#include <hdf5.h>
+
 #include <algorithm>
 #include <fstream>
 #include <iostream>
 
 #include "apps/dsa-check/commands.hpp"
+#include "io/cleanup.hpp"
 #include "pipeline/inspect.hpp"
 #include "pipeline/load.hpp"
 #include "schema/schema.hpp"
@@ -88,6 +91,10 @@ void add_validate(CLI::App& app, int& rc) {
 }  // namespace dsa::cli
 
 int main(int argc, char** argv) {
+  // HDF5 1.10 crashes in its atexit handler (H5F__close_cb) when a file whose flush or close failed (a full disk) is
+  // still open; every file we write is closed before its rename and every read-only handle by RAII, so skip it.
+  H5dont_atexit();
+  dsa::io::install_signal_cleanup();  // SIGINT/SIGTERM: remove in-flight temp files, then die of the signal
   CLI::App app{"dsa-check: reference simulator and validator for DeepSeek Sparse Attention kernels"};
 #ifdef DSA_CUDA_BACKEND
   const char* backends = "backends: cpu, cuda (CUDA runtime linked statically: runs without a GPU; --backend cuda needs one)";

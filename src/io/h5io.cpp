@@ -1,4 +1,5 @@
 #include "io/h5io.hpp"
+#include "io/cleanup.hpp"
 #include "io/h5chunks.hpp"
 #include "io/h5handle.hpp"
 #include "io/paths.hpp"
@@ -8,6 +9,7 @@
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -1013,6 +1015,21 @@ ReadResult read_file(const std::string& path, const ReadOptions& opt) {
   return res;
 }
 
+namespace {
+// " (no space left on device: DIR has N bytes free)" when the write most likely failed for want of space, else "".
+std::string space_hint(const fs::path& dir) {
+  const int e = errno;
+  struct statvfs v;
+  if (::statvfs(dir.c_str(), &v) == 0) {
+    const unsigned long long free_bytes = static_cast<unsigned long long>(v.f_bavail) * v.f_frsize;
+    if (e == ENOSPC || free_bytes < (1ull << 20))
+      return " (no space left on device: " + dir.string() + " has " + std::to_string(free_bytes) + " bytes free)";
+  }
+  if (e == ENOSPC || e == EDQUOT) return std::string(" (") + std::strerror(e) + ")";
+  return "";
+}
+}  // namespace
+
 void write_file(const std::string& path, const std::vector<Case>& cases, const std::vector<std::string>& inputs) {
   QuietErrors quiet;
   static std::atomic<int> counter{0};
@@ -1026,10 +1043,15 @@ void write_file(const std::string& path, const std::vector<Case>& cases, const s
   const std::string tmp = (dir / ("." + target.filename().string() + ".tmp-" + std::to_string(::getpid()) + "-" +
                                   std::to_string(counter++)))
                               .string();
+  TempGuard guard(tmp);  // removed by the SIGINT/SIGTERM handler while it exists
   try {
     {
       H file(H5Fcreate(tmp.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
-      if (!file.ok()) throw std::runtime_error(path + ": cannot create file (directory not writable?)");
+      if (!file.ok()) {
+        const int e = errno;
+        throw std::runtime_error(path + ": cannot create a file in " + dir.string() + " (" +
+                                 (e != 0 ? std::strerror(e) : "directory not writable?") + ")");
+      }
       // A linked input (Case::links) whose source is written too, with its shape and bytes, becomes a hard link to
       // that dataset (created once every case exists); any other linked input is written whole, with attr from:.
       auto linked_source = [&](const Case& c, const std::string& input, const Tensor& t) -> std::string {
@@ -1078,13 +1100,21 @@ void write_file(const std::string& path, const std::vector<Case>& cases, const s
       for (const auto& [link, src] : hard)
         if (H5Lcreate_hard(file, src.c_str(), file, link.c_str(), H5P_DEFAULT, H5P_DEFAULT) < 0)
           throw std::runtime_error(path + ": cannot link " + link + " to " + src);
-      if (H5Fflush(file, H5F_SCOPE_GLOBAL) < 0) throw std::runtime_error(path + ": flush failed (disk full?)");
+      if (H5Fflush(file, H5F_SCOPE_GLOBAL) < 0) throw std::runtime_error(path + ": flush failed" + space_hint(dir));
+      // Close explicitly: a close that fails (its last metadata writes) must not be renamed into place.
+      if (H5Fclose(file.id) < 0) {
+        file.id = H5I_INVALID_HID;
+        throw std::runtime_error(path + ": closing the file failed" + space_hint(dir));
+      }
+      file.id = H5I_INVALID_HID;
     }
+    test_hold_before_rename(tmp);
     if (g_before_rename_hook) g_before_rename_hook(tmp);
     fs::rename(tmp, target);
   } catch (const std::exception& e) {
+    std::string msg = e.what();
+    if (msg.find("space") == std::string::npos) msg += space_hint(dir);
     fs::remove(tmp, ec);
-    const std::string msg = e.what();
     throw std::runtime_error(msg.rfind(path, 0) == 0 ? msg : path + ": " + msg);
   }
 }

@@ -1,5 +1,6 @@
 #include "io/text_file.hpp"
 
+#include "io/cleanup.hpp"
 #include "io/paths.hpp"
 
 #include <fcntl.h>
@@ -9,7 +10,6 @@
 #include <cstring>
 
 #include <filesystem>
-#include <fstream>
 
 namespace dsa::io {
 
@@ -37,21 +37,36 @@ std::string write_text_atomic(const std::string& path, const std::string& text, 
   }
   const fs::path p(t.path);
   const fs::path tmp = p.parent_path() / ("." + p.filename().string() + ".tmp." + std::to_string(::getpid()));
-  {
-    std::ofstream f(tmp, std::ios::binary);
-    if (!f) return path + ": cannot write (directory missing or not writable)";
-    f << text;
-    f.flush();
-    if (!f) {
-      std::error_code ec;
-      fs::remove(tmp, ec);
-      return path + ": write failed (disk full?)";
-    }
+  TempGuard guard(tmp.string());  // removed by the SIGINT/SIGTERM handler while it exists
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (fd < 0) {
+    const int e = errno;
+    return path + ": cannot create a file in " + (p.has_parent_path() ? p.parent_path().string() : std::string(".")) +
+           " (" + std::strerror(e) + ")";
   }
+  auto fail = [&](const char* what, int e) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return path + ": " + what + " (" + std::strerror(e) + "); nothing written";
+  };
+  std::size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return fail("write failed", n < 0 ? errno : ENOSPC);
+    done += static_cast<std::size_t>(n);
+  }
+  if (::close(fd) != 0) {  // NFS and some full filesystems report the failure here
+    const int e = errno;
+    ::unlink(tmp.c_str());
+    return path + ": write failed (" + std::strerror(e) + "); nothing written";
+  }
+  test_hold_before_rename(tmp.string());
   std::error_code ec;
   fs::rename(tmp, p, ec);
   if (ec) {
-    fs::remove(tmp, ec);
+    std::error_code ec2;
+    fs::remove(tmp, ec2);
     return path + ": cannot rename the temp file into place: " + ec.message();
   }
   return "";

@@ -8,7 +8,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -395,24 +397,103 @@ RunReport run_checks(const RunOptions& o, const ProgressFn& progress) {
   return rep;
 }
 
-RunReport merge_reports(const std::vector<std::string>& files, std::vector<std::string>& errors) {
+namespace {
+// The JSON nesting depth of `text` (strings skipped); stops counting at `limit` + 1.
+int json_depth(const std::string& text, int limit) {
+  int depth = 0, max_depth = 0;
+  bool in_str = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char ch = text[i];
+    if (in_str) {
+      if (ch == '\\') ++i;
+      else if (ch == '"') in_str = false;
+    } else if (ch == '"') {
+      in_str = true;
+    } else if (ch == '[' || ch == '{') {
+      if ((max_depth = std::max(max_depth, ++depth)) > limit) return max_depth;
+    } else if (ch == ']' || ch == '}') {
+      --depth;
+    }
+  }
+  return max_depth;
+}
+}  // namespace
+
+RunReport merge_reports(const std::vector<std::string>& files, std::vector<std::string>& errors, std::int64_t max_report_bytes) {
   RunReport rep;
+  const std::string want = "expected a report written by dsa-check check --json";
   for (const auto& f : files) {
     if (auto e = io::input_file_problem(f); !e.empty()) {
       errors.push_back(f + ": " + e);
       continue;
     }
-    std::ifstream in(f, std::ios::binary);
-    nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
-    if (j.is_discarded() || !j.is_object() || j.value("tool", "") != "dsa-check" || !j.contains("results")) {
-      errors.push_back(f + ": expected a report written by dsa-check check --json, found something else");
+    // Bounded memory: the size is checked before a byte is read, the nesting depth before parsing.
+    std::error_code ec;
+    const std::uintmax_t size = std::filesystem::file_size(f, ec);
+    if (ec) {
+      errors.push_back(f + ": cannot read its size (" + ec.message() + ")");
       continue;
     }
+    if (size > static_cast<std::uintmax_t>(max_report_bytes)) {
+      errors.push_back(f + ": " + want + " of at most " + std::to_string(max_report_bytes) + " bytes (--max-report-mib), found " +
+                       std::to_string(size) + " bytes; not read");
+      continue;
+    }
+    std::string text;
+    {
+      std::ifstream in(f, std::ios::binary);
+      text.resize(static_cast<std::size_t>(size));
+      in.read(text.data(), static_cast<std::streamsize>(size));
+      if (!in && !in.eof()) {
+        errors.push_back(f + ": read failed (" + std::string(std::strerror(errno)) + ")");
+        continue;
+      }
+      text.resize(static_cast<std::size_t>(in.gcount()));
+    }
+    if (const int d = json_depth(text, kMaxReportDepth); d > kMaxReportDepth) {
+      errors.push_back(f + ": " + want + " (JSON nested at most " + std::to_string(kMaxReportDepth) + " deep), found deeper nesting; not parsed");
+      continue;
+    }
+    nlohmann::json j;
     try {
-      for (const auto& p : j.at("problems")) rep.problems.push_back(p.get<std::string>());
-      for (const auto& r : j.at("results")) rep.results.push_back(cmp::from_json(r));
+      j = nlohmann::json::parse(text);
+    } catch (const nlohmann::json::exception& e) {
+      std::string m = e.what();
+      if (const auto k = m.find("] "); m.rfind("[json.exception", 0) == 0 && k != std::string::npos) m = m.substr(k + 2);
+      errors.push_back(f + ": " + want + ", found invalid JSON (" + (text.empty() ? std::string("an empty file") : m) + ")");
+      continue;
+    }
+    std::string().swap(text);
+    if (!j.is_object()) {
+      errors.push_back(f + ": " + want + " (a JSON object), found a JSON " + j.type_name());
+      continue;
+    }
+    if (!j.contains("tool") || !j["tool"].is_string() || j["tool"].get<std::string>() != "dsa-check") {
+      errors.push_back(f + ": " + want + " (\"tool\": \"dsa-check\"), found " +
+                       (j.contains("tool") ? "\"tool\": " + j["tool"].dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).substr(0, 60)
+                                           : std::string("no \"tool\" field")));
+      continue;
+    }
+    const std::size_t n_results0 = rep.results.size(), n_problems0 = rep.problems.size();
+    std::string field;
+    try {
+      for (const char* k : {"problems", "results"})
+        if (!j.contains(k) || !j[k].is_array())
+          throw std::runtime_error(std::string(k) + ": expected an array, found " + (j.contains(k) ? std::string("a ") + j[k].type_name() : "nothing (missing)"));
+      const auto& probs = j["problems"];
+      for (std::size_t i = 0; i < probs.size(); ++i) {
+        if (!probs[i].is_string()) throw std::runtime_error("problems[" + std::to_string(i) + "]: expected a string, found a " + probs[i].type_name());
+        rep.problems.push_back(probs[i].get<std::string>());
+      }
+      const auto& res = j["results"];
+      for (std::size_t i = 0; i < res.size(); ++i) {
+        field = "results[" + std::to_string(i) + "]: ";
+        rep.results.push_back(cmp::from_json(res[i]));
+      }
     } catch (const std::exception& e) {
-      errors.push_back(f + ": " + e.what());
+      errors.push_back(f + ": " + field + e.what());
+      rep.results.resize(n_results0);  // nothing of a file that does not read whole
+      rep.problems.resize(n_problems0);
     }
   }
   // The full run's order (file, then case; a layer together where its first case stands), whatever the shards'
@@ -458,14 +539,18 @@ int write_reports(const RunReport& rep, const std::string& json_path, const std:
 }  // namespace
 
 int run_merge_command(const std::vector<std::string>& files, const std::string& json_path, const std::string& junit_path,
-                      bool quiet, std::ostream& out, std::ostream& err, const std::string& html_path) {
+                      bool quiet, std::ostream& out, std::ostream& err, const std::string& html_path, std::int64_t max_report_bytes) {
   std::vector<std::string> errors;
-  const RunReport rep = merge_reports(files, errors);
+  const RunReport rep = merge_reports(files, errors, max_report_bytes);
   for (const auto& e : errors) err << "error: " << printable(e) << "\n";
   for (const auto& p : rep.problems) err << "error: " << p << "\n";
   report::print_console(rep, out, quiet, 0, false);
-  int rc = errors.empty() ? rep.exit_code() : 2;
-  return std::max(rc, write_reports(rep, json_path, junit_path, files, err, html_path));
+  if (!errors.empty()) {  // a merged report missing a shard would pass for the whole run: write none
+    if (!json_path.empty() || !junit_path.empty() || !html_path.empty())
+      err << "error: no report written: " << errors.size() << " of " << files.size() << " input report(s) could not be read\n";
+    return 2;
+  }
+  return std::max(rep.exit_code(), write_reports(rep, json_path, junit_path, files, err, html_path));
 }
 
 int run_check_command(const RunOptions& o, std::ostream& out, std::ostream& err) {

@@ -46,11 +46,17 @@ std::vector<std::string> first_divergence(const std::vector<cmp::CheckResult>& r
 std::int64_t shard_of(const std::string& file, const std::string& case_name, std::int64_t count);
 
 // `dsa-check merge`: the reports `check --json` wrote (e.g. one per shard) as one run: results and problems in the
-// given order, first divergence recomputed; `errors` gets unreadable reports.
-RunReport merge_reports(const std::vector<std::string>& files, std::vector<std::string>& errors);
+// given order, first divergence recomputed; `errors` gets unreadable reports. A report is hostile input: a file
+// above max_report_bytes is refused before it is read, JSON nested deeper than kMaxReportDepth before it is parsed,
+// and every field is type-checked (the message names the file, the field, what was expected and what was found).
+constexpr std::int64_t kDefaultMaxReportBytes = std::int64_t{512} << 20;  // --max-report-mib 512
+constexpr int kMaxReportDepth = 64;                                        // a real report nests 7 deep
+RunReport merge_reports(const std::vector<std::string>& files, std::vector<std::string>& errors,
+                        std::int64_t max_report_bytes = kDefaultMaxReportBytes);
 // The whole merge command: console summary, JSON / JUnit, the exit code one run over all the cases would give (2 also
-// for an unreadable report).
+// for an unreadable report, and then no output is written: a merge missing a shard would pass for the whole run).
 int run_merge_command(const std::vector<std::string>& files, const std::string& json_path, const std::string& junit_path,
-                      bool quiet, std::ostream& out, std::ostream& err, const std::string& html_path = "");
+                      bool quiet, std::ostream& out, std::ostream& err, const std::string& html_path = "",
+                      std::int64_t max_report_bytes = kDefaultMaxReportBytes);
 
 }  // namespace dsa::pipeline

@@ -6,13 +6,16 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <charconv>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
 #include <stdexcept>
 
+#include "io/cleanup.hpp"
 #include "io/h5io.hpp"
 #include "pipeline/catalogue.hpp"
 #include "pipeline/layers.hpp"
@@ -159,6 +162,7 @@ std::vector<std::string> commit_staged(const std::string& out_dir, const Produce
     }
     throw std::runtime_error(msg);
   }
+  io::TempGuard staging_guard(staging.string(), /*is_dir=*/true);  // emptied and removed on SIGINT/SIGTERM
   std::vector<std::string> files;
   try {
     std::vector<std::string> lines;
@@ -179,10 +183,13 @@ std::vector<std::string> commit_staged(const std::string& out_dir, const Produce
       m << kManifestHeader;
       for (const auto& l : lines) m << l << "\n";
       m.flush();
-      if (!m) throw std::runtime_error(out_dir + "/MANIFEST: write failed (disk full?)");
+      if (!m) throw std::runtime_error(out_dir + "/MANIFEST: write failed (" + std::string(std::strerror(errno)) + "); nothing written");
     }
-    for (const auto& f : files) fs::rename(staging / f, dir / f);
-    fs::rename(staging / "MANIFEST", dir / "MANIFEST");
+    {
+      io::DeferSignals defer;  // the goldens and their MANIFEST move in together: a signal waits for the last rename
+      for (const auto& f : files) fs::rename(staging / f, dir / f);
+      fs::rename(staging / "MANIFEST", dir / "MANIFEST");
+    }
     fs::remove_all(staging, ec);
   } catch (const fs::filesystem_error& e) {
     fs::remove_all(staging, ec);
