@@ -158,6 +158,7 @@ void BoundedAccumulator::add(const Tensor& out, const RefTensor& ref, const Tens
       std::optional<Location>& keep = mask_issue ? first_mask_ : first_nf_;
       ++(mask_issue ? mask_ : nonfinite_);
       if (!keep) keep = loc(i, kInf, 0.0, true);
+      if (plot_ && plot_->breaks.size() < 16) plot_->breaks.push_back(loc(i, kInf, 0.0, true));
       continue;
     }
     const double M = mag ? mag[i] : std::fabs(e);

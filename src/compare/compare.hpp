@@ -90,6 +90,8 @@ struct PlotData {
   std::optional<HeatmapData> heat;
   std::optional<HistData> hist;
   std::vector<Location> worst;               // up to 16 elements of largest err/M, decoded
+  std::vector<Location> breaks;              // the first 16 elements that break the -inf mask or are non-finite
+                                             // where the reference is not (what a MASK_MISMATCH / NONFINITE is about)
   std::vector<float> row_recall;             // top-k: recall@k per row (rows grouped by row_step: the minimum)
   std::vector<std::int64_t> row_band;        // top-k: band size per row (group maximum)
   std::int64_t row_step = 1;

@@ -54,6 +54,11 @@ nlohmann::json plot_json(const PlotData& p) {
     for (const auto& l : p.worst) w.push_back(loc_json(l));
     j["worst"] = w;
   }
+  if (!p.breaks.empty()) {
+    nlohmann::json w = nlohmann::json::array();
+    for (const auto& l : p.breaks) w.push_back(loc_json(l));
+    j["breaks"] = w;
+  }
   if (!p.row_recall.empty()) {
     j["row_recall"] = p.row_recall;
     j["row_band"] = p.row_band;
@@ -300,6 +305,11 @@ CheckResult from_json(const nlohmann::json& j) {
       if (p.contains("worst")) {
         const auto& w = array(p["worst"], "plot.worst");
         for (std::size_t i = 0; i < w.size(); ++i) pd->worst.push_back(loc_from(w[i], "plot.worst[" + std::to_string(i) + "]"));
+      }
+      if (p.contains("breaks")) {
+        const auto& w = array(p["breaks"], "plot.breaks");
+        if (w.size() > 16) bad("plot.breaks", "at most 16 locations", w);
+        for (std::size_t i = 0; i < w.size(); ++i) pd->breaks.push_back(loc_from(w[i], "plot.breaks[" + std::to_string(i) + "]"));
       }
       if (p.contains("row_recall")) {
         pd->row_recall = vec_at<float>(p, "plot", "row_recall", [](const json& x, const std::string& f) {

@@ -295,6 +295,17 @@ std::string worst_table(const std::vector<cmp::Location>& w) {
   return o.str();
 }
 
+// The elements behind a MASK_MISMATCH / NONFINITE verdict: where, the kernel's value, the reference's.
+std::string breaks_table(const std::vector<cmp::Location>& w) {
+  std::ostringstream o;
+  o << "<table class=\"worst breaks\"><tr><th>#</th><th>where</th><th>out</th><th>ref</th></tr>";
+  for (std::size_t i = 0; i < w.size(); ++i)
+    o << "<tr class=\"over\"><td>" << i + 1 << "</td><td>" << esc(w[i].where) << "</td><td>" << esc(cmp::detail::exact(w[i].out))
+      << "</td><td>" << esc(cmp::detail::exact(w[i].ref)) << "</td></tr>";
+  o << "</table>";
+  return o.str();
+}
+
 const char* kCss =
     "body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222;max-width:1200px}h1{font-size:22px}h2{font-size:18px;"
     "border-bottom:1px solid #ccc;padding-bottom:4px;margin-top:32px}h3{font-size:15px;margin:20px 0 6px}table{border-collapse:"
@@ -413,9 +424,14 @@ std::string html_report(const RunReport& r, const std::string& title) {
       << esc(x.message) << "</div>" << metrics_table(x);
     if (x.plot) {
       const auto& p = *x.plot;
+      // A MASK_MISMATCH / NONFINITE is about the elements that break the mask (or are non-finite): they lead, and the
+      // largest err/M of the finite elements (passing ones, often) is not shown.
+      const bool breaks = (x.verdict == Verdict::MASK_MISMATCH || x.verdict == Verdict::NONFINITE) && !p.breaks.empty();
+      if (breaks) o << "<h3>" << (x.verdict == Verdict::MASK_MISMATCH ? "Elements that break the -inf mask" : "Non-finite where the reference is not")
+                    << " (the first " << p.breaks.size() << " of " << x.mismatches << ")</h3>" << breaks_table(p.breaks);
       if (p.heat && !p.heat->code.empty()) o << heatmap_svg(*p.heat, x.tol.rtol);
       if (p.hist) o << hist_svg(*p.hist, x.tol.rtol);
-      if (!p.worst.empty()) o << "<h3>Largest err/M</h3>" << worst_table(p.worst);
+      if (!p.worst.empty() && !breaks) o << "<h3>Largest err/M</h3>" << worst_table(p.worst);
       if (!p.row_recall.empty()) {
         std::vector<double> rec(p.row_recall.begin(), p.row_recall.end()), band(p.row_band.begin(), p.row_band.end());
         double bmax = 1;

@@ -175,3 +175,33 @@ def test_a_report_of_shards_checked_without_html_says_why_it_has_no_plots(run_cl
             assert "without <code>--html</code>" in text and "--shard i/N --json r_i.json --html r_i.html" in text
         else:
             assert text.count('class="plot ') >= 2
+
+
+def test_a_mask_mismatch_leads_with_the_elements_that_break_the_mask(run_cli, repo_root, tmp_path):
+    """New-user trial: the HTML of a MASK_MISMATCH showed the largest err/M of the finite (passing) elements first;
+    it now leads with a table of the elements that break the -inf mask, decoded (row, key), kernel and reference
+    values, and the table survives a JSON round trip (report / merge)."""
+    import h5py
+    import numpy as np
+
+    f = tmp_path / "mask.h5"
+    shutil.copy(repo_root / "golden" / "ragged_chunked_prefill.h5", f)
+    with h5py.File(f, "r+") as h:
+        g = h["ragged_chunked_prefill"]
+        lg = g["expected/logits"][()]
+        ks, ke = g["inputs/ks"][()], g["inputs/ke"][()]
+        out = lg.copy()
+        for r in range(3):  # the window one key longer at ke: a finite value where the mask says -inf
+            out[r, ke[r]] = 1.0
+        g.create_dataset("outputs/logits", data=out)
+        g["outputs/logits"].attrs["dtype"] = "float32"
+        del g["expected"]
+    html, js = tmp_path / "m.html", tmp_path / "m.json"
+    run_cli("check", f, "--html", html, "--json", js, check_rc=1)
+    for page in (html, tmp_path / "r.html"):
+        if page != html:
+            run_cli("report", js, "--html", page, check_rc=1)
+        text = page.read_text()
+        sec = text[text.index("MASK_MISMATCH"):]
+        assert "Elements that break the -inf mask (the first 3 of 3)" in sec, sec[:3000]
+        assert f"row 0 key {ke[0]}" in sec and "Largest err/M" not in sec
