@@ -23,11 +23,13 @@ void row_ids(const Case& c, const Params& p, std::int64_t row, bool minus1, std:
   const std::int64_t S = c.input("q").dim(1), K = idx.dim(2), XK = xi ? xi->dim(2) : 0, b = row / S;
   const std::int64_t cap = c.input("k_cache").dim(0) * c.input("k_cache").dim(1);
   const std::int64_t len = tl ? tl->int_at(b) : K;
+  const std::int64_t xcap = xi ? c.input("extra_k_cache").dim(0) * c.input("extra_k_cache").dim(1) : 0;
+  // (-1 read as slot 0 only where the scope has a slot 0: an empty cache has nothing to read.)
   for (std::int64_t pp = 0; pp < len; ++pp)
-    if (const std::int64_t t = idx.int_at(row * K + pp); t != -1 || minus1) ids.push_back(t == -1 ? 0 : t);
+    if (const std::int64_t t = idx.int_at(row * K + pp); t != -1 || (minus1 && cap > 0)) ids.push_back(t == -1 ? 0 : t);
   const std::int64_t xlen = xi ? (xl ? xl->int_at(b) : XK) : 0;
   for (std::int64_t pp = 0; pp < xlen; ++pp)
-    if (const std::int64_t t = xi->int_at(row * XK + pp); t != -1 || minus1) ids.push_back(cap + (t == -1 ? 0 : t));
+    if (const std::int64_t t = xi->int_at(row * XK + pp); t != -1 || (minus1 && xcap > 0)) ids.push_back(cap + (t == -1 ? 0 : t));
 }
 
 // The kernel's dequantized key of id (row_ids' numbering), the caches resolved once.

@@ -15,7 +15,7 @@ namespace {
 void row_ids(const Tensor& idx, const Tensor* tl, std::int64_t N, std::int64_t i, bool minus1, std::vector<std::int64_t>& ids) {
   const std::int64_t K = idx.dim(2), len = tl ? tl->int_at(i) : K;
   for (std::int64_t pp = 0; pp < len; ++pp)
-    if (const std::int64_t t = idx.int_at(i * K + pp); (t >= 0 && t < N) || (minus1 && t == -1)) ids.push_back(t == -1 ? 0 : t);
+    if (const std::int64_t t = idx.int_at(i * K + pp); (t >= 0 && t < N) || (minus1 && t == -1 && N > 0)) ids.push_back(t == -1 ? 0 : t);
 }
 }  // namespace
 
