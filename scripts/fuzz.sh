@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # libFuzzer over the dump reader + schema validator + stage parse (+ reference and comparators on small valid
-# cases): tests/fuzz/fuzz_load.cpp, built with clang-14 and ASan + UBSan (+ LeakSanitizer) in build-fuzz/.
+# cases): tests/fuzz/fuzz_load.cpp, then over the JSON report reader of merge / report (tests/fuzz/fuzz_report.cpp,
+# a third of the time), built with clang-14 and ASan + UBSan (+ LeakSanitizer) in build-fuzz/.
 #   scripts/fuzz.sh [SECONDS] [JOBS]     default 600 s, 1 worker; scripts/test.sh runs it for 90 s
 # Seeds: golden/*.h5 and tests/hostile/corpus/*.h5 (read-only); the growing corpus goes to build-fuzz/corpus,
 # crashes / leaks / timeouts to build-fuzz/artifacts (the script exits 1 when any is found). Prints the number of
@@ -22,7 +23,7 @@ if [ ! -f "$B/CMakeCache.txt" ]; then
   CC=clang-14 CXX=clang++-14 cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDSA_FUZZ=ON -DDSA_WERROR=OFF \
     -DDSA_BUILD_BENCH=OFF -DDSA_WITH_CUDA=OFF -DBUILD_TESTING=OFF >/dev/null
 fi
-cmake --build "$B" --target dsa_fuzz_load -j "$(nproc)" >"$B/build.log" 2>&1 || { tail -30 "$B/build.log"; echo "fuzz: the clang-14 build failed"; exit 1; }
+cmake --build "$B" --target dsa_fuzz_load dsa_fuzz_report -j "$(nproc)" >"$B/build.log" 2>&1 || { tail -30 "$B/build.log"; echo "fuzz: the clang-14 build failed"; exit 1; }
 mkdir -p "$B/corpus" "$B/artifacts"
 LOG="$B/fuzz.log"
 rm -f "$B"/fuzz-*.log "$LOG"
@@ -75,3 +76,15 @@ done
 echo "fuzz: ${ours} finding(s) in dsa-check; ${hdf5} inside the HDF5 library, ${flaky} not reproducible alone (HDF5 state" \
      "left by earlier inputs) — all answered by the release CLI with exit 0/1/2"
 [ "$ours" = 0 ] || { echo "fuzz: FAILED (artifacts in $B/artifacts, log $LOG)"; exit 1; }
+
+# The report reader (merge / report: size and depth guards, JSON, every field's type check, rendering), in process:
+# no HDF5 and no fork, so every crash, leak or sanitizer report is a finding. A third of the time (at least 10 s).
+RSECS=$(( SECS / 3 > 10 ? SECS / 3 : 10 ))
+mkdir -p "$B/corpus-report" "$B/artifacts-report"
+RLOG="$B/fuzz-report.log"
+(cd "$B" && ./dsa_fuzz_report -fork="$JOBS" -max_total_time="$RSECS" -timeout=20 -rss_limit_mb=2048 -max_len=65536 \
+   -artifact_prefix="$B/artifacts-report/" "$B/corpus-report" "$ROOT/tests/fuzz/report_seeds" >"$RLOG" 2>&1) || true
+rexecs=$(grep -oE "^#[0-9]+" "$RLOG" | tail -1 | tr -d '#')
+rfound=$(ls "$B/artifacts-report" | wc -l)
+echo "fuzz: report reader ${rexecs:-0} executions in ${RSECS} s with ${JOBS} worker(s) ($(( ${rexecs:-0} / RSECS / JOBS ))/s per worker); ${rfound} finding(s)"
+[ "$rfound" = 0 ] || { ls "$B/artifacts-report"; grep -E "ERROR|runtime error" "$RLOG" | head -10; echo "fuzz: FAILED (report reader, log $RLOG)"; exit 1; }
