@@ -10,30 +10,14 @@
 #include <cstdlib>
 #include <string>
 
+#include "tests/fuzz/fuzz_scratch.hpp"
 #include "pipeline/check_case.hpp"
 #include "pipeline/load.hpp"
 
-namespace {
-
-const std::string& scratch_path() {
-  // One file per fuzzing process, on tmpfs when there is one.
-  static const std::string p = [] {
-    const char* dir = std::getenv("DSA_FUZZ_TMP");
-    std::string d = dir ? dir : (access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp");
-    return d + "/dsa_fuzz_" + std::to_string(::getpid()) + ".h5";
-  }();
-  return p;
-}
-
-struct Cleanup {
-  ~Cleanup() { std::remove(scratch_path().c_str()); }
-} cleanup;
-
-}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace dsa;
-  const std::string& path = scratch_path();
+  const std::string& path = fuzz::scratch_path("", ".h5");
   if (FILE* f = std::fopen(path.c_str(), "wb")) {
     if (size) std::fwrite(data, 1, size, f);
     std::fclose(f);

@@ -11,32 +11,17 @@
 #include <sstream>
 #include <string>
 
+#include "tests/fuzz/fuzz_scratch.hpp"
 #include "pipeline/check.hpp"
 #include "report/console.hpp"
 #include "report/html.hpp"
 #include "report/json.hpp"
 #include "report/junit.hpp"
 
-namespace {
-
-const std::string& scratch_path() {
-  static const std::string p = [] {
-    const char* dir = std::getenv("DSA_FUZZ_TMP");
-    std::string d = dir ? dir : (access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp");
-    return d + "/dsa_fuzz_report_" + std::to_string(::getpid()) + ".json";
-  }();
-  return p;
-}
-
-struct Cleanup {
-  ~Cleanup() { std::remove(scratch_path().c_str()); }
-} cleanup;
-
-}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace dsa;
-  const std::string& path = scratch_path();
+  const std::string& path = fuzz::scratch_path("report_", ".json");
   FILE* f = std::fopen(path.c_str(), "wb");
   if (!f) std::abort();  // the scratch file must be writable: a setup error, not a finding
   if (size) std::fwrite(data, 1, size, f);
