@@ -77,7 +77,7 @@ _ST_DTYPES = {
 def _finish(raw: np.ndarray, torch_dtype: str) -> Any:
     """A loaded tensor as the kit takes it: Bits for bf16 / fp16 / fp8, a native array otherwise."""
     logical = _TORCH_DTYPES[torch_dtype][1]
-    raw = np.ascontiguousarray(raw)
+    raw = raw if raw.flags.c_contiguous else raw.copy()  # (np.ascontiguousarray would make a 0-d array 1-d)
     return Bits(raw, logical) if logical else raw
 
 
