@@ -225,88 +225,53 @@ std::int64_t shard_of(const std::string& file, const std::string& case_name, std
   return static_cast<std::int64_t>(h % static_cast<std::uint64_t>(count));
 }
 
-RunReport run_checks(const RunOptions& o, const ProgressFn& progress) {
-  RunReport rep;
+namespace {
+
+// The cases of one batch of files, as read: each case's Params (parsed once by the reader's validation) and its
+// (file index, index in its file): the report order.
+struct Batch {
   std::vector<Case> cases;
-  std::vector<ParamsPtr> params;  // each case's Params, parsed once by the reader's validation
-  std::vector<std::pair<std::int64_t, std::int64_t>> pos;  // each case's (file index, index in its file): run order
-  for (std::size_t fi = 0; fi < o.files.size(); ++fi) {
-    const std::string& f = o.files[fi];
-    if (auto e = io::input_file_problem(f); e == "no such file") {  // (other kinds are reported by the reader)
-      rep.problems.push_back(f + ": no such file");
-      continue;
-    }
-    io::ReadOptions ro = read_options();
-    if (o.max_memory > 0) ro.max_total_bytes = o.max_memory;
-    ro.defer = [&o](const Case& c, const std::string&, const std::string& tensor, std::int64_t nbytes) {
-      const Stage* st = find_stage(c.stage);
-      return st && st->tiling && st->tiling->tensor == tensor && nbytes > o.stream_over;
-    };
-    std::map<std::string, ParamsPtr> parsed;  // by case name (unique within a file)
-    ro.validate = [&parsed](const Case& c, bool check_outputs) {
-      BoundCase b;
-      auto p = validate_case(c, check_outputs, &b);
-      if (p.empty()) parsed[c.name] = b.params;
-      return p;
-    };
-    const auto t_read = std::chrono::steady_clock::now();
-    io::ReadResult rr = load_file(f, ro);
-    timing_line("read " + f, t_read);
-    std::set<std::string> bad;
-    for (const auto& p : rr.problems) {
-      rep.problems.push_back(p.str());
-      bad.insert(p.case_name);
-    }
-    std::vector<Case> kept;
-    std::vector<std::int64_t> kept_pos;
-    for (std::size_t ci = 0; ci < rr.cases.size(); ++ci) {
-      Case& c = rr.cases[ci];
-      if (bad.count(c.name)) continue;  // reported above; not checked
-      if (!o.stage_glob.empty() && ::fnmatch(o.stage_glob.c_str(), c.stage.c_str(), 0) != 0) continue;
-      if (!o.case_glob.empty() && ::fnmatch(o.case_glob.c_str(), c.name.c_str(), 0) != 0) continue;
-      kept.push_back(std::move(c));
-      kept_pos.push_back(static_cast<std::int64_t>(ci));
-    }
-    // Shards: a layer's cases stay together (the shard of its first case in pipeline order).
-    std::vector<std::string> shard_key(kept.size());
-    for (std::size_t i = 0; i < kept.size(); ++i) shard_key[i] = kept[i].name;
-    if (o.shard_count > 1)
-      for (const auto& l : find_layers(kept))
-        for (std::size_t i : l.order) shard_key[i] = kept[l.order.front()].name;
-    for (std::size_t i = 0; i < kept.size(); ++i) {
-      Case& c = kept[i];
-      if (o.shard_count > 1 && shard_of(f, shard_key[i], o.shard_count) != o.shard_index) continue;
-      params.push_back(parsed.count(c.name) ? parsed[c.name] : nullptr);
-      pos.emplace_back(static_cast<std::int64_t>(fi), kept_pos[i]);
-      cases.push_back(std::move(c));
-    }
+  std::vector<ParamsPtr> params;
+  std::vector<std::pair<std::int64_t, std::int64_t>> pos;
+};
+
+// Progress of the whole run: cases done, and the expected total (the cases read so far plus, for the files not read
+// yet, the mean number of cases per file read).
+struct Progress {
+  const ProgressFn* fn = nullptr;
+  std::size_t done = 0, read = 0, files_read = 0, files = 0;
+  std::size_t total() const {
+    return files_read ? read + (files - files_read) * read / files_read : read;
   }
-  if (cases.empty() && rep.problems.empty())
-    if (o.shard_count <= 1)
-      rep.problems.push_back("no case to check" + std::string(o.stage_glob.empty() && o.case_glob.empty() ? "" : " (after --stage/--case filters)"));
-  // Check cases, in parallel if asked; results land in per-case slots so the report order is deterministic.
+};
+
+// Every local check of a batch (cases in parallel, then its layers as chains), results appended in report order.
+void check_batch(Batch& b, const RunOptions& o, RunReport& rep, Progress& prog) {
+  std::vector<Case>& cases = b.cases;
   std::vector<std::vector<cmp::CheckResult>> per(cases.size());
-  std::atomic<std::size_t> next{0}, done{0};
+  std::atomic<std::size_t> next{0};
   std::mutex pm;
   const int jobs = std::max(1, std::min<int>(o.jobs, static_cast<int>(std::max<std::size_t>(cases.size(), 1))));
   // Each case's reference runs its own OpenMP team: with -j N and no --threads, share the cores between the jobs
   // instead of starting N full teams (the results do not depend on the thread count).
   CheckOptions copt = o.check;
   if (jobs > 1 && copt.threads <= 0) copt.threads = std::max(1, omp_get_max_threads() / jobs);
-  // Layers (cases joined by links) are checked as chains after the single cases, each in pipeline order.
+  // Layers (cases joined by links; never across files) are checked as chains after the single cases, in pipeline order.
   const std::vector<Layer> layers = find_layers(cases);
   std::vector<int> layer_of(cases.size(), -1);
   for (std::size_t li = 0; li < layers.size(); ++li)
     for (std::size_t i : layers[li].order) layer_of[i] = static_cast<int>(li);
+  auto tick = [&](const Case& c) {
+    std::lock_guard<std::mutex> lk(pm);
+    ++prog.done;
+    if (*prog.fn) (*prog.fn)(prog.done, prog.total(), c);
+  };
   auto worker = [&] {
     for (std::size_t i; (i = next++) < cases.size();) {
       if (layer_of[i] >= 0) continue;
-      per[i] = params[i] ? check_case(BoundCase{&cases[i], find_stage(cases[i].stage), params[i], kernel_profile(cases[i])}, copt) : check_case(cases[i], copt);
-      const std::size_t d = ++done;
-      if (progress) {
-        std::lock_guard<std::mutex> lk(pm);
-        progress(d, cases.size(), cases[i]);
-      }
+      per[i] = b.params[i] ? check_case(BoundCase{&cases[i], find_stage(cases[i].stage), b.params[i], kernel_profile(cases[i])}, copt)
+                           : check_case(cases[i], copt);
+      tick(cases[i]);
     }
   };
   if (jobs == 1) {
@@ -319,11 +284,10 @@ RunReport run_checks(const RunOptions& o, const ProgressFn& progress) {
   {
     CheckOptions lopt = o.check;  // a layer's cases run one after another: every core for each reference
     for (const auto& l : layers) {
-      auto lr = check_layer(l, cases, params, lopt);
+      auto lr = check_layer(l, cases, b.params, lopt);
       for (std::size_t k = 0; k < l.order.size(); ++k) {
         per[l.order[k]] = std::move(lr[k]);
-        const std::size_t d = ++done;
-        if (progress) progress(d, cases.size(), cases[l.order[k]]);
+        tick(cases[l.order[k]]);
       }
     }
   }
@@ -334,10 +298,42 @@ RunReport run_checks(const RunOptions& o, const ProgressFn& progress) {
     for (std::size_t j : li >= 0 ? layers[li].order : std::vector<std::size_t>{i})
       for (auto& r : per[j]) {
         if (cases[j].has_attr("step")) r.step = attr_to_string(cases[j].attrs.at("step"));
-        std::tie(r.file_pos, r.case_pos) = pos[i];
+        std::tie(r.file_pos, r.case_pos) = b.pos[i];
         rep.results.push_back(std::move(r));
       }
   }
+}
+
+// Whether a run-wide check can read the tensors of case `c`: a stage's cross_check when the case carries one of the
+// provenance attrs it keys on (Stage::cross_attrs), --deterministic for the index outputs. The other cases are kept
+// as shells (name, stage, attrs; tensors dropped), so that memory stays flat over many files.
+bool run_wide_needs_tensors(const Case& c, const RunOptions& o) {
+  const Stage* own = find_stage(c.stage);
+  if (o.check.deterministic && own)
+    for (const auto& os : own->schema.outputs)
+      if (os.compare == CompareKind::topk_set && c.outputs.count(os.tensor.name)) return true;
+  for (const Stage& st : stages()) {
+    if (!st.cross_check) continue;
+    if (c.stage != st.name && std::find(st.cross_with.begin(), st.cross_with.end(), c.stage) == st.cross_with.end()) continue;
+    for (const auto& a : st.cross_attrs)
+      if (c.has_attr(a)) return true;
+  }
+  return false;
+}
+
+Case shell_of(Case&& c) {
+  Case s;
+  s.file = std::move(c.file);
+  s.name = std::move(c.name);
+  s.stage = std::move(c.stage);
+  s.attrs = std::move(c.attrs);
+  for (auto [from, to] : {std::pair{&c.inputs, &s.inputs}, {&c.outputs, &s.outputs}, {&c.expected, &s.expected}})
+    for (const auto& kv : *from) to->emplace(kv.first, Tensor());
+  return s;
+}
+
+// The checks over all the cases of the run: --deterministic, the stages' cross-case consistency, --invariance.
+void run_wide_checks(const std::vector<Case>& cases, const std::vector<ParamsPtr>& params, const RunOptions& o, RunReport& rep) {
   // --deterministic: identical index tensors across dumps of the same case name.
   if (o.check.deterministic) {
     std::map<std::pair<std::string, std::string>, std::vector<const Case*>> by;
@@ -368,8 +364,8 @@ RunReport run_checks(const RunOptions& o, const ProgressFn& progress) {
         const Tensor& a = v.front()->outputs.at(key.second);
         std::vector<std::string> diff;
         for (std::size_t i = 1; i < v.size(); ++i) {
-          const Tensor& b = v[i]->outputs.at(key.second);
-          if (!a.same_bytes(b)) diff.push_back(v[i]->file);
+          const Tensor& t = v[i]->outputs.at(key.second);
+          if (!a.same_bytes(t)) diff.push_back(v[i]->file);
         }
         r.numel = a.numel();
         r.mismatches = static_cast<std::int64_t>(diff.size());
@@ -393,6 +389,115 @@ RunReport run_checks(const RunOptions& o, const ProgressFn& progress) {
     for (auto& r : st.cross_check(mine)) rep.results.push_back(std::move(r));
   }
   if (o.check.invariance) invariance_results(cases, rep.results);
+}
+
+}  // namespace
+
+RunReport run_checks(const RunOptions& o, const ProgressFn& progress) {
+  RunReport rep;
+  // Files are read and checked in batches (whole files: a layer never spans files); after its local checks a case is
+  // kept for the run-wide checks in full only when one of them can read its tensors, else as a shell.
+  std::vector<Case> run_cases;
+  std::vector<ParamsPtr> run_params;
+  Progress prog;
+  prog.fn = &progress;
+  prog.files = o.files.size();
+  const std::size_t batch_cases = static_cast<std::size_t>(std::max(64, 8 * o.jobs));
+  const std::int64_t batch_bytes = std::int64_t{256} << 20;
+  Batch b;
+  std::int64_t b_bytes = 0;
+  auto flush = [&] {
+    if (b.cases.empty()) return;
+    check_batch(b, o, rep, prog);
+    for (std::size_t i = 0; i < b.cases.size(); ++i) {
+      run_params.push_back(b.params[i]);
+      run_cases.push_back(run_wide_needs_tensors(b.cases[i], o) ? std::move(b.cases[i]) : shell_of(std::move(b.cases[i])));
+    }
+    b = Batch{};
+    b_bytes = 0;
+  };
+  for (std::size_t fi = 0; fi < o.files.size(); ++fi) {
+    const std::string& f = o.files[fi];
+    ++prog.files_read;
+    if (auto e = io::input_file_problem(f); e == "no such file") {  // (other kinds are reported by the reader)
+      rep.problems.push_back(f + ": no such file");
+      continue;
+    }
+    io::ReadOptions ro = read_options();
+    if (o.max_memory > 0) ro.max_total_bytes = o.max_memory;
+    ro.defer = [&o](const Case& c, const std::string&, const std::string& tensor, std::int64_t nbytes) {
+      const Stage* st = find_stage(c.stage);
+      return st && st->tiling && st->tiling->tensor == tensor && nbytes > o.stream_over;
+    };
+    std::map<std::string, ParamsPtr> parsed;  // by case name (unique within a file)
+    ro.validate = [&parsed](const Case& c, bool check_outputs) {
+      BoundCase bc;
+      auto p = validate_case(c, check_outputs, &bc);
+      if (p.empty()) parsed[c.name] = bc.params;
+      return p;
+    };
+    const auto t_read = std::chrono::steady_clock::now();
+    io::ReadResult rr = load_file(f, ro);
+    timing_line("read " + f, t_read);
+    std::set<std::string> bad;
+    for (const auto& p : rr.problems) {
+      rep.problems.push_back(p.str());
+      bad.insert(p.case_name);
+    }
+    std::vector<Case> kept;
+    std::vector<std::int64_t> kept_pos;
+    for (std::size_t ci = 0; ci < rr.cases.size(); ++ci) {
+      Case& c = rr.cases[ci];
+      if (bad.count(c.name)) continue;  // reported above; not checked
+      if (!o.stage_glob.empty() && ::fnmatch(o.stage_glob.c_str(), c.stage.c_str(), 0) != 0) continue;
+      if (!o.case_glob.empty() && ::fnmatch(o.case_glob.c_str(), c.name.c_str(), 0) != 0) continue;
+      kept.push_back(std::move(c));
+      kept_pos.push_back(static_cast<std::int64_t>(ci));
+    }
+    // Shards: a layer's cases stay together (the shard of its first case in pipeline order).
+    std::vector<std::string> shard_key(kept.size());
+    for (std::size_t i = 0; i < kept.size(); ++i) shard_key[i] = kept[i].name;
+    if (o.shard_count > 1)
+      for (const auto& l : find_layers(kept))
+        for (std::size_t i : l.order) shard_key[i] = kept[l.order.front()].name;
+    for (std::size_t i = 0; i < kept.size(); ++i) {
+      Case& c = kept[i];
+      if (o.shard_count > 1 && shard_of(f, shard_key[i], o.shard_count) != o.shard_index) continue;
+      for (const auto* g : {&c.inputs, &c.outputs, &c.expected})
+        for (const auto& kv : *g) b_bytes += static_cast<std::int64_t>(kv.second.defined() ? kv.second.nbytes() : 0);
+      b.params.push_back(parsed.count(c.name) ? parsed[c.name] : nullptr);
+      b.pos.emplace_back(static_cast<std::int64_t>(fi), kept_pos[i]);
+      b.cases.push_back(std::move(c));
+      ++prog.read;
+    }
+    if (b.cases.size() >= batch_cases || b_bytes >= batch_bytes) flush();
+  }
+  flush();
+  if (run_cases.empty() && rep.problems.empty())
+    if (o.shard_count <= 1)
+      rep.problems.push_back("no case to check" + std::string(o.stage_glob.empty() && o.case_glob.empty() ? "" : " (after --stage/--case filters)"));
+  run_wide_checks(run_cases, run_params, o, rep);
+  rep.divergences = first_divergence(rep.results);
+  return rep;
+}
+
+RunReport check_cases(std::vector<Case> cases, const RunOptions& o) {
+  RunReport rep;
+  Batch b;
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    BoundCase bc;
+    const auto problems = validate_case(cases[i], true, &bc);
+    for (const auto& p : problems) rep.problems.push_back(p.str());
+    if (!problems.empty()) continue;
+    b.params.push_back(bc.params);
+    b.pos.emplace_back(0, static_cast<std::int64_t>(i));
+    b.cases.push_back(std::move(cases[i]));
+  }
+  ProgressFn none;
+  Progress prog;
+  prog.fn = &none;
+  check_batch(b, o, rep, prog);
+  run_wide_checks(b.cases, b.params, o, rep);
   rep.divergences = first_divergence(rep.results);
   return rep;
 }

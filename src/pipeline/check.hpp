@@ -33,6 +33,9 @@ struct RunOptions {
 // Runs every check; never throws for bad input. `progress(done, total, case)` is called after each case.
 using ProgressFn = std::function<void(std::size_t done, std::size_t total, const Case& last)>;
 RunReport run_checks(const RunOptions& o, const ProgressFn& progress = {});
+// The checks of run_checks over cases already in memory (validated here; no files read, o.files unused): local
+// checks, layers, run-wide checks, first divergence. Used by the structured fuzz target; never throws for bad input.
+RunReport check_cases(std::vector<Case> cases, const RunOptions& o);
 
 // The whole command: checks, console report on `out`, problems on `err`, JSON / JUnit files. Returns the exit code.
 int run_check_command(const RunOptions& o, std::ostream& out, std::ostream& err);

@@ -143,6 +143,9 @@ struct Stage {
   std::vector<Hypothesis> hypotheses;  // known bugs `check` tests a failing bounded output against
   CrossCheckFn cross_check;            // may be empty
   std::vector<std::string> cross_with;  // other stages whose valid cases (with outputs) cross_check also receives
+  // The provenance attrs cross_check keys on: a case carrying none of them takes no part in it beyond being counted
+  // (it may be passed as a shell whose tensors are undefined), so `check` over many files does not keep its tensors.
+  std::vector<std::string> cross_attrs;
   std::optional<RowTiling> tiling;     // row-tiled (streamed) checks of big outputs
 
   const ImplFn* impl_for(Backend b) const;    // null when the backend has no implementation of this stage

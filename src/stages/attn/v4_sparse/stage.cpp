@@ -325,6 +325,7 @@ Stage stage() {
 #endif
   s.sanity = sanity;
   s.cross_check = index_cache;
+  s.cross_attrs = {"topk_source_layer", "layer"};
   // Known bugs as values: a failing out is tested against kernels with these selections (hints, never verdicts).
   for (const auto& [bug, id, doc] : std::vector<std::tuple<Bug, const char*, const char*>>{
            {Bug::window_without_current, "B16 window end", "the window [p - 127, p - 1] without the current token"},

@@ -186,6 +186,7 @@ Stage stage() {
   s.mutants = mutants();
   s.hypotheses = engines::logits::logit_hypotheses<Params>(&operands);
   s.cross_check = row_identity;
+  s.cross_attrs = {"request_ids"};
   s.tiling = RowTiling{"logits", [](const Case&, const dsa::Params&) { return std::int64_t{1}; }};
   return s;
 }

@@ -248,7 +248,7 @@ Stage stage() {
   s.formula = "indices[r, :] = the k positions p < lengths[r] with the largest logits[r, row_starts[r] + p] (any order, ties at the k-th score free), -1 padded; index base per attr";
   s.schema.attrs = {int_attr("k", 2048, "top-k width"),
                     str_attr("index_base", "relative", layouts::index_base_names(), layouts::index_base_doc()),
-                    bool_attr("sorted", false, "output in descending score order (demo torch.topk)"),
+                    bool_attr("sorted", false, "output in descending score order (demo torch.topk); fast-path rows (fast_path=1, len <= k) keep their positional order"),
                     bool_attr("fast_path", true, "rows with len <= k emit [0..len-1] then -1 regardless of scores"),
                     opt_str_attr("short_rows", {"pad", "torch"},
                                  "rows shorter than k: pad (default) = -1 after the len picks; torch = torch.topk over a "
@@ -271,6 +271,7 @@ Stage stage() {
   s.impl[static_cast<std::size_t>(Backend::cuda)] = typed_impl(&cuda);
 #endif
   s.cross_check = row_identity;
+  s.cross_attrs = {"request_ids"};
   s.generators = generators();
   s.goldens = goldens();
   s.selftest = selftest_cases();

@@ -350,6 +350,7 @@ Stage stage() {
 #endif
   s.sanity = sanity;
   s.cross_check = cross_check;
+  s.cross_attrs = {"request_ids"};
   s.generators = generators();
   s.goldens = goldens();
   s.selftest = selftest_cases();
