@@ -117,7 +117,9 @@ class TopkJudge {
     std::int64_t row_struct = entries(row, tr, pos, sel);
     if (row_struct == 0 && t_.fast_path && tr.len <= t_.k) row_struct += fast_path_order(row, tr, pos);
     // The set first, then the order: a wrong pick is a wrong pick (with its index-base hint), not an ordering issue.
-    if (row_struct == 0 && sets(row, tr, sel) && t_.sorted) row_struct += score_order(row, tr, pos);
+    // A fast-path row's order is positional by definition: sorted=1 orders the other rows only.
+    const bool fast_row = t_.fast_path && tr.len <= t_.k;
+    if (row_struct == 0 && sets(row, tr, sel) && t_.sorted && !fast_row) row_struct += score_order(row, tr, pos);
     structure_ += row_struct;
   }
 

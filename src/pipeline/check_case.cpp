@@ -39,11 +39,12 @@ const Profile* requested_emulation(const BoundCase& b, const CheckOptions& o) {
 
 namespace {
 
-// Hypothesis hints over one output fed whole or in row tiles: per tile, up to the remaining of 64 failing elements
+// Hypothesis hints over one output fed whole or in row tiles: per tile, up to the remaining of `max` (64) failing elements
 // (evenly spread over the tile's failing elements; deterministic) are evaluated with every hypothesis of the tensor.
 class HypothesisSampler {
  public:
-  HypothesisSampler(const BoundCase& b, const std::string& tensor, const Tolerance& tol) : b_(b), tol_(tol) {
+  HypothesisSampler(const BoundCase& b, const std::string& tensor, const Tolerance& tol, std::int64_t max = 64)
+      : b_(b), tol_(tol), max_(std::max<std::int64_t>(1, max)) {
     if (b.params && b.c)
       for (const auto& h : b.stage->hypotheses)
         if (h.tensor == tensor && h.value) hs_.push_back({&h, 0, 0, false});
@@ -62,15 +63,15 @@ class HypothesisSampler {
     };
     std::int64_t n_fail = -1;
     for (auto& H : hs_) {
-      if (H.stopped || H.tried >= 64) continue;
+      if (H.stopped || H.tried >= max_) continue;
       if (n_fail < 0) {
         n_fail = 0;
         for (std::int64_t i = 0; i < out.numel(); ++i) n_fail += failing(i);
       }
       if (n_fail == 0) return;
-      const std::int64_t stride = std::max<std::int64_t>(1, n_fail / 64);
+      const std::int64_t stride = std::max<std::int64_t>(1, n_fail / max_);
       std::int64_t seen = 0;
-      for (std::int64_t i = 0; i < out.numel() && H.tried < 64; ++i) {
+      for (std::int64_t i = 0; i < out.numel() && H.tried < max_; ++i) {
         if (!failing(i) || seen++ % stride != 0) continue;
         std::optional<Hypothesis::Value> alt;
         try {  // a hint must never turn a verdict into an error (e.g. a case bound without its inputs)
@@ -108,6 +109,7 @@ class HypothesisSampler {
   };
   const BoundCase& b_;
   Tolerance tol_;
+  std::int64_t max_;
   std::vector<One> hs_;
 };
 
@@ -172,7 +174,7 @@ class BoundedJudge {
  public:
   BoundedJudge(const BoundCase& b, const std::string& group, const RefTensor& ref, DType out_dtype, const CheckOptions& o,
                const Shape& whole)
-      : group_(group), tol_(resolve_tolerance(b, ref.name, o.tol)), main_(tol_, ref, out_dtype), hyp_(b, ref.name, tol_) {
+      : group_(group), tol_(resolve_tolerance(b, ref.name, o.tol)), main_(tol_, ref, out_dtype), hyp_(b, ref.name, tol_, o.hint_samples) {
     if (o.plots) {  // the whole output viewed as [rows, last dim]
       std::int64_t n = 1;
       for (auto d : whole) n *= d;

@@ -27,6 +27,7 @@ struct CheckOptions {
   bool invariance = false;
   bool plots = false;  // collect PlotData for the HTML report (check --html)
   int threads = 0;             // reference threads
+  int hint_samples = 64;       // failing elements each hypothesis (Stage::hypotheses) is evaluated at, at most
   Backend backend = Backend::cpu;
   // Row-tiled checks (Stage::tiling) of outputs the reader deferred (RunOptions::stream_over): rows per tile
   // (0 = about 16 M elements per tile, rounded to the stage's alignment), and a callback after each tile.

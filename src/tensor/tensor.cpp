@@ -135,6 +135,19 @@ void Tensor::set_value(std::int64_t i, double v) {
 #endif
   std::byte* p = raw() + static_cast<std::size_t>(i) * dtype_size(dtype_);
   auto put = [p](auto x) { std::memcpy(p, &x, sizeof(x)); };
+  // Integer dtypes: the value must be an integer the type holds (a cast of anything else is undefined behaviour).
+  auto fits = [&](double lo, double hi) {
+    if (!(v >= lo && v <= hi) || v != std::trunc(v))
+      throw std::out_of_range("Tensor::set_value: " + std::to_string(v) + " does not fit a " + std::string(dtype_name(dtype_)) + " element");
+  };
+  switch (dtype_) {
+    case DType::int8: fits(-128.0, 127.0); break;
+    case DType::u8: fits(0.0, 255.0); break;
+    case DType::u16: fits(0.0, 65535.0); break;
+    case DType::i32: fits(-2147483648.0, 2147483647.0); break;
+    case DType::i64: fits(-9223372036854775808.0, 9223372036854774784.0); break;
+    default: break;
+  }
   switch (dtype_) {
     case DType::int8: put(static_cast<std::int8_t>(v)); break;
     case DType::u8: put(static_cast<std::uint8_t>(v)); break;

@@ -174,3 +174,17 @@ TEST_CASE("compare_topk: sorted rows check the set before the order, with the in
   REQUIRE(order.first);
   CHECK(detail::loc_str(*order.first).find("(out") == std::string::npos);
 }
+
+TEST_CASE("compare_topk: sorted=1 leaves fast-path rows in their positional order (fuzz finding, tests/fuzz/fuzz_topk.cpp)") {
+  // len 2 <= k 12 with fast_path: the reference emits [0, 1] whatever the scores (6.375 < inf); sorted=1 must not
+  // call that order wrong. The same row without the fast path must be sorted.
+  RefTensor r = ref_row({6.375, kInf}, 12, {0, 1});
+  r.topk.sorted = true;
+  r.topk.fast_path = true;
+  CHECK(compare_topk(idx({0, 1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1}), r, kExact).verdict == Verdict::BITEXACT);
+  r.topk.fast_path = false;
+  const CheckResult c = compare_topk(idx({0, 1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1}), r, kExact);
+  CHECK(c.verdict == Verdict::STRUCTURE);
+  CHECK(c.message.find("not in descending score order at pos 1") != std::string::npos);
+  CHECK(compare_topk(idx({1, 0, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1}), r, kExact).verdict == Verdict::WITHIN_BOUND);
+}

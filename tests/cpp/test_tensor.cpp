@@ -189,3 +189,23 @@ TEST_CASE("tensor.Case attr accessors and Problem lines") {
   CHECK(Problem{"", "c", "inputs/q", "rank 3", ""}.str() == "<memory>: case 'c': inputs/q: expected rank 3");
   CHECK(c.where() == "f.h5: case 'c0'");
 }
+
+TEST_CASE("tensor.set_value on an integer dtype takes only integers the dtype holds (fuzz finding: 2^31 into int32)") {
+  Tensor i32(DType::i32, {2});
+  i32.set_value(0, 2147483647.0);
+  i32.set_value(1, -2147483648.0);
+  CHECK(i32.int_at(0) == 2147483647);
+  CHECK(i32.int_at(1) == -2147483648LL);
+  CHECK_THROWS_AS(i32.set_value(0, 2147483648.0), std::out_of_range);
+  CHECK_THROWS_AS(i32.set_value(0, 0.5), std::out_of_range);
+  CHECK_THROWS_AS(i32.set_value(0, std::nan("")), std::out_of_range);
+  Tensor u8(DType::u8, {1});
+  u8.set_value(0, 255.0);
+  CHECK(u8.int_at(0) == 255);
+  CHECK_THROWS_AS(u8.set_value(0, -1.0), std::out_of_range);
+  Tensor i64(DType::i64, {1});
+  CHECK_THROWS_AS(i64.set_value(0, 9223372036854775808.0), std::out_of_range);
+  Tensor f32(DType::f32, {1});
+  f32.set_value(0, 1e300);  // float dtypes round (to inf here), never throw
+  CHECK(std::isinf(f32.value(0)));
+}

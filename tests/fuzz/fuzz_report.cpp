@@ -15,6 +15,7 @@
 #include "pipeline/check.hpp"
 #include "report/console.hpp"
 #include "report/html.hpp"
+#include "io/text_file.hpp"
 #include "report/json.hpp"
 #include "report/junit.hpp"
 
@@ -36,7 +37,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   std::ostringstream con;
   report::print_console(rep, con, false, 1, false);
-  (void)report::report_json(rep).dump();
+  (void)io::json_text(report::report_json(rep));  // as check --json writes it
   (void)report::junit_xml(rep);
   (void)report::html_report(rep, "fuzz");
   (void)rep.exit_code();
