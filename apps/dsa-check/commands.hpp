@@ -27,13 +27,14 @@ void add_selftest(CLI::App& app, int& rc);  // cmd_selftest.cpp
 void add_cut(CLI::App& app, int& rc);       // cmd_cut.cpp
 void add_backend_diff(CLI::App& app, int& rc);  // cmd_backend_diff.cpp
 void add_expect(CLI::App& app, int& rc);    // cmd_expect.cpp
+void add_import(CLI::App& app, int& rc);    // cmd_import.cpp
 
 // Problems of an output HDF5 path (`--out` of cut / expect): the same file as an input, a missing directory, a
 // directory, anything io::resolve_output refuses or would write through (a FIFO or device). Empty = writable.
 std::vector<Problem> output_file_problems(const std::string& out, const std::vector<std::string>& inputs);
 
 inline const std::vector<AddCommand>& commands() {
-  static const std::vector<AddCommand> all{add_stages, add_inspect, add_validate, add_golden, add_check, add_merge, add_report, add_selftest, add_cut, add_backend_diff, add_expect};
+  static const std::vector<AddCommand> all{add_stages, add_inspect, add_validate, add_golden, add_check, add_merge, add_report, add_selftest, add_cut, add_backend_diff, add_expect, add_import};
   return all;
 }
 

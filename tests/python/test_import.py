@@ -458,9 +458,30 @@ def test_output_guards_and_cli(repo_root, tmp_path, imp):
     rc, out = imp(tmp_path / "nowhere", "-o", tmp_path / "o.h5")
     assert rc == 2 and "no such file" in out, out
     rc, out = imp("--help")
-    assert rc == 0 and "example:" in out and "--mapping" in out
+    assert rc == 0 and "Example:" in out and "--mapping" in out
     rc, out = imp("--list-mappings")
     assert rc == 0 and all(n in out for n in ("ascend ", "ascend_li", "ascend_qli", "ascend_compressor",
                                               "ascend_sparse_attn"))
     rc, out = imp(tmp_path / "a")
     assert rc == 2 and "required" in out
+
+
+def test_dsa_check_import_runs_the_kit_importer(repo_root, tmp_path, cli, check):
+    """`dsa-check import` (the C++ CLI) runs the kit's importer with its arguments unchanged, without PYTHONPATH set,
+    and its exit codes are the importer's; a Python that cannot be started is exit 2 saying what to install."""
+    attrs, ts = golden(repo_root, "linpu_prefill_decode")
+    li_dump(tmp_path / "dump", ts, attrs)
+    e = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "DSA_CHECK_BIN", "DSA_DUMP_KIT")}
+    e["DSA_PYTHON"] = sys.executable
+    p = subprocess.run([str(cli), "import", str(tmp_path / "dump"), "-o", str(tmp_path / "li.h5")], capture_output=True,
+                       text=True, env=e, timeout=300)
+    assert p.returncode == 0 and "1 case(s)" in p.stdout, p.stdout + p.stderr
+    assert check(tmp_path / "li.h5")[0] == 0
+    p = subprocess.run([str(cli), "import", "--help"], capture_output=True, text=True, env=e, timeout=60)
+    assert p.returncode == 0 and "Example:" in p.stdout and "dsa-check import" in p.stdout.split("Example:")[1]
+    p = subprocess.run([str(cli), "import", str(tmp_path / "nowhere"), "-o", str(tmp_path / "o.h5")], capture_output=True,
+                       text=True, env=e, timeout=60)
+    assert p.returncode == 2 and "no such file" in p.stdout + p.stderr
+    e["DSA_PYTHON"] = str(tmp_path / "no-python-here")
+    p = subprocess.run([str(cli), "import", str(tmp_path / "dump")], capture_output=True, text=True, env=e, timeout=60)
+    assert p.returncode == 2 and "could not be started" in p.stderr and "numpy and h5py" in p.stderr, p.stderr

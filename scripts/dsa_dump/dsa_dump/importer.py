@@ -36,8 +36,9 @@ MAPPING_VERSION = 1
 _SOURCE_KEYS = {"arg", "kwarg", "output", "tensor", "index", "value", "optional", "dtype"}
 _MAX_WALK_DEPTH = 5
 
-EPILOG = """example:
-  python3 -m dsa_dump.importer dump/step0/rank0 --mapping ascend -o ascend.h5 && dsa-check check ascend.h5
+EPILOG = """Example:
+  dsa-check import dump/step0/rank0 --mapping ascend -o ascend.h5 && dsa-check check ascend.h5
+  (the same as: python3 -m dsa_dump.importer dump/step0/rank0 --mapping ascend -o ascend.h5)
 
 mappings: a shipped name (--list-mappings) or a JSON file; exit 0 on success, 2 on any bad input."""
 
