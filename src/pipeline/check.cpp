@@ -377,12 +377,25 @@ void run_wide_checks(const std::vector<Case>& cases, const std::vector<ParamsPtr
       rep.results.push_back(std::move(r));
     }
   }
-  // Cross-case consistency of the stages that declare it (Stage::cross_check), over every valid case read.
+  // Cross-case consistency of the stages that declare it (Stage::cross_check), over every valid case read whose
+  // outputs have dtypes of their stage's schema (another dtype is judged DTYPE by the local checks).
+  auto outputs_conform = [](const Case& c) {
+    const Stage* st = find_stage(c.stage);
+    if (!st) return false;
+    for (const auto& [n, t] : c.outputs) {
+      if (!t.defined() && !t.is_deferred()) continue;  // a shell's
+      const auto os = std::find_if(st->schema.outputs.begin(), st->schema.outputs.end(), [&](const OutputSpec& x) { return x.tensor.name == n; });
+      if (os == st->schema.outputs.end() ||
+          std::find(os->tensor.dtypes.begin(), os->tensor.dtypes.end(), t.dtype()) == os->tensor.dtypes.end())
+        return false;
+    }
+    return true;
+  };
   for (const Stage& st : stages()) {
     if (!st.cross_check) continue;
     std::vector<const Case*> mine;
     for (std::size_t i = 0; i < cases.size(); ++i)
-      if (params[i] && !cases[i].outputs.empty() &&
+      if (params[i] && !cases[i].outputs.empty() && outputs_conform(cases[i]) &&
           (cases[i].stage == st.name || std::find(st.cross_with.begin(), st.cross_with.end(), cases[i].stage) != st.cross_with.end()))
         mine.push_back(&cases[i]);
     if (mine.size() < 2) continue;

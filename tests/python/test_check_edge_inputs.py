@@ -142,3 +142,33 @@ def test_absolute_indices_in_a_relative_case_get_the_index_base_hint(tmp_path, r
     r = run_cli("check", str(p))
     assert r.returncode == 1 and "STRUCTURE" in r.stdout
     assert "every invalid index is a candidate under index_base=absolute (wrong index base?)" in r.stdout, r.stdout
+
+
+def test_wrong_output_dtype_is_one_verdict_whether_or_not_the_schema_allows_it(tmp_path, dsa_check_bin):
+    """A kernel output of the wrong dtype is a check failure (verdict DTYPE, exit 1, expected and found named), both
+    for a dtype the stage's schema never allows (float32 indices) and for one it allows but the case does not (int32
+    indices are fine for top-k, a bf16 logits output where the case asks for float32): never an input error."""
+    p = tmp_path / "dt.h5"
+    with h5py.File(p, "w") as f:
+        topk_case(f, "float_indices", np.array([0, 1, 2, 3], dtype=np.float32))
+        topk_case(f, "good", np.array([0, 1, 2, 3], dtype=np.int32))
+    out = tmp_path / "r.json"
+    r = subprocess.run([str(dsa_check_bin), "check", str(p), "--json", str(out)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1, r.stdout + r.stderr
+    res = {x["case"]: x for x in json.loads(out.read_text())["results"] if x["group"] == "outputs"}
+    assert res["float_indices"]["verdict"] == "DTYPE" and "dtype float32, reference has int32" in res["float_indices"]["message"]
+    assert res["good"]["verdict"] == "BITEXACT"
+    # the same verdict where the schema allows the dtype but the case does not
+    g = tmp_path / "golden"
+    g.mkdir()
+    subprocess.run([str(dsa_check_bin), "golden", "--case", "ragged_chunked_prefill", "--out", str(g)], check=True,
+                   capture_output=True, timeout=300)
+    with h5py.File(g / "ragged_chunked_prefill.h5", "r+") as f:
+        c = f[next(iter(f))]
+        lg = c["expected/logits"][()].astype(np.float32)
+        c.create_dataset("outputs/logits", data=(lg.view(np.uint32) >> 16).astype(np.uint16)).attrs["dtype"] = "bf16"
+    r = subprocess.run([str(dsa_check_bin), "check", str(g / "ragged_chunked_prefill.h5"), "--json", str(out)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 1, r.stdout + r.stderr
+    res = [x for x in json.loads(out.read_text())["results"] if x["group"] == "outputs"]
+    assert res[0]["verdict"] == "DTYPE" and "dtype bf16, reference has float32" in res[0]["message"], res[0]

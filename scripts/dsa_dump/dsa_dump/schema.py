@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 import subprocess
 import warnings
 from dataclasses import dataclass
@@ -25,11 +26,17 @@ _cache: Dict[str, Any] = {}
 
 
 def find_dsa_check(binary: Optional[str] = None) -> Optional[str]:
-    """Path of the dsa-check binary: `binary`, env DSA_CHECK_BIN, or dsa-check on PATH; None if none exists."""
+    """Path of the dsa-check binary: `binary`, env DSA_CHECK_BIN, dsa-check on PATH, or the one beside this Python
+    (a virtual environment's bin/ where `pip install dsa-check` put it, when that environment is not activated);
+    None if none exists."""
     for cand in (binary, os.environ.get("DSA_CHECK_BIN")):
         if cand:
             return cand if os.path.isfile(cand) and os.access(cand, os.X_OK) else None
-    return shutil.which("dsa-check")
+    found = shutil.which("dsa-check")
+    if found:
+        return found
+    beside = os.path.join(os.path.dirname(sys.executable), "dsa-check")
+    return beside if os.path.isfile(beside) and os.access(beside, os.X_OK) else None
 
 
 def schema_from_cli(binary: str) -> Dict[str, Any]:
@@ -237,7 +244,8 @@ class _Binder:
                 self.problems.append(Problem(self.file, self.case, path, f"a {_dtype_list(spec['dtypes'])} tensor", "none"))
             return
         dtype, shape = t
-        if dtype not in spec["dtypes"]:
+        # Outputs / expected of another dtype are judged by check (verdict DTYPE, exit 1), as the CLI's validation does.
+        if dtype not in spec["dtypes"] and group == "inputs":
             self.problems.append(Problem(self.file, self.case, path, f"dtype {_dtype_list(spec['dtypes'])}", dtype))
         why = ""
         for alt in spec["dims"]:
