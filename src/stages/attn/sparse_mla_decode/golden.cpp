@@ -157,6 +157,14 @@ std::vector<GoldenSpec> goldens() {
        .params = {{"invalid_frac", 0.0}}, .attrs = {{"softmax_scale", mla_scale}},
        .committed = false,
        .doc = "the benchmark shape: b 64, s_q 2, h_q 128, topk 2048 (scripts/bench.sh)"},
+      // Shapes FlashMLA's SM90 sparse decode itself accepts (h_q 64 or 128; the h_q 16 cases above are for the
+      // reference and for kernels that take any h_q): a kernel test can feed these goldens to the real kernel.
+      {.name = "mla_decode_v32_hq64", .stage = st, .generator = g, .seed = 807,
+       .dims = {{"B", 2}, {"S", 1}, {"H", 64}, {"P", 1}, {"K", 64}},
+       .params = {{"invalid_frac", 0.1}, {"lonely_every", 2}},
+       .attrs = {{"softmax_scale", mla_scale}},
+       .doc = "V3.2 decode at a shape FlashMLA runs (h_q 64, s_q 1, topk 64, one 64-token block of the 656-byte pow2 "
+              "cache, MLA scale), a lonely row (lse +inf); MODEL1 decode at h_q 64: mla_decode_model1_*"},
       {.name = "mla_decode_model1_extra", .stage = st, .generator = g, .seed = 805,
        .dims = {{"B", 2}, {"S", 2}, {"H", 64}, {"P", 2}, {"ps", 256}, {"K", 128}, {"XP", 4}, {"xps", 64}, {"XK", 128}},
        .params = {{"invalid_frac", 0.1}, {"sink", 2.0}, {"topk_length", 1}, {"poison_unused", 1}},

@@ -99,6 +99,17 @@ std::vector<GoldenSpec> goldens() {
        .attrs = {{"softmax_scale", kMlaScale}},
        .doc = "FlashMLA @HEAD: d_qk 512, attn_sink (heads at +-95, B35), topk_length 0 and = topk, NaN behind lanes >= "
               "topk_length (B34)"},
+      // Shapes FlashMLA's SM90 sparse prefill itself accepts (h_q 64 or 128).
+      {.name = "mla_prefill_v32_hq64", .stage = st, .generator = g, .seed = 706,
+       .dims = {{"S", 2}, {"H", 64}, {"N", 64}, {"K", 64}},
+       .params = {{"invalid_frac", 0.1}},
+       .attrs = {{"softmax_scale", kMlaScale}},
+       .doc = "V3.2 prefill at a shape FlashMLA runs (h_q 64, d_qk 576, topk 64, MLA scale)"},
+      {.name = "mla_prefill_model1_hq64", .stage = st, .generator = g, .seed = 707,
+       .dims = {{"S", 2}, {"H", 64}, {"N", 64}, {"K", 64}, {"D", 512}},
+       .params = {{"invalid_frac", 0.1}, {"sink", 2.0}, {"topk_length", 1}},
+       .attrs = {{"softmax_scale", AttrValue{0.04419417382415922}}},
+       .doc = "DeepSeek-V4 prefill at a shape FlashMLA runs (h_q 64, d_qk 512, attn_sink, topk_length)"},
       {.name = "mla_prefill_ties_nonfinite", .stage = st, .generator = g, .seed = 704,
        .dims = {{"S", 3}, {"H", 16}, {"N", 128}, {"K", 128}},
        .params = {{"invalid_frac", 0.2}, {"tie", 1}, {"q_sigma", 4.0}}, .attrs = {{"softmax_scale", 0.0883883476483184}},
