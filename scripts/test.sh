@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test command: installs what is missing, builds, runs every C++ (ctest) and Python (pytest) test, then
-# builds and runs the C++ suite again under AddressSanitizer + UndefinedBehaviorSanitizer, then fuzzes the reader
-# for 90 s (scripts/fuzz.sh, clang-14 libFuzzer).
+# builds and runs the C++ suite again under AddressSanitizer + UndefinedBehaviorSanitizer, builds the pip wheel and
+# checks it in a clean virtual environment, then fuzzes for 90 s (scripts/fuzz.sh, clang-14 libFuzzer).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
@@ -48,6 +48,10 @@ else case "$out" in *"no CUDA device"*|*"has no CUDA backend"*) echo "skipped: $
   *) # a stage without a CUDA implementation (its --backend cuda runs the CPU reference) is skipped, nothing else
      if grep -v "has no cuda implementation" <<<"$out" | grep -q "^error:\|^DIFFERENT"; then echo "$out"; exit 1; fi
      echo "$out" | tail -1; echo "skipped: $(grep -c "has no cuda implementation" <<<"$out") case(s) of stages without a CUDA implementation" ;; esac; fi
+
+echo "== pip wheel (scripts/build_wheel.sh: pip wheel . ; pip install in a clean venv; --version, demo, check, import, plugin example)"
+# CI builds it unoptimized (-O0: half the compile time on 2 cores); the packaging checked is the release wheel's.
+DSA_WHEEL_BUILD_TYPE="${DSA_WHEEL_BUILD_TYPE:-Debug}" bash scripts/build_wheel.sh
 
 echo "== fuzz (libFuzzer, 90 s; scripts/fuzz.sh SECONDS JOBS for long runs)"
 DSA_CHECK_BIN="$ROOT/build/dsa-check" bash scripts/fuzz.sh "${DSA_FUZZ_SECONDS:-90}" "$(nproc)"

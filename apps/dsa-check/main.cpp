@@ -101,7 +101,20 @@ int main(int argc, char** argv) {
 #else
   const char* backends = "backends: cpu (built without CUDA: --backend cuda needs a from-source build with nvcc)";
 #endif
-  app.set_version_flag("--version", std::string("dsa-check ") + DSA_VERSION + "; " + backends);
+#ifdef DSA_DISTRIBUTION
+  const std::string dist = std::string(" (") + DSA_DISTRIBUTION + ")";
+#else
+  const std::string dist;
+#endif
+#ifdef DSA_STATIC_DEPS
+  unsigned h5maj = 0, h5min = 0, h5rel = 0;
+  H5get_libversion(&h5maj, &h5min, &h5rel);
+  const std::string linked = "; HDF5 " + std::to_string(h5maj) + "." + std::to_string(h5min) + "." + std::to_string(h5rel) +
+                             " linked in (no libhdf5 needed)";
+#else
+  const std::string linked;
+#endif
+  app.set_version_flag("--version", std::string("dsa-check ") + DSA_VERSION + dist + "; " + backends + linked);
   app.require_subcommand(1);
   int rc = 0;
   for (const auto& add : dsa::cli::commands()) add(app, rc);
