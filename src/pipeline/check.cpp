@@ -382,7 +382,9 @@ void run_wide_checks(const std::vector<Case>& cases, const std::vector<ParamsPtr
   auto outputs_conform = [](const Case& c) {
     const Stage* st = find_stage(c.stage);
     if (!st) return false;
-    for (const auto& [n, t] : c.outputs) {
+    for (const auto& kv : c.outputs) {  // (not a structured binding: clang 14, the fuzz build, cannot capture one)
+      const std::string& n = kv.first;
+      const Tensor& t = kv.second;
       if (!t.defined() && !t.is_deferred()) continue;  // a shell's
       const auto os = std::find_if(st->schema.outputs.begin(), st->schema.outputs.end(), [&](const OutputSpec& x) { return x.tensor.name == n; });
       if (os == st->schema.outputs.end() ||
