@@ -7,6 +7,7 @@ exponent steps are integer. Vectorized over leading axes; blocks run along the l
   e2m1_encode / e2m1_decode      fp32 -> e2m1 nibble (8*sign + index into {0, .5, 1, 1.5, 2, 3, 4, 6}) and back
   pack_nibbles / unpack_nibbles  byte i = dim 2i (low nibble) | dim 2i+1 (high nibble)
   e4m3_encode / e4m3_decode      fp32 -> fp8 e4m3fn code (one RNE, ml_dtypes as reference/indexer.py does) and back
+  round_bf16                     fp32 -> bf16 -> fp32 (the "bf16" rounding source, applied by the caller)
   ue8m0_encode / ue8m0_decode    exponent e -> byte clamp(e + 127, 0, byte_max), NaN -> 255; byte -> 2^(byte - 127)
   ceil_log2_f32                  ceil(log2 t) of fp32 t, exactly from the bits
   mxfp8_quant   rule "ref" | "flashmla"                 (V41 window rows: e4m3 codes, ue8m0 per 32)
@@ -22,6 +23,16 @@ src/numerics/formats.hpp: NaN amax -> NaN scale, inf amax -> e = 128):
   * inf amax (no NaN) follows the formulas literally: MXFP8 e = 128 (byte 255, or byte_max), codes x * 2^-128;
     MXFP4 e = 128 clamped to 127 (byte 254), codes x * 2^-127; NVFP4 ref / flashmla: e4m3(inf) = NaN scale (0x7F);
     NVFP4 vllm: the clamp gives s = 448 (0x7E), codes of x / 448 (inf -> +-6).
+
+Other choices where spec §3 is silent or loose:
+  * every quantizer reads fp32 values; the rounding source (REF's bf16 vs vLLM's fp32) is the caller's round_bf16.
+  * "tile" in FlashMLA's NVFP4 NaN rule = the 16-value scale block.
+  * MXFP8 codes use the unclamped e (byte_max only clamps the stored byte; they differ only at e = 128).
+  * e4m3 codes keep the sign of zero (0x80), as IEEE / PTX cvt / ml_dtypes do; zero_sign applies to e2m1 only.
+  * MXFP4 sglang: log2 of fl32(a / 6) is the correctly rounded fp32 value, then rounded half-even (or floor(x + .5),
+    sglang_round="half_up"); the amax floor 6 * 2^-126 and the [-127, 127] clamp of the ref variant apply too.
+  * codes are fl32(x * 2^-e) for the ue8m0 formats (the spec's "x * 2^-e"; 2^-e is exact in fp32 for -127 <= e <= 149) and
+    fl32(x / s) for NVFP4 (div_rn); every conversion RNE, e2m1 per `tie`.
 """
 import math
 
@@ -100,9 +111,17 @@ def unpack_nibbles(packed):
 # ---- e4m3 and ue8m0 ----------------------------------------------------------------------------------------------
 def e4m3_encode(x_f32):
     """fp32 -> fp8 e4m3fn codes (uint8): one RNE, as the repo's act_quant_ue8m0 does (ml_dtypes, float32 source).
-    No saturation: |x| >= 464 and +-inf give NaN (0x7F / 0xFF by sign); -0.0 and negatives rounding to 0 give 0x80."""
+    No saturation: |x| > 464 and +-inf give NaN, 0x7F / 0xFF by sign (464, the midpoint of 448 and 480, rounds to
+    the even 448); -0.0 and negatives rounding to 0 give 0x80 (the sign of zero is kept)."""
     with np.errstate(all="ignore"):
         return _f32(x_f32).astype(E4M3).view(np.uint8)
+
+
+def round_bf16(x_f32):
+    """fp32 -> bf16 (one RNE, ml_dtypes) -> fp32: the spec's rounding source "bf16" (REF quantizes bf16 values;
+    vLLM's V4.1 writers quantize the unrounded fp32, B49). Apply before a quantizer to model REF."""
+    with np.errstate(all="ignore"):
+        return _f32(x_f32).astype(BF16).astype(np.float32)
 
 
 def e4m3_decode(codes):
@@ -200,7 +219,7 @@ def _scale_pow2(v, scales):
 def nvfp4_quant(x_f32, variant="ref", tie="rne", zero_sign="keep", nan="zero", amax_floor=None):
     """NVFP4, block 16 (spec §3): returns (packed uint8 [..., D // 2], scales uint8 e4m3fn [..., D // 16]).
 
-    variant "ref": a = max(amax, 6 * 2^-9); s = e4m3(fl32(a / 6)) (no upper clamp: a / 6 >= 464 gives the NaN code).
+    variant "ref": a = max(amax, 6 * 2^-9); s = e4m3(fl32(a / 6)) (no upper clamp: a / 6 > 464 gives the NaN code 0x7F).
     variant "vllm": s = e4m3(clamp(fl32(amax * fl32(1/6)), 2^-9, 448)).
     variant "flashmla": s = e4m3(clamp(fl32(amax / 6), 2^-9, 448)); NaN or inf anywhere in the block -> scale 0x7F.
     codes (all variants) = e2m1(clamp(fl32(x / s_dec), +-6)), s_dec the decoded e4m3 scale, fp32 division (div_rn);

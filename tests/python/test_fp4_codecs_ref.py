@@ -158,7 +158,9 @@ def test_ue8m0_decode_and_ceil_log2():
 
 def test_e4m3_encode_matches_rational_oracle():
     rng = np.random.default_rng(2)
-    x = np.concatenate([rng.standard_normal(3000) * 50, rng.standard_normal(1000) * 2.0 ** -8]).astype(np.float32)
+    x = np.concatenate([rng.standard_normal(3000) * 50, rng.standard_normal(1000) * 2.0 ** -8,
+                        [448, 460, 464, np.nextafter(F32(464), F32(500)), 480, -464, 2.0 ** -10, 3 * 2.0 ** -10, -0.0]]
+                       ).astype(np.float32)
     want = [num.encode(float(v), "e4m3") for v in x]
     np.testing.assert_array_equal(fc.e4m3_encode(x), want)
 
@@ -399,3 +401,87 @@ def test_dequant_bf16_exact_random():
     assert (np.abs(outs[0] - x) <= amax * 2.0 ** -4).all()   # e4m3: 3 mantissa bits, scale within 2x of amax / 448
     assert (np.abs(outs[2] - x) <= np.maximum(amax / 3, 2.0 ** -10)).all()  # e2m1 step <= 2 at a scale ~amax / 6 (>= 2^-9)
     assert (np.abs(outs[5] - x) <= amax * 2 / 3).all()       # ue8m0 scale up to 2x coarser
+
+
+# ---- random blocks against a scalar model in Python doubles ------------------------------------------------------
+# The same recipes evaluated one element at a time with Python floats (fp32 operands: a product or quotient in double
+# rounded once more to fp32 equals the fp32 operation, 53 >= 2 * 24 + 2), ceil(log2) by search over powers of two,
+# e4m3 by the rational oracle and e2m1 by brute_e2m1: a check of the vectorized numpy (dtype promotion, broadcasting,
+# packing) rather than of the recipes, which the hand-worked tests above pin down.
+def f32(v):
+    return float(np.float32(v))
+
+
+def ceil_log2_search(t):
+    n = math.floor(math.log2(t))
+    while 2.0 ** n < t:
+        n += 1
+    while 2.0 ** (n - 1) >= t:
+        n -= 1
+    return n
+
+
+def scalar_quant(fmt, variant, row, tie, zs):
+    INV6, INV448 = f32(np.float32(1) / np.float32(6)), f32(np.float32(1) / np.float32(448))
+    bs = 16 if fmt == "nvfp4" else 32
+    codes, scales = [], []
+    for b in range(0, len(row), bs):
+        blk = [float(v) for v in row[b:b + bs]]
+        amax = max(abs(v) for v in blk)
+        if fmt == "mxfp8":
+            t = f32(max(amax, f32(1e-4)) * INV448) if variant == "ref" else max(f32(amax / 448), f32(1e-4))
+            e = ceil_log2_search(t)
+            scales.append(e + 127)
+            codes += [num.encode(min(max(v * 2.0 ** -e, -448.0), 448.0), "e4m3") for v in blk]
+        elif fmt == "mxfp4":
+            a = max(amax, 6 * 2.0 ** -126)
+            if variant == "ref":
+                e = ceil_log2_search(f32(a * INV6))
+            else:
+                e = int(np.rint(f32(math.log2(f32(a / 6)))))
+            e = min(max(e, -127), 127)
+            scales.append(e + 127)
+            codes += [brute_e2m1(v * 2.0 ** -e, tie, zs, "zero") for v in blk]
+        else:
+            if variant == "ref":
+                t = f32(max(amax, 6 * 2.0 ** -9) / 6)
+            else:
+                t = f32(amax * INV6) if variant == "vllm" else f32(amax / 6)
+                t = min(max(t, 2.0 ** -9), 448.0)
+            sb = num.encode(t, "e4m3")
+            s = num.decode("e4m3", sb)
+            scales.append(sb)
+            codes += [brute_e2m1(min(max(f32(v / s), -6.0), 6.0), tie, zs, "zero") for v in blk]
+    return codes, scales
+
+
+CASES = [("mxfp8", "ref", "rne", "keep"), ("mxfp8", "flashmla", "rne", "keep")] + [
+    (f, v, t, z) for f, v in [("mxfp4", "ref"), ("mxfp4", "sglang"), ("nvfp4", "ref"), ("nvfp4", "vllm"), ("nvfp4", "flashmla")]
+    for t, z in [("rne", "keep"), ("half_down", "clear")]]
+
+
+def quant_codes(fmt, variant, x, tie="rne", zs="keep"):
+    if fmt == "mxfp8":
+        return fc.mxfp8_quant(x, variant)
+    p, s = (fc.mxfp4_quant if fmt == "mxfp4" else fc.nvfp4_quant)(x, variant, tie=tie, zero_sign=zs)
+    return fc.unpack_nibbles(p), s
+
+
+@pytest.mark.parametrize("fmt,variant,tie,zs", CASES)
+def test_quant_matches_scalar_model(fmt, variant, tie, zs):
+    rng = np.random.default_rng(4)
+    # bf16 Gaussian rows at power-of-two row scales (NVFP4: 2^-6 .. 2^8, above its floor and under its 448 clamp;
+    # MX: 2^-30 .. 2^8), a few exact zeros and -0.0
+    lo = -6 if fmt == "nvfp4" else -30
+    x = rng.standard_normal((24, 128)) * np.exp2(rng.integers(lo, 9, (24, 1)))
+    x[rng.random(x.shape) < 0.03] = 0.0
+    x[rng.random(x.shape) < 0.03] = -0.0
+    x = fc.round_bf16(x.astype(np.float32))
+    c, s = quant_codes(fmt, variant, x, tie, zs)
+    if fmt != "mxfp8":  # coverage: the data holds exact e2m1 ties, where the rules differ
+        assert (c != quant_codes(fmt, variant, x, "half_down", zs)[0]).any() or tie == "half_down"
+        assert (c != quant_codes(fmt, variant, x, "rne", zs)[0]).any() or tie == "rne"
+    for r in range(x.shape[0]):
+        wc, ws = scalar_quant(fmt, variant, x[r], tie, zs)
+        np.testing.assert_array_equal(s[r], ws, err_msg=f"scales row {r}")
+        np.testing.assert_array_equal(c[r], wc, err_msg=f"codes row {r}")
