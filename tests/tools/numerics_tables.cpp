@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "numerics/formats.hpp"
+#include "numerics/fp4_core.hpp"
 
 namespace {
 
@@ -134,7 +135,68 @@ bool same_sign_nan(std::uint64_t y, std::uint64_t z, F dst) {
 
 }  // namespace
 
+// fp4 mode: the V4.1 codecs of numerics/fp4_core.hpp over f32 inputs (little-endian), for
+// tests/python/test_fp4_codecs.py to compare with reference/fp4_codecs.py bit for bit:
+//   dsa_numerics_tables fp4 e2m1 TIE ZERO NAN IN OUT     one nibble byte per f32
+//   dsa_numerics_tables fp4 mxfp8 RULE BYTE_MAX IN OUT   per 32 f32: 32 e4m3 codes, then 1 ue8m0 byte
+//   dsa_numerics_tables fp4 nvfp4 RULE TIE ZERO IN OUT   per 16 f32: 8 packed bytes (element 2i low), 1 e4m3 byte
+//   dsa_numerics_tables fp4 mxfp4 RULE TIE ZERO IN OUT   per 32 f32: 16 packed bytes, 1 ue8m0 byte
+// TIE rne|half_down, ZERO keep|clear, NAN zero|max (e2m1 only; the block modes use zero), RULE: mxfp8 ref|flashmla,
+// nvfp4 ref|vllm|flashmla, mxfp4 ref|nearest.
+int fp4_main(int argc, char** argv) {
+  using namespace dsa::fp4core;
+  auto usage = [] {
+    std::cerr << "usage: dsa_numerics_tables fp4 e2m1 TIE ZERO NAN IN OUT | mxfp8 RULE BYTE_MAX IN OUT | "
+                 "nvfp4 RULE TIE ZERO IN OUT | mxfp4 RULE TIE ZERO IN OUT\n";
+    return 2;
+  };
+  if (argc < 3) return usage();
+  const std::string kind = argv[2];
+  const int nopt = kind == "mxfp8" ? 2 : 3;
+  if (argc != 3 + nopt + 2) return usage();
+  std::ifstream in(argv[3 + nopt], std::ios::binary);
+  if (!in) return usage();
+  const std::vector<unsigned char> buf((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<float> x(buf.size() / 4);
+  std::memcpy(x.data(), buf.data(), x.size() * 4);
+  auto tie = [&](const std::string& t) { return t == "half_down" ? Tie::half_down : Tie::rne; };
+  auto zero = [&](const std::string& z) { return z == "clear" ? ZeroSign::clear : ZeroSign::keep; };
+  std::vector<unsigned char> out;
+  if (kind == "e2m1") {
+    const E2m1Opts o{tie(argv[3]), zero(argv[4]), std::string(argv[5]) == "max" ? NanCode::max : NanCode::zero};
+    for (float v : x) out.push_back(f32_to_e2m1(v, o));
+  } else if (kind == "mxfp8") {
+    const Mx8Rule r = std::string(argv[3]) == "flashmla" ? Mx8Rule::flashmla : Mx8Rule::ref;
+    const int bmax = std::stoi(argv[4]);
+    for (std::size_t b = 0; b + 32 <= x.size(); b += 32) {
+      std::uint8_t codes[32], sb;
+      mxfp8_block(x.data() + b, codes, &sb, r, bmax);
+      out.insert(out.end(), codes, codes + 32);
+      out.push_back(sb);
+    }
+  } else if (kind == "nvfp4" || kind == "mxfp4") {
+    const E2m1Opts o{tie(argv[4]), zero(argv[5]), NanCode::zero};
+    const std::string rule = argv[3];
+    const std::size_t n = kind == "nvfp4" ? 16 : 32;
+    for (std::size_t b = 0; b + n <= x.size(); b += n) {
+      std::uint8_t packed[16], sb;
+      if (kind == "nvfp4")
+        nvfp4_block(x.data() + b, packed, &sb, rule == "vllm" ? Nv4Rule::vllm : rule == "flashmla" ? Nv4Rule::flashmla : Nv4Rule::ref, o);
+      else
+        mxfp4_block(x.data() + b, packed, &sb, rule == "nearest" ? Mx4Rule::nearest : Mx4Rule::ref, o);
+      out.insert(out.end(), packed, packed + n / 2);
+      out.push_back(sb);
+    }
+  } else {
+    return usage();
+  }
+  std::ofstream o(argv[3 + nopt + 1], std::ios::binary);
+  o.write(reinterpret_cast<const char*>(out.data()), static_cast<std::streamsize>(out.size()));
+  return o ? 0 : 2;
+}
+
 int main(int argc, char** argv) {
+  if (argc >= 2 && std::string(argv[1]) == "fp4") return fp4_main(argc, argv);
   if (argc != 5 || parse(argv[1]) == F::bad || parse(argv[2]) == F::bad) {
     std::cerr << "usage: dsa_numerics_tables SRC DST IN.bin OUT.bin   (SRC, DST: bf16 fp16 e4m3 e5m2 f32 f64)\n";
     return 2;

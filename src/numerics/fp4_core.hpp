@@ -1,0 +1,211 @@
+// The DeepSeek-V4.1 codecs of the FP4 / MXFP8 KV records and the MXFP4 indexer cache (spec v41_fp4.md §2, §3),
+// shared by the CPU reference and the CUDA backend (determinism contract, way 3: one fixed sequence of IEEE fp32
+// operations and integer bit manipulations, compiled for both). Plain C++17, no libm.
+//
+// Element codec: e2m1 nibble = 8*sign + index, magnitudes {0, 0.5, 1, 1.5, 2, 3, 4, 6}; |x| > 6 (and inf) saturate
+// to 6 (PTX cvt.rn.satfinite). What producers disagree on is a named option, never a silent default:
+//   Tie       rne (PTX cvt.rn, the REF, FlashMLA's test, sglang's codec: a midpoint goes to the even index, i.e. the
+//             e2m1 value whose mantissa bit is 0) | half_down (DeepGEMM deep_gemm/utils/math.py counts `ax >
+//             boundary`: a midpoint goes to the smaller magnitude)
+//   ZeroSign  keep (FlashMLA's test, PTX cvt: a negative value that rounds to 0 gives nibble 0x8) | clear (DeepGEMM: 0x0)
+//   NanCode   zero (FlashMLA's test: NaN codes 0) | max (nibble 7 with the NaN's sign)
+// Block quantizers (one row of n elements, block-major; x are fp32 values, usually bf16-valued):
+//   MXFP8  block 32, e4m3 codes, ue8m0 scale byte    (FlashMLA ModelType::V41 rows, 528 B per 512 dims)
+//          Mx8Rule ref:      e = ceil(log2(fl32(max(amax, 1e-4) * fl32(1/448))))   (REF, vLLM: the floor on amax)
+//                  flashmla: e = ceil(log2(max(fl32(amax / 448), 1e-4)))          (FlashMLA tests/quant.py: on the scale)
+//          codes e4m3(clamp(x * 2^-e, +-448)), byte clamp(e + 127, 0, byte_max) (byte_max 254 on gfx950)
+//   NVFP4  block 16, e2m1 codes, e4m3 scale byte     (ModelType::V41_FP4, 288 B per 512 dims)
+//          Nv4Rule ref:      s = e4m3(fl32(max(amax, 6*2^-9) / 6)) (no upper clamp)
+//                  vllm:     s = e4m3(clamp(fl32(amax * fl32(1/6)), 2^-9, 448))
+//                  flashmla: s = e4m3(clamp(fl32(amax / 6), 2^-9, 448)); NaN or inf in the block: scale NaN (0x7F)
+//          codes e2m1(clamp(fl32(x / S), +-6)) with S the decoded e4m3 scale (IEEE division: PTX div_rn)
+//   MXFP4  block 32, e2m1 codes, ue8m0 scale byte    (the V4.1 indexer K/Q cache, 68 B per 128 dims)
+//          Mx4Rule ref:      e = ceil(log2(fl32(max(amax, 6*2^-126) * fl32(1/6)))), clamped to [-127, 127]
+//                  nearest:  e = the integer nearest to the exact log2(fl32(amax / 6)) (never a tie), amax 0 gives
+//                            -127, clamped to [-127, 127]. sglang's 368-B record rounds its fp32 log2 instead (torch:
+//                            half-even; Triton: floor(x + 0.5)): those differ from this where fl32(log2) rounds onto
+//                            k + 0.5, a band of about one fp32 ulp of log2 around m = sqrt 2; not yet a profile here.
+//          codes e2m1(x * 2^-e) (fp32 product; |x| 2^-e up to 8.5 with `nearest` saturates to 6), byte e + 127
+// A block holding a NaN: amax is NaN, every scale rule gives a NaN scale (ue8m0 0xFF whatever byte_max, e4m3 0x7F),
+// and every code of the block is x / NaN or x * NaN = NaN, written as the code of +NaN (e4m3 0x7F; e2m1 by the
+// NanCode): the sign of a NaN product is not portable. A block holding inf but
+// no NaN: the rules above evaluated as written (MXFP8: t = inf, e = 128, byte clamp(255, 0, byte_max), codes of the
+// finite elements x * 2^-128 = 0, of an inf 448; NVFP4 flashmla: NaN scale; MXFP4: e = 128 clamped to 127).
+#pragma once
+#include <cstdint>
+
+#include "numerics/fp8_core.hpp"
+#include "numerics/half_core.hpp"
+#include "numerics/hd.hpp"
+
+namespace dsa::fp4core {
+
+enum class Tie : std::uint8_t { rne, half_down };
+enum class ZeroSign : std::uint8_t { keep, clear };
+enum class NanCode : std::uint8_t { zero, max };
+enum class Mx8Rule : std::uint8_t { ref, flashmla };
+enum class Nv4Rule : std::uint8_t { ref, vllm, flashmla };
+enum class Mx4Rule : std::uint8_t { ref, nearest };
+
+struct E2m1Opts {
+  Tie tie = Tie::rne;
+  ZeroSign zero = ZeroSign::keep;
+  NanCode nan = NanCode::zero;
+};
+
+using fp8core::bits;
+using fp8core::from_bits;
+using fp8core::is_nan;
+
+DSA_HD inline float e2m1_magnitude(unsigned index) {
+  switch (index & 7u) {
+    case 0: return 0.0f;
+    case 1: return 0.5f;
+    case 2: return 1.0f;
+    case 3: return 1.5f;
+    case 4: return 2.0f;
+    case 5: return 3.0f;
+    case 6: return 4.0f;
+    default: return 6.0f;
+  }
+}
+
+DSA_HD inline float e2m1_to_f32(std::uint8_t nibble) {
+  const float m = e2m1_magnitude(nibble & 7u);
+  return (nibble & 8u) ? -m : m;
+}
+
+DSA_HD inline std::uint8_t f32_to_e2m1(float x, const E2m1Opts& o) {
+  const std::uint32_t u = bits(x);
+  const unsigned sign = (u >> 31) ? 8u : 0u;
+  if (is_nan(x)) return static_cast<std::uint8_t>(o.nan == NanCode::zero ? 0u : (sign | 7u));
+  const float a = from_bits(u & 0x7FFFFFFFu);
+  // Midpoints between index i and i + 1 (all exact in fp32).
+  const float mid[7] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f};
+  unsigned idx = 0;
+  for (unsigned i = 0; i < 7; ++i) idx += a > mid[i] ? 1u : 0u;
+  if (idx < 7 && a == mid[idx] && o.tie == Tie::rne && (idx & 1u)) ++idx;  // a tie: to the even index
+  if (idx == 0 && o.zero == ZeroSign::clear) return 0;
+  return static_cast<std::uint8_t>(sign | idx);
+}
+
+// ceil(log2 t) of a finite fp32 t > 0 (exact: the exponent, plus one when the mantissa is not zero; subnormals by
+// their leading bit).
+DSA_HD inline int ceil_log2(float t) {
+  const std::uint32_t u = bits(t);
+  const int ef = static_cast<int>((u >> 23) & 0xFFu);
+  const std::uint32_t m = u & 0x7FFFFFu;
+  if (ef != 0) return ef - 127 + (m != 0 ? 1 : 0);
+  int c = 0;
+  while ((1u << c) < m) ++c;
+  return -149 + c;
+}
+
+// 2^e as an fp32 for e in [-149, 127] (subnormal powers of two included).
+DSA_HD inline float exp2i(int e) {
+  return e < -126 ? from_bits(1u << (e + 149)) : from_bits(static_cast<std::uint32_t>(e + 127) << 23);
+}
+
+DSA_HD inline float clampf(float v, float lo, float hi) { return v < lo ? lo : (v > hi ? hi : v); }  // NaN stays
+
+// ---- MXFP8: n elements (a multiple of 32) -> n e4m3 codes + n/32 ue8m0 bytes ----
+DSA_HD inline void mxfp8_block(const float* x, std::uint8_t* codes, std::uint8_t* scale_byte, Mx8Rule rule, int byte_max) {
+  const float amax = fp8core::block_amax(x, 32);
+  if (is_nan(amax)) {
+    *scale_byte = 0xFF;
+    for (int i = 0; i < 32; ++i) codes[i] = 0x7F;  // +NaN (the sign of x * NaN is not portable)
+    return;
+  }
+  float t;
+  if (rule == Mx8Rule::ref) t = (amax > 1e-4f ? amax : 1e-4f) * fp8core::inv448();
+  else {
+    const float q = amax / 448.0f;
+    t = q > 1e-4f ? q : 1e-4f;
+  }
+  int e = bits(t) >= 0x7F800000u ? 128 : ceil_log2(t);  // t inf (amax inf): e = 128
+  int byte = e + 127;
+  byte = byte < 0 ? 0 : (byte > byte_max ? byte_max : byte);
+  *scale_byte = static_cast<std::uint8_t>(byte);
+  const float inv = exp2i(-e);  // 2^-e, exact (e in [-22, 128] here: t >= 1e-4 / 448)
+  for (int i = 0; i < 32; ++i) codes[i] = fp8core::f32_to_e4m3(clampf(x[i] * inv, -448.0f, 448.0f));
+}
+
+// ---- NVFP4: 16 elements -> 8 packed bytes (element 2i in the low nibble) + an e4m3 scale byte ----
+DSA_HD inline void nvfp4_block(const float* x, std::uint8_t* packed, std::uint8_t* scale_byte, Nv4Rule rule, const E2m1Opts& o) {
+  const float amax = fp8core::block_amax(x, 16);
+  const float lo = 1.0f / 512.0f;  // 2^-9 = 6 * 2^-9 / 6: the smallest e4m3 subnormal step scale a floor gives
+  std::uint8_t sb;
+  if (is_nan(amax)) {
+    sb = 0x7F;
+  } else if (rule == Nv4Rule::ref) {
+    const float a = amax > 6.0f * lo ? amax : 6.0f * lo;
+    sb = fp8core::f32_to_e4m3(a / 6.0f);
+  } else if (rule == Nv4Rule::vllm) {
+    sb = fp8core::f32_to_e4m3(clampf(amax * (1.0f / 6.0f), lo, 448.0f));
+  } else {
+    sb = bits(amax) >= 0x7F800000u ? std::uint8_t{0x7F} : fp8core::f32_to_e4m3(clampf(amax / 6.0f, lo, 448.0f));
+  }
+  *scale_byte = sb;
+  const float s = halfcore::e4m3_to_f32(sb);
+  if (is_nan(s)) {  // every code x / NaN: the +NaN code of the policy
+    const std::uint8_t c = f32_to_e2m1(fp8core::quiet_nan(), o);
+    for (int i = 0; i < 8; ++i) packed[i] = static_cast<std::uint8_t>(c | (c << 4));
+    return;
+  }
+  for (int i = 0; i < 8; ++i) {
+    const std::uint8_t c0 = f32_to_e2m1(clampf(x[2 * i] / s, -6.0f, 6.0f), o);
+    const std::uint8_t c1 = f32_to_e2m1(clampf(x[2 * i + 1] / s, -6.0f, 6.0f), o);
+    packed[i] = static_cast<std::uint8_t>(c0 | (c1 << 4));
+  }
+}
+
+// ---- MXFP4: 32 elements -> 16 packed bytes + a ue8m0 scale byte ----
+DSA_HD inline void mxfp4_block(const float* x, std::uint8_t* packed, std::uint8_t* scale_byte, Mx4Rule rule, const E2m1Opts& o) {
+  const float amax = fp8core::block_amax(x, 32);
+  int e;
+  if (is_nan(amax)) {
+    e = 128;
+  } else if (bits(amax) >= 0x7F800000u) {
+    e = 127;
+  } else if (rule == Mx4Rule::ref) {
+    const float floor = 6.0f * exp2i(-126);
+    e = ceil_log2((amax > floor ? amax : floor) * (1.0f / 6.0f));
+  } else {
+    const float r = amax / 6.0f;
+    if (r == 0.0f) {
+      e = -127;
+    } else {  // round(log2 r): r = m 2^k, m in [1, 2): k + (m > sqrt 2); the largest fp32 m below sqrt 2 is 0x3FB504F3
+      const std::uint32_t u = bits(r);
+      const int ef = static_cast<int>((u >> 23) & 0xFFu);
+      if (ef != 0) {
+        e = ef - 127 + ((u & 0x7FFFFFu) > 0x3504F3u ? 1 : 0);
+      } else {  // subnormal r: normalize the mantissa
+        std::uint32_t m = u & 0x7FFFFFu;
+        int k = -126;
+        while (!(m & 0x800000u)) {
+          m <<= 1;
+          --k;
+        }
+        e = k + ((m & 0x7FFFFFu) > 0x3504F3u ? 1 : 0);
+      }
+    }
+  }
+  e = e < -127 ? -127 : (e > 127 && !is_nan(amax) ? 127 : e);
+  *scale_byte = static_cast<std::uint8_t>(is_nan(amax) ? 0xFF : e + 127);
+  if (is_nan(amax)) {  // every code x * NaN: the +NaN code of the policy
+    const std::uint8_t c = f32_to_e2m1(fp8core::quiet_nan(), o);
+    for (int i = 0; i < 16; ++i) packed[i] = static_cast<std::uint8_t>(c | (c << 4));
+    return;
+  }
+  const float inv = exp2i(-e);
+  for (int i = 0; i < 16; ++i) {
+    const std::uint8_t c0 = f32_to_e2m1(x[2 * i] * inv, o);
+    const std::uint8_t c1 = f32_to_e2m1(x[2 * i + 1] * inv, o);
+    packed[i] = static_cast<std::uint8_t>(c0 | (c1 << 4));
+  }
+}
+
+// Dequantized values (exact in bf16, spec §2): MXFP8 code * 2^(byte - 127); NVFP4 e2m1 * e4m3; MXFP4 e2m1 * 2^(byte - 127).
+DSA_HD inline float ue8m0_decode(std::uint8_t b) { return b == 0xFF ? fp8core::quiet_nan() : exp2i(static_cast<int>(b) - 127); }
+
+}  // namespace dsa::fp4core
