@@ -485,3 +485,67 @@ def test_dsa_check_import_runs_the_kit_importer(repo_root, tmp_path, cli, check)
     e["DSA_PYTHON"] = str(tmp_path / "no-python-here")
     p = subprocess.run([str(cli), "import", str(tmp_path / "dump")], capture_output=True, text=True, env=e, timeout=60)
     assert p.returncode == 2 and "could not be started" in p.stderr and "numpy and h5py" in p.stderr, p.stderr
+
+
+# ---- msprobe: the quant lightning indexer of the V4 backend (seed 004 AscendDSAImpl._indexer_qli, keyword call) ----
+def qli_dump(root, ts, attrs, out=None, op="npu_vllm_quant_lightning_indexer"):
+    d = MsprobeDump(str(root))
+    kw = {"query": ts["inputs/query"], "key": ts["inputs/key"], "weights": ts["inputs/weights"],
+          "query_dequant_scale": ts["inputs/query_dequant_scale"], "key_dequant_scale": ts["inputs/key_dequant_scale"],
+          "actual_seq_lengths_query": ts["inputs/actual_seq_lengths_query"],
+          "actual_seq_lengths_key": ts["inputs/actual_seq_lengths_key"], "block_table": ts["inputs/block_table"],
+          "metadata": None, "query_quant_mode": 0, "key_quant_mode": 0, "layout_query": attrs["layout_query"],
+          "layout_key": attrs["layout_key"], "sparse_count": int(attrs["sparse_count"]),
+          "sparse_mode": int(attrs["sparse_mode"]), "pre_tokens": (1 << 63) - 1, "next_tokens": (1 << 63) - 1,
+          "cmp_ratio": int(attrs["cmp_ratio"]), "return_value": False}
+    api = d.call(op, [], kw, [out or ts["expected/sparse_indices"], None])
+    d.write()
+    return api
+
+
+@pytest.mark.parametrize("op", ["npu_vllm_quant_lightning_indexer", "npu_quant_lightning_indexer"])
+def test_msprobe_qli_round_trip_passes_and_perturbed_fails(repo_root, tmp_path, imp, check, op):
+    attrs, ts = golden(repo_root, "v4i_ties")
+    api = qli_dump(tmp_path / "ok", ts, attrs, op=op)
+    rc, out = imp(tmp_path / "ok", "-o", tmp_path / "q.h5", "-m", "ascend_qli")
+    assert rc == 0, out
+    with h5py.File(tmp_path / "q.h5", "r") as f:
+        assert list(f) == [api] and f[api].attrs["stage"] == "v4.indexer"
+    rc, out = check(tmp_path / "q.h5")
+    assert rc == 0, out
+    qli_dump(tmp_path / "bad", ts, attrs, out=perturbed(ts["expected/sparse_indices"]), op=op)
+    rc, out = imp(tmp_path / "bad", "-o", tmp_path / "q_bad.h5")  # the default mapping (ascend) holds qli too
+    assert rc == 0, out
+    rc, out = check(tmp_path / "q_bad.h5")
+    assert rc == 1 and "1 failed" in out, out
+
+
+# ---- msprobe: npu_sparse_attn_sharedkv (seed 004 AscendDSAImpl attn_op: q positional, the rest keywords) ----
+def sparse_attn_dump(root, ts, attrs, out=None):
+    d = MsprobeDump(str(root))
+    kw = {k: ts[f"inputs/{k}"] for k in ("ori_kv", "ori_block_table", "cu_seqlens_q", "seqused_kv", "sinks", "cmp_kv",
+                                          "cmp_sparse_indices", "cmp_block_table")}
+    kw.update(metadata=None, softmax_scale=512 ** -0.5, cmp_ratio=int(attrs["cmp_ratio"]),
+              ori_mask_mode=int(attrs["ori_mask_mode"]), cmp_mask_mode=int(attrs["cmp_mask_mode"]),
+              ori_win_left=int(attrs["ori_win_left"]), ori_win_right=int(attrs["ori_win_right"]),
+              layout_q=attrs["layout_q"], layout_kv=attrs["layout_kv"])
+    api = d.call("npu_sparse_attn_sharedkv", [ts["inputs/q"]], kw, [out or ts["expected/out"], None])
+    d.write()
+    return api
+
+
+def test_msprobe_sparse_attn_round_trip_passes_and_perturbed_fails(repo_root, tmp_path, imp, check):
+    attrs, ts = golden(repo_root, "v4sa_c4_flash_mtp")
+    assert "softmax_scale" not in attrs  # the golden uses the default 512^-0.5, as the call above
+    api = sparse_attn_dump(tmp_path / "ok", ts, attrs)
+    rc, out = imp(tmp_path / "ok", "-o", tmp_path / "a.h5", "-m", "ascend_sparse_attn")
+    assert rc == 0, out
+    with h5py.File(tmp_path / "a.h5", "r") as f:
+        assert list(f) == [api] and f[api].attrs["stage"] == "attn.v4_sparse"
+    rc, out = check(tmp_path / "a.h5")
+    assert rc == 0, out
+    sparse_attn_dump(tmp_path / "bad", ts, attrs, out=perturbed(ts["expected/out"], k=5))
+    rc, out = imp(tmp_path / "bad", "-o", tmp_path / "a_bad.h5", "-m", "ascend_sparse_attn")
+    assert rc == 0, out
+    rc, out = check(tmp_path / "a_bad.h5")
+    assert rc == 1 and "1 failed" in out, out
