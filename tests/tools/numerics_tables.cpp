@@ -23,6 +23,7 @@
 
 #include "numerics/formats.hpp"
 #include "numerics/fp4_core.hpp"
+#include "layouts/v41_records.hpp"
 
 namespace {
 
@@ -141,18 +142,22 @@ bool same_sign_nan(std::uint64_t y, std::uint64_t z, F dst) {
 //   dsa_numerics_tables fp4 mxfp8 RULE BYTE_MAX IN OUT   per 32 f32: 32 e4m3 codes, then 1 ue8m0 byte
 //   dsa_numerics_tables fp4 nvfp4 RULE TIE ZERO IN OUT   per 16 f32: 8 packed bytes (element 2i low), 1 e4m3 byte
 //   dsa_numerics_tables fp4 mxfp4 RULE TIE ZERO IN OUT   per 32 f32: 16 packed bytes, 1 ue8m0 byte
+//   dsa_numerics_tables fp4 record KIND ORDER PAGE_SIZE IN OUT   IN: 512 f32 per slot (slots 0.. in order); OUT: the
+//       whole cache (ceil(slots / PAGE_SIZE) pages, bytes no token writes 0xA5) written by layouts::v41_store_token
+//       with the default options (mxfp8 ref / nvfp4 ref, rne, keep); KIND v41_mxfp8_528 | v41_nvfp4_288, ORDER
+//       page_segregated | token_interleaved
 // TIE rne|half_down, ZERO keep|clear, NAN zero|max (e2m1 only; the block modes use zero), RULE: mxfp8 ref|flashmla,
 // nvfp4 ref|vllm|flashmla, mxfp4 ref|nearest.
 int fp4_main(int argc, char** argv) {
   using namespace dsa::fp4core;
   auto usage = [] {
     std::cerr << "usage: dsa_numerics_tables fp4 e2m1 TIE ZERO NAN IN OUT | mxfp8 RULE BYTE_MAX IN OUT | "
-                 "nvfp4 RULE TIE ZERO IN OUT | mxfp4 RULE TIE ZERO IN OUT\n";
+                 "nvfp4 RULE TIE ZERO IN OUT | mxfp4 RULE TIE ZERO IN OUT | record KIND ORDER PAGE_SIZE IN OUT\n";
     return 2;
   };
   if (argc < 3) return usage();
   const std::string kind = argv[2];
-  const int nopt = kind == "mxfp8" ? 2 : 3;
+  const int nopt = kind == "mxfp8" ? 2 : 3;  // record: KIND ORDER PAGE_SIZE
   if (argc != 3 + nopt + 2) return usage();
   std::ifstream in(argv[3 + nopt], std::ios::binary);
   if (!in) return usage();
@@ -187,6 +192,16 @@ int fp4_main(int argc, char** argv) {
       out.insert(out.end(), packed, packed + n / 2);
       out.push_back(sb);
     }
+  } else if (kind == "record") {  // record KIND ORDER PAGE_SIZE: IN holds 512 f32 per slot, slots 0.. in order
+    dsa::layouts::V41Record r;
+    r.kind = std::string(argv[3]) == "v41_nvfp4_288" ? dsa::layouts::V41Record::Kind::nvfp4_288 : dsa::layouts::V41Record::Kind::mxfp8_528;
+    r.order = std::string(argv[4]) == "token_interleaved" ? dsa::layouts::RecordOrder::token_interleaved
+                                                            : dsa::layouts::RecordOrder::page_segregated;
+    r.page_size = std::stoll(argv[5]);
+    const std::int64_t slots = static_cast<std::int64_t>(x.size() / 512);
+    const std::int64_t pages = (slots + r.page_size - 1) / r.page_size;
+    out.assign(static_cast<std::size_t>(pages * r.page_bytes()), 0xA5);  // bytes no token writes stay 0xA5
+    for (std::int64_t s = 0; s < slots; ++s) dsa::layouts::v41_store_token(r, x.data() + 512 * s, s, out.data(), {});
   } else {
     return usage();
   }
