@@ -693,12 +693,13 @@ int run_check_command(const RunOptions& o, std::ostream& out, std::ostream& err)
   RunOptions ro = o;
   ro.check.plots = ro.check.plots || !o.html_path.empty();
   std::mutex pm;
-  std::map<const Case*, std::chrono::steady_clock::time_point> case_t0;
+  // keyed by file and case name: cases are freed batch by batch, so an address may come back for another case
+  std::map<std::pair<std::string, std::string>, std::chrono::steady_clock::time_point> case_t0;
   ro.check.row_progress = [&](const Case& c, std::int64_t done, std::int64_t rows) {
     if (!tty_err) return;
     std::lock_guard<std::mutex> lk(pm);
     const auto now = std::chrono::steady_clock::now();
-    auto it = case_t0.try_emplace(&c, now).first;
+    auto it = case_t0.try_emplace({c.file, c.name}, now).first;
     if (std::chrono::duration<double>(now - t0).count() < 2.0) return;
     const double sec = std::max(1e-9, std::chrono::duration<double>(now - it->second).count());
     const double rate = static_cast<double>(done) / sec;
