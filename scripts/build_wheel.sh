@@ -6,7 +6,8 @@
 #   ldd dsa-check                            no libhdf5 / libcrypto / libgomp / libstdc++ (glibc only)
 #   dsa-check golden --demo; dsa-check check the pass file (exit 0) and the fail file (exit 1)
 #   dsa-check import --list-mappings         the kit's importer, through the binary
-#   the pytest plugin's example              a kernel's goldens test (pytest --dsa-goldens)
+#   the pytest plugin's example              scripts/examples/pytest_torch_kernel/test_logits_topk_numpy.py (numpy
+#                                            kernels over the bundled goldens), copied out of the checkout
 #   scripts/build_wheel.sh [--no-verify]     (scripts/test.sh runs it with verification)
 #   DSA_WHEEL=path/to.whl scripts/build_wheel.sh   verifies that wheel without building
 set -euo pipefail
