@@ -46,7 +46,7 @@ TEST_CASE("v41 records: describe names page, token, dim or scale") {
   CHECK(n.describe(n.scale_offset(67) + 31) == "page 1 token 3 scale 31 (e4m3, dims 496..511)");
 }
 
-TEST_CASE("v41 records: store writes only the token's bytes; load gives the exact dequantized values") {
+TEST_CASE("v41 records: store writes only the token's bytes, load gives the exact dequantized values") {
   std::mt19937 rng(7);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   for (auto kind : {V41Record::Kind::mxfp8_528, V41Record::Kind::nvfp4_288})
