@@ -88,18 +88,23 @@ def _mapping_path(spec: str) -> str:
     return p
 
 
+def _read_json(path: Any, label: str) -> Any:
+    """The parsed JSON file at `path`; DumpImportError "LABEL: cannot read: ..." / "LABEL: not JSON: ..." otherwise."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except OSError as e:
+        raise DumpImportError(f"{label}: cannot read: {e.strerror or e}") from None
+    except ValueError as e:
+        raise DumpImportError(f"{label}: not JSON: {e}") from None
+
+
 def load_mapping(spec: str, _depth: int = 0) -> Dict[str, Any]:
     """A mapping by shipped name or path: {"ops": [...], "groups": [...], "sources": [...]}, validated."""
     if _depth > 8:
         raise DumpImportError(f"mapping {spec}: includes nest deeper than 8")
     path = _mapping_path(spec)
-    try:
-        with open(path, encoding="utf-8") as f:
-            m = json.load(f)
-    except OSError as e:
-        raise DumpImportError(f"mapping {path}: cannot read: {e.strerror or e}") from None
-    except ValueError as e:
-        raise DumpImportError(f"mapping {path}: not JSON: {e}") from None
+    m = _read_json(path, f"mapping {path}")
     if not isinstance(m, dict):
         raise DumpImportError(f"mapping {path}: expected a JSON object")
     if m.get("mapping_version", MAPPING_VERSION) != MAPPING_VERSION:
@@ -321,13 +326,7 @@ def import_msprobe(path: str, mapping: Dict[str, Any], w: DumpWriter, ops: Optio
     made: List[str] = []
     multi = len(files) > 1
     for dj in files:
-        try:
-            with open(dj, encoding="utf-8") as f:
-                doc = json.load(f)
-        except OSError as e:
-            raise DumpImportError(f"{dj}: cannot read: {e.strerror or e}") from None
-        except ValueError as e:
-            raise DumpImportError(f"{dj}: not JSON: {e}") from None
+        doc = _read_json(dj, str(dj))
         if not isinstance(doc, dict) or not isinstance(doc.get("data"), dict):
             raise DumpImportError(f"{dj}: not an msprobe dump.json (no 'data' object)")
         task = str(doc.get("task", ""))
