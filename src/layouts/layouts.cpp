@@ -3,7 +3,7 @@
 #include "layouts/index_base.hpp"
 #include "layouts/indexer_kcache.hpp"
 #include "layouts/mla_kcache.hpp"
-#include "layouts/v41_records.hpp"
+#include "layouts/kv_records.hpp"
 
 namespace dsa::layouts {
 
@@ -26,14 +26,9 @@ const std::vector<LayoutInfo>& all() {
         {Model1KCache::kName, "cache",
          "DeepSeek-V4 (FlashMLA MODEL1) sparse-MLA KV cache: per block, page_size token records of 576 bytes (448 e4m3fn "
          "NoPE codes, 64 bf16 RoPE) then page_size 8-byte scale records (7 e8m0 tile scales of 64 dims, 1 pad); tensor u8 "
-         "[blocks, page_size, 1, 584] (spec v4 §9)"},
-        {V41Record::kMxfp8Name, "cache",
-         "DeepSeek-V4.1 window KV (FlashMLA ModelType::V41): per token 512 e4m3fn codes (RoPE dims quantized too) and 16 "
-         "ue8m0 scales of 32 dims; page_segregated (a page's data rows, then its scale rows) or token_interleaved; page "
-         "bytes a multiple of 512 (spec v41 §2.1)"},
-        {V41Record::kNvfp4Name, "cache",
-         "DeepSeek-V4.1 compressed KV (FlashMLA ModelType::V41_FP4): per token 256 bytes of e2m1 codes (dim 2i low nibble) "
-         "and 32 e4m3fn scales of 16 dims; page_segregated or token_interleaved; page bytes a multiple of 512 (spec v41 §2.2)"}};
+         "[blocks, page_size, 1, 584] (spec v4 §9)"}};
+    for (const auto& f : record_formats())
+      l.push_back({f.name, "cache", std::string(f.doc) + "; page_segregated or token_interleaved (attr record_order)"});
     for (const auto& n : index_base_names()) l.push_back({n, "index_base", index_base_doc(n)});
     return l;
   }();

@@ -7,7 +7,9 @@
 //   Tie       rne (PTX cvt.rn, the REF, FlashMLA's test, sglang's codec: a midpoint goes to the even index, i.e. the
 //             e2m1 value whose mantissa bit is 0) | half_down (DeepGEMM deep_gemm/utils/math.py counts `ax >
 //             boundary`: a midpoint goes to the smaller magnitude)
-//   ZeroSign  keep (FlashMLA's test, PTX cvt: a negative value that rounds to 0 gives nibble 0x8) | clear (DeepGEMM: 0x0)
+//   ZeroSign  keep (FlashMLA's test, PTX cvt: a negative value that rounds to 0 gives nibble 0x8, -0.0 too) | clear
+//             (DeepGEMM: 0x0) | lt_zero (FlashMLA #18's 352-byte test: the sign is x < 0, so -0.0 gives 0x0 and a
+//             negative value that rounds to 0 gives 0x8)
 //   NanCode   zero (FlashMLA's test: NaN codes 0) | max (nibble 7 with the NaN's sign)
 // Block quantizers (one row of n elements, block-major; x are fp32 values, usually bf16-valued):
 //   MXFP8  block 32, e4m3 codes, ue8m0 scale byte    (FlashMLA ModelType::V41 rows, 528 B per 512 dims)
@@ -18,15 +20,30 @@
 //          Nv4Rule ref:      s = e4m3(fl32(max(amax, 6*2^-9) / 6)) (no upper clamp)
 //                  vllm:     s = e4m3(clamp(fl32(amax * fl32(1/6)), 2^-9, 448))
 //                  flashmla: s = e4m3(clamp(fl32(amax / 6), 2^-9, 448)); NaN or inf in the block: scale NaN (0x7F)
-//          codes e2m1(clamp(fl32(x / S), +-6)) with S the decoded e4m3 scale (IEEE division: PTX div_rn)
+//                  flashmla352: t = max(fl32(amax / 6), 2^-9), b = e4m3(t) (no saturation: t > 464 gives NaN), then
+//                            b + 1 when decode(b) < t and b < 0x7E (the scale rounded up, never past 448): vLLM
+//                            FlashMLA #18 tests/quant.py, the 352-byte record
+//                  vllm352:  the same scale from an amax that skips NaN elements (fmaxf) and a saturating cast
+//                            (__nv_fp8_e4m3); codes x * fl32(1/S): vLLM nvfp4_ds_mla_cache_kernels.cu
+//                  flashinfer384: t = fl32(amax / 6) from an amax that skips NaN, no floor, b = e4m3 saturating; codes
+//                            x * inv with inv = 0 for S = 0 else fl32(1/S): FlashInfer's sparse-MLA nvfp4 writer (sglang
+//                            SM120, the 384-byte record)
+//                  lil432:   flashinfer384 with t = fl32(amax * R6): local-inference-lab vLLM's nvfp4 MLA writer; R6 =
+//                            rcp.approx.ftz(6) and its code reciprocals rcp.approx, taken as fl32(1/6) and fl32(1/S) (not
+//                            yet measured on a GPU)
+//          codes e2m1(clamp(fl32(x / S), +-6)) with S the decoded e4m3 scale (IEEE division: PTX div_rn), or
+//          e2m1(fl32(x * inv)) where the rule says so
 //   MXFP4  block 32, e2m1 codes, ue8m0 scale byte    (the V4.1 indexer K/Q cache, 68 B per 128 dims)
 //          Mx4Rule ref:      e = ceil(log2(fl32(max(amax, 6*2^-126) * fl32(1/6)))), clamped to [-127, 127]
 //                  nearest:  e = the integer nearest to the exact log2(fl32(amax / 6)) (never a tie), amax 0 gives
-//                            -127, clamped to [-127, 127]. sglang's 368-B record rounds its fp32 log2 instead (torch:
-//                            half-even; Triton: floor(x + 0.5)): those differ from this where fl32(log2) rounds onto
-//                            k + 0.5, a band of about one fp32 ulp of log2 around m = sqrt 2; not yet a profile here.
+//                            -127, clamped to [-127, 127]: sglang's 368-byte record (mxfp4_k_cache.py: round(log2(max(
+//                            amax, 1e-40)) - fl32(log2 6)), half-even in torch, floor(x + 0.5) in Triton, byte clamped
+//                            to [0, 255]). For every bf16 amax the three give the same byte, with log2 at least 2^-9
+//                            away from a rounding boundary (tests/python/test_fp4_codecs.py checks all of them), so a
+//                            GPU log2 with an error below that agrees too; fp32 amaxes within that band of
+//                            k + 0.5 + log2 6 are not modelled (the writer stages take bf16).
 //          codes e2m1(x * 2^-e) (fp32 product; |x| 2^-e up to 8.5 with `nearest` saturates to 6), byte e + 127
-// A block holding a NaN: amax is NaN, every scale rule gives a NaN scale (ue8m0 0xFF whatever byte_max, e4m3 0x7F),
+// A block holding a NaN (the rules whose amax skips NaN elements excepted): amax is NaN, every scale rule gives a NaN scale (ue8m0 0xFF whatever byte_max, e4m3 0x7F),
 // and every code of the block is x / NaN or x * NaN = NaN, written as the code of +NaN (e4m3 0x7F; e2m1 by the
 // NanCode): the sign of a NaN product is not portable. A block holding inf but
 // no NaN: the rules above evaluated as written (MXFP8: t = inf, e = 128, byte clamp(255, 0, byte_max), codes of the
@@ -41,10 +58,10 @@
 namespace dsa::fp4core {
 
 enum class Tie : std::uint8_t { rne, half_down };
-enum class ZeroSign : std::uint8_t { keep, clear };
+enum class ZeroSign : std::uint8_t { keep, clear, lt_zero };
 enum class NanCode : std::uint8_t { zero, max };
 enum class Mx8Rule : std::uint8_t { ref, flashmla };
-enum class Nv4Rule : std::uint8_t { ref, vllm, flashmla };
+enum class Nv4Rule : std::uint8_t { ref, vllm, flashmla, flashmla352, vllm352, flashinfer384, lil432 };
 enum class Mx4Rule : std::uint8_t { ref, nearest };
 
 struct E2m1Opts {
@@ -77,8 +94,8 @@ DSA_HD inline float e2m1_to_f32(std::uint8_t nibble) {
 
 DSA_HD inline std::uint8_t f32_to_e2m1(float x, const E2m1Opts& o) {
   const std::uint32_t u = bits(x);
-  const unsigned sign = (u >> 31) ? 8u : 0u;
-  if (is_nan(x)) return static_cast<std::uint8_t>(o.nan == NanCode::zero ? 0u : (sign | 7u));
+  const unsigned sign = (o.zero == ZeroSign::lt_zero ? x < 0.0f : (u >> 31) != 0) ? 8u : 0u;
+  if (is_nan(x)) return static_cast<std::uint8_t>(o.nan == NanCode::zero ? 0u : (((u >> 31) ? 8u : 0u) | 7u));
   const float a = from_bits(u & 0x7FFFFFFFu);
   // Midpoints between index i and i + 1 (all exact in fp32).
   const float mid[7] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f};
@@ -130,9 +147,24 @@ DSA_HD inline void mxfp8_block(const float* x, std::uint8_t* codes, std::uint8_t
   for (int i = 0; i < 32; ++i) codes[i] = fp8core::f32_to_e4m3(clampf(x[i] * inv, -448.0f, 448.0f));
 }
 
+// e4m3 with saturation (CUDA __nv_fp8_e4m3(float), PTX cvt.rn.satfinite): finite or infinite values beyond 448 give
+// +-448, NaN the NaN code.
+DSA_HD inline std::uint8_t f32_to_e4m3_sat(float x) { return fp8core::f32_to_e4m3(clampf(x, -448.0f, 448.0f)); }
+
+// amax of n values skipping NaN elements (CUDA fmaxf): an all-NaN block gives 0.
+DSA_HD inline float block_amax_skip_nan(const float* x, int n) {
+  float amax = 0.0f;
+  for (int i = 0; i < n; ++i) {
+    const float a = from_bits(bits(x[i]) & 0x7FFFFFFFu);
+    amax = a > amax ? a : amax;  // false for NaN
+  }
+  return amax;
+}
+
 // ---- NVFP4: 16 elements -> 8 packed bytes (element 2i in the low nibble) + an e4m3 scale byte ----
 DSA_HD inline void nvfp4_block(const float* x, std::uint8_t* packed, std::uint8_t* scale_byte, Nv4Rule rule, const E2m1Opts& o) {
-  const float amax = fp8core::block_amax(x, 16);
+  const bool skip_nan = rule == Nv4Rule::vllm352 || rule == Nv4Rule::flashinfer384 || rule == Nv4Rule::lil432;
+  const float amax = skip_nan ? block_amax_skip_nan(x, 16) : fp8core::block_amax(x, 16);
   const float lo = 1.0f / 512.0f;  // 2^-9 = 6 * 2^-9 / 6: the smallest e4m3 subnormal step scale a floor gives
   std::uint8_t sb;
   if (is_nan(amax)) {
@@ -142,8 +174,14 @@ DSA_HD inline void nvfp4_block(const float* x, std::uint8_t* packed, std::uint8_
     sb = fp8core::f32_to_e4m3(a / 6.0f);
   } else if (rule == Nv4Rule::vllm) {
     sb = fp8core::f32_to_e4m3(clampf(amax * (1.0f / 6.0f), lo, 448.0f));
-  } else {
+  } else if (rule == Nv4Rule::flashmla) {
     sb = bits(amax) >= 0x7F800000u ? std::uint8_t{0x7F} : fp8core::f32_to_e4m3(clampf(amax / 6.0f, lo, 448.0f));
+  } else if (rule == Nv4Rule::flashmla352 || rule == Nv4Rule::vllm352) {
+    const float q = amax / 6.0f, t = q > lo ? q : lo;
+    sb = rule == Nv4Rule::vllm352 ? f32_to_e4m3_sat(t) : fp8core::f32_to_e4m3(t);
+    if (sb < 0x7E && halfcore::e4m3_to_f32(sb) < t) ++sb;  // rounded up to the next e4m3, never past 448
+  } else {  // flashinfer384, lil432: no floor, saturating
+    sb = f32_to_e4m3_sat(rule == Nv4Rule::lil432 ? amax * (1.0f / 6.0f) : amax / 6.0f);
   }
   *scale_byte = sb;
   const float s = halfcore::e4m3_to_f32(sb);
@@ -152,9 +190,12 @@ DSA_HD inline void nvfp4_block(const float* x, std::uint8_t* packed, std::uint8_
     for (int i = 0; i < 8; ++i) packed[i] = static_cast<std::uint8_t>(c | (c << 4));
     return;
   }
+  const bool mul = rule == Nv4Rule::vllm352 || rule == Nv4Rule::flashinfer384 || rule == Nv4Rule::lil432;
+  const float inv = s == 0.0f ? 0.0f : 1.0f / s;  // the reciprocal rules: S = 0 gives zero codes
+  auto q = [&](float v) { return mul ? v * inv : v / s; };
   for (int i = 0; i < 8; ++i) {
-    const std::uint8_t c0 = f32_to_e2m1(clampf(x[2 * i] / s, -6.0f, 6.0f), o);
-    const std::uint8_t c1 = f32_to_e2m1(clampf(x[2 * i + 1] / s, -6.0f, 6.0f), o);
+    const std::uint8_t c0 = f32_to_e2m1(clampf(q(x[2 * i]), -6.0f, 6.0f), o);
+    const std::uint8_t c1 = f32_to_e2m1(clampf(q(x[2 * i + 1]), -6.0f, 6.0f), o);
     packed[i] = static_cast<std::uint8_t>(c0 | (c1 << 4));
   }
 }

@@ -11,7 +11,7 @@ import pytest
 from reference import fp4_codecs as ref
 
 E2M1_TIES = ("rne", "half_down")
-ZERO = ("keep", "clear")
+ZERO = ("keep", "clear", "lt_zero")
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +90,7 @@ def test_mxfp8_blocks(tables, rule, byte_max):
                            f"{np.nanmax(np.abs(x.reshape(-1, 32)[bad[0]]))}, scale C++ {scales[bad[0]]} numpy {rs[bad[0]]}")
 
 
-@pytest.mark.parametrize("rule", ("ref", "vllm", "flashmla"))
+@pytest.mark.parametrize("rule", ("ref", "vllm", "flashmla", "flashmla352", "vllm352", "flashinfer384", "lil432"))
 @pytest.mark.parametrize("tie", E2M1_TIES)
 @pytest.mark.parametrize("zero", ZERO)
 def test_nvfp4_blocks(tables, rule, tie, zero):
@@ -103,14 +103,47 @@ def test_nvfp4_blocks(tables, rule, tie, zero):
                            f"scale C++ {scales[bad[0]]:#x} numpy {rs[bad[0]]:#x}, codes C++ {packed[bad[0]]} numpy {rp[bad[0]]}")
 
 
-@pytest.mark.parametrize("rule", ("ref",))  # `nearest` is not sglang's fp32-log2 rounding yet (fp4_core.hpp)
 @pytest.mark.parametrize("tie", E2M1_TIES)
 @pytest.mark.parametrize("zero", ZERO)
-def test_mxfp4_blocks(tables, rule, tie, zero):
+def test_mxfp4_blocks(tables, tie, zero):
     x = hard_blocks(32, np.random.default_rng(3))
-    packed, scales = split(tables("mxfp4", rule, tie, zero, x=x), 16)
-    rp, rs = ref.mxfp4_quant(x.reshape(-1, 32), variant={"ref": "ref", "nearest": "sglang"}[rule], tie=tie, zero_sign=zero)
+    packed, scales = split(tables("mxfp4", "ref", tie, zero, x=x), 16)
+    rp, rs = ref.mxfp4_quant(x.reshape(-1, 32), variant="ref", tie=tie, zero_sign=zero)
     rp, rs = np.asarray(rp, np.uint8).reshape(-1, 16), np.asarray(rs, np.uint8).reshape(-1)
     bad = np.nonzero((packed != rp).any(axis=1) | (scales != rs))[0]
     assert bad.size == 0, (f"{bad.size} of {len(rs)} blocks differ; first block {bad[0]}: amax "
                            f"{np.nanmax(np.abs(x.reshape(-1, 32)[bad[0]]))}, scale C++ {scales[bad[0]]} numpy {rs[bad[0]]}")
+
+
+def bf16_blocks_every_amax(rng):
+    """One 32-block per positive finite bf16 value a: element (a mod 32) is +-a, the rest bf16 values drawn in
+    [-a, a] (a quarter of them exact multiples of a / 8, the e2m1 grid of a block whose scale is a / 6 rounded); plus
+    the hard blocks rounded to bf16 (NaN, inf and zero blocks included)."""
+    a = (np.arange(0x0001, 0x7F80, dtype=np.uint32) << 16).view(np.float32)
+    n = a.size
+    u = rng.uniform(-1, 1, (n, 32)).astype(np.float32)
+    grid = np.round(u * 8) / 8
+    u = np.where(rng.random((n, 32)) < 0.25, grid, u).astype(np.float32)
+    b = ((u * a[:, None]).view(np.uint32) & 0xFFFF0000).view(np.float32)
+    b[np.arange(n), np.arange(n) % 32] = a * np.where(rng.random(n) < 0.5, -1, 1).astype(np.float32)
+    hard = hard_blocks(32, np.random.default_rng(5))
+    hard = np.where(np.isfinite(hard), (hard.view(np.uint32) & 0xFFFF0000).view(np.float32), hard)
+    return np.concatenate([b.reshape(-1), hard])
+
+
+@pytest.mark.parametrize("sglang_round", ("half_even", "half_up"))
+def test_mxfp4_nearest_is_sglangs_368_rule_on_bf16(tables, sglang_round):
+    """fp4_core's Mx4Rule::nearest (the exact nearest integer of log2(amax / 6)) against the numpy model of sglang's
+    368-byte codec (round(fl32(log2 amax) - fl32(log2 6)) in torch's half-even and Triton's floor(x + .5)) on every
+    positive bf16 amax: the same bytes (the writer stages take bf16; fp32 amaxes within an fp32 ulp of a rounding
+    boundary are where the rules part, test_fp4_codecs_ref.py)."""
+    x = bf16_blocks_every_amax(np.random.default_rng(9))
+    packed, scales = split(tables("mxfp4", "nearest", "rne", "keep", x=x), 16)
+    rp, rs = ref.mxfp4_quant(x.reshape(-1, 32), variant="sglang", tie="rne", zero_sign="keep", sglang_round=sglang_round)
+    rp, rs = np.asarray(rp, np.uint8).reshape(-1, 16), np.asarray(rs, np.uint8).reshape(-1)
+    bad = np.nonzero((packed != rp).any(axis=1) | (scales != rs))[0]
+    assert bad.size == 0, (f"{bad.size} of {len(rs)} blocks differ; first block {bad[0]}: amax "
+                           f"{np.nanmax(np.abs(x.reshape(-1, 32)[bad[0]]))}, scale C++ {scales[bad[0]]} numpy {rs[bad[0]]}, "
+                           f"codes C++ {packed[bad[0]]} numpy {rp[bad[0]]}")
+
+

@@ -21,7 +21,8 @@ NANS = ("zero", "max")
 
 
 def brute_e2m1(v, tie, zero_sign, nan):
-    """One value (a Python float) -> nibble by searching the 8 magnitudes for the nearest, in exact rationals."""
+    """One value (a Python float) -> nibble by searching the 8 magnitudes for the nearest, in exact rationals.
+    zero_sign "lt_zero": the sign bit is (v < 0) (-0.0 -> 0x0)."""
     neg = math.copysign(1.0, v) < 0
     if math.isnan(v):
         return (7 | (8 if neg else 0)) if nan == "max" else 0
@@ -36,6 +37,8 @@ def brute_e2m1(v, tie, zero_sign, nan):
         i = [c for c in cands if c % 2 == 0][0] if tie == "rne" else min(cands)
     if i == 0 and zero_sign == "clear":
         return 0
+    if zero_sign == "lt_zero":
+        neg = v < 0
     return i | (8 if neg else 0)
 
 
@@ -75,6 +78,16 @@ def test_e2m1_matches_ml_dtypes_float4():
     np.testing.assert_array_equal(fc.e2m1_encode(x, tie="rne", zero_sign="keep"), want)
 
 
+@pytest.mark.parametrize("tie", TIES)
+def test_e2m1_lt_zero_every_bf16_pattern(tie):
+    x = bf16_all_as_f32()
+    for nan in NANS:
+        got = fc.e2m1_encode(x, tie=tie, zero_sign="lt_zero", nan=nan)
+        want = brute_table(x, tie, "lt_zero", nan)
+        bad = np.nonzero(got != want)[0]
+        assert bad.size == 0, [(hex(int(x.view(np.uint32)[i])), int(got[i]), int(want[i])) for i in bad[:8]]
+
+
 def midpoint_sweep():
     vals = []
     for m in [0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0, 6.0]:
@@ -91,7 +104,7 @@ def midpoint_sweep():
 
 
 @pytest.mark.parametrize("tie", TIES)
-@pytest.mark.parametrize("zs", ZS)
+@pytest.mark.parametrize("zs", ZS + ("lt_zero",))
 def test_e2m1_midpoint_sweep(tie, zs):
     x = midpoint_sweep()
     got = fc.e2m1_encode(x, tie=tie, zero_sign=zs)
@@ -114,6 +127,9 @@ def test_e2m1_ties_by_hand():
     z = np.array([0.0, -0.0, -1e-45, -0.2], np.float32)
     np.testing.assert_array_equal(fc.e2m1_encode(z, zero_sign="keep"), [0, 8, 8, 8])
     np.testing.assert_array_equal(fc.e2m1_encode(z, zero_sign="clear"), [0, 0, 0, 0])
+    # lt_zero (FlashMLA PR #18 test, sign = x < 0): -0.0 -> 0x0, negatives rounding to 0 -> 0x8
+    np.testing.assert_array_equal(fc.e2m1_encode(z, zero_sign="lt_zero"), [0, 0, 8, 8])
+    np.testing.assert_array_equal(fc.e2m1_encode(-mids, "rne", zero_sign="lt_zero"), [8, 10, 10, 12, 12, 14, 14])
     # NaN: "zero" -> 0; "max" -> 0x7 with the NaN's sign bit
     n = np.array([np.nan, -np.nan], np.float32)
     n[1] = -abs(n[1])
@@ -163,6 +179,22 @@ def test_e4m3_encode_matches_rational_oracle():
                        ).astype(np.float32)
     want = [num.encode(float(v), "e4m3") for v in x]
     np.testing.assert_array_equal(fc.e4m3_encode(x), want)
+
+
+def test_e4m3_encode_sat():
+    # by hand: 448 = 0x7E; 464 (tie of 448 / 480) -> 448; above -> saturate to 448; inf too; NaN -> 0x7F whatever
+    # its sign; -0.0 -> 0x80; 1 -> 0x38; 2^-10 (tie of 0 / 2^-9) -> 0
+    n = np.array([np.nan, np.nan], np.float32)
+    n[1] = -abs(n[1])
+    x = np.array([448, 464, 465, 500, 1e30, np.inf, -500, -np.inf, -0.0, 1.0, 2.0 ** -10, 3 * 2.0 ** -10], np.float32)
+    np.testing.assert_array_equal(fc.e4m3_encode_sat(x),
+                                  [0x7E, 0x7E, 0x7E, 0x7E, 0x7E, 0x7E, 0xFE, 0xFE, 0x80, 0x38, 0x00, 0x02])
+    np.testing.assert_array_equal(fc.e4m3_encode_sat(n), [0x7F, 0x7F])
+    # against the rational oracle of the clamped value
+    rng = np.random.default_rng(5)
+    y = (rng.standard_normal(3000) * 300).astype(np.float32)
+    want = [num.encode(min(max(float(v), -448.0), 448.0), "e4m3") for v in y]
+    np.testing.assert_array_equal(fc.e4m3_encode_sat(y), want)
 
 
 # ---- MXFP4 -------------------------------------------------------------------------------------------------------
@@ -237,7 +269,8 @@ def test_mxfp4_largest_and_nonfinite():
 
 
 def test_mxfp4_sglang_round_to_nearest():
-    # amax = 8: a / 6 = 1.333 -> log2 = 0.415 -> sglang e = 0 (byte 127), 8 saturates to 6 (7), 3.5 stays a tie (6);
+    # sglang (research note §1): e = round(fl32(fl32(log2 max(amax, fl32(1e-40))) - fl32(log2 6))), byte clip(e + 127)
+    # amax = 8: log2 8 - 2.585 = 0.415 -> e = 0 (byte 127), 8 saturates to 6 (7), 3.5 stays a tie (-> 4.0, 6);
     # ref: t = fl32(8 * fl32(1/6)) = 1.333 -> e = 1, 8 -> 4 (6), 3.5 -> 1.75 -> 2.0 (4)
     x = np.full((1, 32), 1.0, np.float32)
     x[0, 0], x[0, 1] = 8.0, 3.5
@@ -245,19 +278,122 @@ def test_mxfp4_sglang_round_to_nearest():
     assert s[0, 0] == 127 and list(fc.unpack_nibbles(p)[0][:3]) == [7, 6, 2]
     p, s = fc.mxfp4_quant(x, "ref")
     assert s[0, 0] == 128 and list(fc.unpack_nibbles(p)[0][:3]) == [6, 4, 1]  # 1.0 -> 0.5 (1)
-    # a / 6 = 9 * 2^k / 6 = 1.5 * 2^k: log2 = k + 0.585 -> k + 1 (both variants)
+    # amax 9: log2 9 - log2 6 = log2 1.5 = 0.585 -> e = 1 (byte 128)
     x[0, 0] = 9.0
     assert fc.mxfp4_quant(x, "sglang")[1][0, 0] == 128
-    # fp32 log2 exactly k + 0.5: t = fl32(sqrt 2) * 2^20 (mantissa 0x3504F3, 2.4e-8 below sqrt 2): the exact log2 is
-    # 20.5 - 2.5e-8, within half an fp32 ulp (2^-20) of 20.5, so fl32(log2 t) = 20.5: half-even -> 20 (byte 147),
-    # floor(x + 0.5) -> 21 (byte 148)
-    t = F32(np.float32(math.sqrt(2)) * F32(2.0 ** 20))
-    amax = F32(t * F32(6))
-    assert F32(amax / F32(6)) == t  # precondition: the block's a / 6 is t
-    x = np.full((1, 32), 1.0, np.float32)
+
+
+def sglang_tie_amax(bits, want_l2, want_L):
+    """An fp32 amax whose sglang L is exactly a half-integer in fp32, checked step by step with numpy fp32 ops."""
+    amax = np.array([bits], np.uint32).view(np.float32)[0]
+    l2 = F32(math.log2(float(amax)))          # fp32 log2 (correctly rounded: the double log2 rounded once)
+    assert float(l2) == want_l2
+    C = F32(2.584962500721156)                # fp32 constant 0x40257007
+    assert C.view(np.uint32) == 0x40257007
+    L = F32(l2 - C)
+    assert float(L) == want_L
+    return amax
+
+
+def test_mxfp4_sglang_half_even_vs_half_up():
+    # amax 8897460 (0x4B07C3B4): exact log2(amax / 6) = 20.4999996 (nearest 20), but fl32(log2 amax) = 23.08496284...
+    # (0x41B8AE01) and that minus fl32(log2 6) = 20.50000024 rounds (ulp 2^-19) to 20.5 exactly: half-even -> 20
+    # (byte 147), floor(20.5 + 0.5) = 21 (byte 148)
+    amax = sglang_tie_amax(0x4B07C3B4, float.fromhex("0x1.715c02p+4"), 20.5)
+    x = np.ones((1, 32), np.float32)
     x[0, 0] = amax
     assert fc.mxfp4_quant(x, "sglang")[1][0, 0] == 147
     assert fc.mxfp4_quant(x, "sglang", sglang_round="half_up")[1][0, 0] == 148
+    # a negative tie: amax 0x3F07C3B7 (0.53033): L = -3.5 exactly: half-even -> -4 (byte 123), floor(-3.0) -> -3 (124)
+    amax = sglang_tie_amax(0x3F07C3B7, -float.fromhex("0x1.d47fc8p-1"), -3.5)
+    x = np.full((1, 32), 0.0, np.float32)
+    x[0, 0] = amax
+    assert fc.mxfp4_quant(x, "sglang")[1][0, 0] == 123
+    assert fc.mxfp4_quant(x, "sglang", sglang_round="half_up")[1][0, 0] == 124
+
+
+def test_mxfp4_sglang_zero_tiny_huge_blocks():
+    # all zeros (one -0.0): max(0, fl32(1e-40)) -> log2 = -132.877 - 2.585 = -135.46 -> e = -135, byte clip(-8) = 0
+    # (ref: byte 1); codes 0, -0.0 keeps its sign bit (0x8, "keep")
+    z = np.zeros((1, 32), np.float32)
+    z[0, 3] = -0.0
+    p, s = fc.mxfp4_quant(z, "sglang")
+    nib = fc.unpack_nibbles(p)[0]
+    assert s[0, 0] == 0 and nib[3] == 8 and (np.delete(nib, 3) == 0).all()
+    assert fc.mxfp4_quant(z, "ref")[1][0, 0] == 1
+    # amax 1.5 * 2^-126: log2 = -125.415, minus 2.585 = -128.0 -> byte clip(-1) = 0, scale 2^-127 (no e clamp to
+    # -127 first: same byte here); codes = x * 2^127: 1.5 * 2^-126 -> 3.0 (5), 0.75 * 2^-127 -> 0.75 -> 1.0 (2),
+    # -2^-130 -> -0.125 -> 0x8
+    y = np.zeros((1, 32), np.float32)
+    y[0, :3] = [1.5 * 2.0 ** -126, 0.75 * 2.0 ** -127, -(2.0 ** -130)]
+    p, s = fc.mxfp4_quant(y, "sglang")
+    assert s[0, 0] == 0 and list(fc.unpack_nibbles(p)[0][:4]) == [5, 2, 8, 0]
+    # amax 2^-130 alone: L = -132.585 -> e = -133 -> byte 0; 2^-130 * 2^127 = 0.125 -> 0
+    y = np.zeros((1, 32), np.float32)
+    y[0, 0] = 2.0 ** -130
+    p, s = fc.mxfp4_quant(y, "sglang")
+    assert s[0, 0] == 0 and (fc.unpack_nibbles(p) == 0).all()
+    # largest finite: 1.5 * 2^127: log2 = 127.585 -> 125 -> byte 252; amax -> 6 (7); 2^120 * 2^-125 -> 2^-5 -> 0
+    x = np.full((1, 32), 2.0 ** 120, np.float32)
+    x[0, 0] = 1.5 * 2.0 ** 127
+    p, s = fc.mxfp4_quant(x, "sglang")
+    assert s[0, 0] == 252 and list(fc.unpack_nibbles(p)[0][:2]) == [7, 0]
+    # non-finite (unverified, the module's rule): inf -> byte 254, inf -> 6, -2 * 2^-127 -> -0 (8); NaN -> 255
+    x = np.zeros((1, 32), np.float32)
+    x[0, 0], x[0, 1] = np.inf, -2
+    p, s = fc.mxfp4_quant(x, "sglang")
+    assert s[0, 0] == 254 and list(fc.unpack_nibbles(p)[0][:2]) == [7, 8]
+    x[0, 0] = np.nan
+    p, s = fc.mxfp4_quant(x, "sglang", nan="max")
+    assert s[0, 0] == 255 and (fc.unpack_nibbles(p) == 7).all()
+
+
+def test_mxfp4_sglang_every_bf16_amax():
+    """Every positive finite bf16 amax (0x0001..0x7F7F: 2^15 - 2^7 - 1 values), one block [amax, 0, ..., 0]:
+    half-even == half-up == the exact nearest integer k of log2(amax / 6) (clamped to a byte), and the distance of
+    log2(amax) - log2(6) from every half-integer is >= 2^-9, so any log2 with abs error < 2^-9 (plus the two fp32
+    roundings of L, each <= 2^-17 here, and fl32(log2 6)'s 1.06e-7) gives the same byte. Reports the margin."""
+    bits = np.arange(1, 0x7F80, dtype=np.uint32)
+    amax = (bits << 16).view(np.float32)
+    assert amax.size == 2 ** 15 - 2 ** 7 - 1 and np.isfinite(amax).all()
+    x = np.zeros((amax.size, 32), np.float32)
+    x[:, 0] = amax
+    p_even, s_even = fc.mxfp4_quant(x, "sglang", sglang_round="half_even")
+    p_up, s_up = fc.mxfp4_quant(x, "sglang", sglang_round="half_up")
+    np.testing.assert_array_equal(s_even, s_up)
+    np.testing.assert_array_equal(p_even, p_up)
+    # the exact nearest integer, in rationals: k with 2^(2k-1) < (a/6)^2 < 2^(2k+1) (never equal: the square of a
+    # rational is never an odd power of two)
+    want = np.empty(amax.size, np.int64)
+    margins = np.empty(amax.size)
+    for i, a in enumerate(amax.tolist()):
+        r2 = (fractions.Fraction(a) / 6) ** 2
+        k = round(math.log2(a) - math.log2(6))
+        for _ in range(3):
+            lo, hi = fractions.Fraction(2) ** (2 * k - 1), fractions.Fraction(2) ** (2 * k + 1)
+            assert r2 != lo and r2 != hi
+            if r2 < lo:
+                k -= 1
+            elif r2 > hi:
+                k += 1
+            else:
+                break
+        assert fractions.Fraction(2) ** (2 * k - 1) < r2 < fractions.Fraction(2) ** (2 * k + 1)
+        want[i] = min(max(k + 127, 0), 255)
+        L = math.log2(a) - math.log2(6)           # float64: error < 1e-13, far below the margins found
+        margins[i] = abs(L - (math.floor(L) + 0.5))
+    np.testing.assert_array_equal(s_even[:, 0], want)
+    # codes: element 0 = RNE e2m1 of amax / 2^(byte - 127) (exact rational), saturating; the zeros give 0
+    nib = fc.unpack_nibbles(p_even)
+    assert (nib[:, 1:] == 0).all()
+    for i in range(0, amax.size, 7):
+        q = float(amax[i]) * 2.0 ** -(int(want[i]) - 127)
+        assert nib[i, 0] == brute_e2m1(q, "rne", "keep", "zero")
+    m = margins.min()
+    i = int(margins.argmin())
+    print(f"sglang bf16 amax margin: min |log2(amax) - log2 6 - (k + 1/2)| = {m:.10f} = 2^{math.log2(m):.4f} "
+          f"at amax {amax[i]!r} (bf16 0x{int(bits[i]):04X}); normal amax: {margins[amax >= 2.0 ** -126].min():.10f}")
+    assert m >= 2.0 ** -9 + 2.0 ** -15
 
 
 # ---- NVFP4 -------------------------------------------------------------------------------------------------------
@@ -346,6 +482,113 @@ def test_nvfp4_mul_vs_div_scale_every_bf16_amax():
     np.testing.assert_array_equal(fc.ceil_log2_f32(t_div[ok]), fc.ceil_log2_f32(t_mul[ok]))
 
 
+# ---- NVFP4 producer variants (352 / 384 / 432-B records; research note §2-§4) -----------------------------------
+PRODUCERS = ("flashmla352", "vllm352", "flashinfer384", "lil432")
+
+
+@pytest.mark.parametrize("variant", PRODUCERS)
+@pytest.mark.parametrize("k", [-9, -6, 0, 8])
+def test_nvfp4_producers_pow2_ties(variant, k):
+    # amax = 6 * 2^k: amax / 6 = 2^k exactly; lil432 amax * fl32(1/6) = 2^k (1 + 2^-25) -> 2^k; e4m3(2^k) = (k + 7) << 3
+    # (k >= -6) or 1 << (k + 9); decode = t: no ceil bump; 1 / 2^k exact: the quotients are the multipliers
+    x = nv_block(2.0 ** k, [6, .25, .75, 1.75, 3.5, -.25, -.75, -1.75, -3.5])
+    p, s = fc.nvfp4_quant(x[None], variant)
+    assert s[0, 0] == ((k + 7) << 3 if k >= -6 else 1 << (k + 9))
+    np.testing.assert_array_equal(fc.unpack_nibbles(p)[0], [7, 0, 2, 4, 6, 8, 10, 12, 14] + [2] * 7)
+
+
+def test_nvfp4_producers_zero_and_sub_floor():
+    z = np.zeros((1, 16), np.float32)
+    z[0, 1], z[0, 2] = -0.0, -(2.0 ** -12)
+    # 352 writers: t = max(0, 2^-9) -> 0x01; codes 0; -0.0 -> 0x0 under lt_zero (flashmla352's own), 0x8 under keep;
+    # -2^-12 / 2^-9 = -0.125 -> 0x8 either way
+    p, s = fc.nvfp4_quant(z, "flashmla352")
+    assert s[0, 0] == 0x01 and list(fc.unpack_nibbles(p)[0][:4]) == [0, 0, 8, 0]
+    p, s = fc.nvfp4_quant(z, "vllm352")
+    assert s[0, 0] == 0x01 and list(fc.unpack_nibbles(p)[0][:4]) == [0, 8, 8, 0]
+    # 384 / 432: no floor, t = 0 -> byte 0, S = 0, inv = 0: codes x * 0 = +-0: 0x0, 0x8 (keep) for -0.0 and -2^-12
+    for v in ("flashinfer384", "lil432"):
+        p, s = fc.nvfp4_quant(z, v)
+        assert s[0, 0] == 0x00 and list(fc.unpack_nibbles(p)[0][:4]) == [0, 8, 8, 0]
+        p, s = fc.nvfp4_quant(z, v, zero_sign="lt_zero")
+        assert list(fc.unpack_nibbles(p)[0][:4]) == [0, 0, 0, 0]  # -x * 0 = -0.0, not < 0
+    # amax 3 * 2^-11 (t = 2^-12 < 2^-9): 352: scale 2^-9 (0x01), 3 * 2^-11 * 2^9 = 0.75 -> 1.0 (2), 2^-11 -> 0.25 -> 0;
+    # 384 / 432: t = 2^-12 rounds to e4m3 0 -> all codes 0
+    y = np.zeros((1, 16), np.float32)
+    y[0, :2] = [3 * 2.0 ** -11, 2.0 ** -11]
+    for v in ("flashmla352", "vllm352"):
+        p, s = fc.nvfp4_quant(y, v)
+        assert s[0, 0] == 0x01 and list(fc.unpack_nibbles(p)[0][:2]) == [2, 0]
+    for v in ("flashinfer384", "lil432"):
+        p, s = fc.nvfp4_quant(y, v)
+        assert s[0, 0] == 0x00 and (fc.unpack_nibbles(p) == 0).all()
+    # amax 6 * 2^-10: t = 2^-10, the e4m3 tie between 0 and 2^-9 -> even 0 (384; 432's 2^-10 (1 + 2^-25) rounds to 2^-10
+    # in fp32 first); 352: floor 2^-9
+    y[0, :2] = [6 * 2.0 ** -10, 0]
+    assert [fc.nvfp4_quant(y, v)[1][0, 0] for v in PRODUCERS] == [1, 1, 0, 0]
+
+
+def test_nvfp4_producers_ceil_bump():
+    # amax 6.375: t = 1.0625, e4m3 tie of 1.0 / 1.125 -> 1.0 (0x38); 1.0 < 1.0625 -> 352 writers bump to 0x39 (1.125):
+    # 6.375 / 1.125 = 5.67 -> 6 (7), 0.796875 / 1.125 = 0.708 -> 0.5 (1); 384 / 432 keep 0x38 (432: 6.375 * fl32(1/6)
+    # = 1.0625 (1 + 2^-25) -> 1.0625 in fp32): 6.375 saturates to 6 (7), 0.796875 -> 1.0 (2)
+    x = nv_block(1.0, [6.375, 0.796875])
+    for v, sb, nib in (("flashmla352", 0x39, [7, 1]), ("vllm352", 0x39, [7, 1]),
+                       ("flashinfer384", 0x38, [7, 2]), ("lil432", 0x38, [7, 2])):
+        p, s = fc.nvfp4_quant(x[None], v)
+        assert s[0, 0] == sb and list(fc.unpack_nibbles(p)[0][:2]) == nib, v
+    # amax 5.3125: t = 0.88542, nearer 0.875 (0x36) than 0.9375 (midpoint 0.90625) -> 0x36 < t -> bump 0x37 (384: 0x36);
+    # no bump at 448: amax 2760 -> t = 460 -> 448 (0x7E) < 460 but b = 0x7E
+    x = nv_block(1.0, [5.3125])[None]
+    assert fc.nvfp4_quant(x, "flashmla352")[1][0, 0] == 0x37 and fc.nvfp4_quant(x, "flashinfer384")[1][0, 0] == 0x36
+    for v in ("flashmla352", "vllm352"):
+        assert fc.nvfp4_quant(nv_block(1.0, [2760.0])[None], v)[1][0, 0] == 0x7E
+
+
+def test_nvfp4_producers_mul_vs_div():
+    # amax 5.625 = 6 * 0.9375: S = 0.9375 (0x37) for all four, no bump. x = 1.171875 = 1.25 S:
+    # flashmla352 divides: x / S = 1.25 exactly, a tie -> 1.0 (2); the others multiply by fl32(1 / S) = 0x3F888889
+    # (1.06666672, above 16/15): x * it = 1.25 + 2^-23 (checked below) -> 1.5 (3)
+    inv = F32(1) / F32(0.9375)
+    assert inv.view(np.uint32) == 0x3F888889 and F32(F32(1.171875) * inv) == np.nextafter(F32(1.25), F32(2))
+    x = nv_block(1.0, [5.625, 1.171875])
+    for v, nib in (("flashmla352", 2), ("vllm352", 3), ("flashinfer384", 3), ("lil432", 3)):
+        p, s = fc.nvfp4_quant(x[None], v)
+        assert s[0, 0] == 0x37 and list(fc.unpack_nibbles(p)[0][:2]) == [7, nib], v
+
+
+def test_nvfp4_producers_nonfinite():
+    # amax 3000: t = 500. flashmla352: non-saturating e4m3 -> NaN 0x7F, no bump, codes e2m1(+NaN) by policy;
+    # the others saturate to 0x7E (448, no bump): 3000 * fl32(1/448) = 6.7 -> 6 (7), 1 / 448 -> 0
+    x = nv_block(1.0, [3000.0])
+    for nan, c in (("zero", 0), ("max", 7)):
+        p, s = fc.nvfp4_quant(x[None], "flashmla352", nan=nan)
+        assert s[0, 0] == 0x7F and (fc.unpack_nibbles(p) == c).all()
+    for v in PRODUCERS[1:]:
+        p, s = fc.nvfp4_quant(x[None], v)
+        assert s[0, 0] == 0x7E and list(fc.unpack_nibbles(p)[0][:2]) == [7, 0], v
+    # inf: flashmla352 NaN scale; the others 0x7E, inf * inv -> 6 (7), -2 / 448 -> -0 (8)
+    x = nv_block(1.0, [np.inf, -2.0])
+    assert fc.nvfp4_quant(x[None], "flashmla352")[1][0, 0] == 0x7F
+    for v in PRODUCERS[1:]:
+        p, s = fc.nvfp4_quant(x[None], v)
+        assert s[0, 0] == 0x7E and list(fc.unpack_nibbles(p)[0][:2]) == [7, 8], v
+    # a NaN element: flashmla352 (NaN-propagating amax) NaN scale, every code by policy; the fmaxf producers ignore it:
+    # amax 3 -> t = 0.5 (0x30), NaN * 2 = NaN -> policy (0 / 7), 3 * 2 = 6 -> 7, 1 * 2 -> 2 (4)
+    x = nv_block(1.0, [np.nan, 3.0])
+    p, s = fc.nvfp4_quant(x[None], "flashmla352", nan="max")
+    assert s[0, 0] == 0x7F and (fc.unpack_nibbles(p) == 7).all()
+    for v in PRODUCERS[1:]:
+        for nan, c in (("zero", 0), ("max", 7)):
+            p, s = fc.nvfp4_quant(x[None], v, nan=nan)
+            assert s[0, 0] == 0x30 and list(fc.unpack_nibbles(p)[0][:3]) == [c, 7, 4], v
+    # all NaN: fmaxf amax 0 -> 352: 0x01, 384 / 432: 0x00 (NaN * 0 = NaN); codes by policy
+    x = np.full((1, 16), np.nan, np.float32)
+    assert [fc.nvfp4_quant(x, v)[1][0, 0] for v in PRODUCERS] == [0x7F, 0x01, 0x00, 0x00]
+    for v in PRODUCERS:
+        assert (fc.unpack_nibbles(fc.nvfp4_quant(x, v, nan="max")[0]) == 7).all()
+
+
 # ---- MXFP8 -------------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("rule", ["ref", "flashmla"])
 @pytest.mark.parametrize("k", [-10, 0, 7, 100])
@@ -392,7 +635,7 @@ def test_dequant_bf16_exact_random():
     x = (rng.standard_normal((8, 512)) * np.exp2(rng.integers(-20, 8, (8, 1)))).astype(ml_dtypes.bfloat16).astype(np.float32)
     # row scales 2^-20 .. 2^7: amax / 6 < 448, no NVFP4 clamp or NaN scale
     outs = [fc.dequant_mxfp8(*fc.mxfp8_quant(x, r)) for r in ("ref", "flashmla")]
-    outs += [fc.dequant_nvfp4(*fc.nvfp4_quant(x, v)) for v in ("ref", "vllm", "flashmla")]
+    outs += [fc.dequant_nvfp4(*fc.nvfp4_quant(x, v)) for v in ("ref", "vllm", "flashmla") + PRODUCERS]
     outs += [fc.dequant_mxfp4(*fc.mxfp4_quant(x, v)) for v in ("ref", "sglang")]
     for y in outs:
         assert y.shape == x.shape
@@ -400,7 +643,7 @@ def test_dequant_bf16_exact_random():
     amax = np.abs(x).max(-1, keepdims=True)
     assert (np.abs(outs[0] - x) <= amax * 2.0 ** -4).all()   # e4m3: 3 mantissa bits, scale within 2x of amax / 448
     assert (np.abs(outs[2] - x) <= np.maximum(amax / 3, 2.0 ** -10)).all()  # e2m1 step <= 2 at a scale ~amax / 6 (>= 2^-9)
-    assert (np.abs(outs[5] - x) <= amax * 2 / 3).all()       # ue8m0 scale up to 2x coarser
+    assert (np.abs(outs[-2] - x) <= amax * 2 / 3).all()      # ue8m0 scale up to 2x coarser
 
 
 # ---- random blocks against a scalar model in Python doubles ------------------------------------------------------
@@ -433,15 +676,34 @@ def scalar_quant(fmt, variant, row, tie, zs):
             e = ceil_log2_search(t)
             scales.append(e + 127)
             codes += [num.encode(min(max(v * 2.0 ** -e, -448.0), 448.0), "e4m3") for v in blk]
-        elif fmt == "mxfp4":
-            a = max(amax, 6 * 2.0 ** -126)
-            if variant == "ref":
-                e = ceil_log2_search(f32(a * INV6))
-            else:
-                e = int(np.rint(f32(math.log2(f32(a / 6)))))
+        elif fmt == "mxfp4" and variant == "ref":
+            e = ceil_log2_search(f32(max(amax, 6 * 2.0 ** -126) * INV6))
             e = min(max(e, -127), 127)
             scales.append(e + 127)
             codes += [brute_e2m1(v * 2.0 ** -e, tie, zs, "zero") for v in blk]
+        elif fmt == "mxfp4":  # sglang: L = fl32(fl32(log2 max(amax, 1e-40)) - fl32(log2 6)), half-even, byte clamp
+            L = f32(f32(math.log2(max(amax, f32(1e-40)))) - f32(2.584962500721156))
+            byte = min(max(round(L) + 127, 0), 255)  # Python round: half-even
+            scales.append(byte)
+            codes += [brute_e2m1(v * 2.0 ** -(byte - 127), tie, zs, "zero") for v in blk]
+        elif variant in PRODUCERS:
+            amax = max(abs(v) for v in blk if not math.isnan(v))
+            if variant in ("flashmla352", "vllm352"):
+                t = max(f32(amax / 6), 2.0 ** -9)
+                sb = num.encode(min(t, 448.0), "e4m3")
+                if num.decode("e4m3", sb) < t and sb < 0x7E:
+                    sb += 1
+            else:
+                t = f32(amax / 6) if variant == "flashinfer384" else f32(amax * INV6)
+                sb = num.encode(min(t, 448.0), "e4m3")
+            s = num.decode("e4m3", sb)
+            scales.append(sb)
+            if variant == "flashmla352":
+                q = [f32(v / s) for v in blk]
+            else:
+                inv = 0.0 if s == 0 else f32(1 / s)
+                q = [f32(v * inv) for v in blk]
+            codes += [brute_e2m1(min(max(v, -6.0), 6.0), tie, zs, "zero") for v in q]
         else:
             if variant == "ref":
                 t = f32(max(amax, 6 * 2.0 ** -9) / 6)
@@ -457,7 +719,8 @@ def scalar_quant(fmt, variant, row, tie, zs):
 
 CASES = [("mxfp8", "ref", "rne", "keep"), ("mxfp8", "flashmla", "rne", "keep")] + [
     (f, v, t, z) for f, v in [("mxfp4", "ref"), ("mxfp4", "sglang"), ("nvfp4", "ref"), ("nvfp4", "vllm"), ("nvfp4", "flashmla")]
-    for t, z in [("rne", "keep"), ("half_down", "clear")]]
+    for t, z in [("rne", "keep"), ("half_down", "clear")]] + [
+    ("nvfp4", v, t, z) for v in PRODUCERS for t, z in [("rne", "keep"), ("half_down", "lt_zero")]]
 
 
 def quant_codes(fmt, variant, x, tie="rne", zs="keep"):

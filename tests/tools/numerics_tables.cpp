@@ -23,7 +23,7 @@
 
 #include "numerics/formats.hpp"
 #include "numerics/fp4_core.hpp"
-#include "layouts/v41_records.hpp"
+#include "layouts/kv_records.hpp"
 
 namespace {
 
@@ -142,12 +142,13 @@ bool same_sign_nan(std::uint64_t y, std::uint64_t z, F dst) {
 //   dsa_numerics_tables fp4 mxfp8 RULE BYTE_MAX IN OUT   per 32 f32: 32 e4m3 codes, then 1 ue8m0 byte
 //   dsa_numerics_tables fp4 nvfp4 RULE TIE ZERO IN OUT   per 16 f32: 8 packed bytes (element 2i low), 1 e4m3 byte
 //   dsa_numerics_tables fp4 mxfp4 RULE TIE ZERO IN OUT   per 32 f32: 16 packed bytes, 1 ue8m0 byte
-//   dsa_numerics_tables fp4 record KIND ORDER PAGE_SIZE IN OUT   IN: 512 f32 per slot (slots 0.. in order); OUT: the
-//       whole cache (ceil(slots / PAGE_SIZE) pages, bytes no token writes 0xA5) written by layouts::v41_store_token
-//       with the default options (mxfp8 ref / nvfp4 ref, rne, keep); KIND v41_mxfp8_528 | v41_nvfp4_288, ORDER
-//       page_segregated | token_interleaved
-// TIE rne|half_down, ZERO keep|clear, NAN zero|max (e2m1 only; the block modes use zero), RULE: mxfp8 ref|flashmla,
-// nvfp4 ref|vllm|flashmla, mxfp4 ref|nearest.
+//   dsa_numerics_tables fp4 record KIND ORDER PAGE_SIZE IN OUT   IN: dim() f32 per slot (nope then rope; slots 0.. in
+//       order); OUT: the whole cache (ceil(slots / PAGE_SIZE) pages, bytes no token writes 0xA5) written by
+//       layouts::store_record with the record's producer options (layouts::producer_quant); KIND a record of
+//       layouts::record_formats() (v41_mxfp8_528, v41_nvfp4_288, sglang_mxfp4_368, ...), ORDER page_segregated |
+//       token_interleaved
+// TIE rne|half_down, ZERO keep|clear|lt_zero, NAN zero|max (e2m1 only; the block modes use zero), RULE: mxfp8
+// ref|flashmla, nvfp4 ref|vllm|flashmla|flashmla352|vllm352|flashinfer384|lil432, mxfp4 ref|nearest.
 int fp4_main(int argc, char** argv) {
   using namespace dsa::fp4core;
   auto usage = [] {
@@ -165,7 +166,13 @@ int fp4_main(int argc, char** argv) {
   std::vector<float> x(buf.size() / 4);
   std::memcpy(x.data(), buf.data(), x.size() * 4);
   auto tie = [&](const std::string& t) { return t == "half_down" ? Tie::half_down : Tie::rne; };
-  auto zero = [&](const std::string& z) { return z == "clear" ? ZeroSign::clear : ZeroSign::keep; };
+  auto zero = [&](const std::string& z) { return z == "clear" ? ZeroSign::clear : z == "lt_zero" ? ZeroSign::lt_zero : ZeroSign::keep; };
+  auto nv4 = [&](const std::string& r) {
+    const char* names[] = {"ref", "vllm", "flashmla", "flashmla352", "vllm352", "flashinfer384", "lil432"};
+    for (int i = 0; i < 7; ++i)
+      if (r == names[i]) return static_cast<Nv4Rule>(i);
+    return Nv4Rule::ref;
+  };
   std::vector<unsigned char> out;
   if (kind == "e2m1") {
     const E2m1Opts o{tie(argv[3]), zero(argv[4]), std::string(argv[5]) == "max" ? NanCode::max : NanCode::zero};
@@ -186,22 +193,23 @@ int fp4_main(int argc, char** argv) {
     for (std::size_t b = 0; b + n <= x.size(); b += n) {
       std::uint8_t packed[16], sb;
       if (kind == "nvfp4")
-        nvfp4_block(x.data() + b, packed, &sb, rule == "vllm" ? Nv4Rule::vllm : rule == "flashmla" ? Nv4Rule::flashmla : Nv4Rule::ref, o);
+        nvfp4_block(x.data() + b, packed, &sb, nv4(rule), o);
       else
         mxfp4_block(x.data() + b, packed, &sb, rule == "nearest" ? Mx4Rule::nearest : Mx4Rule::ref, o);
       out.insert(out.end(), packed, packed + n / 2);
       out.push_back(sb);
     }
-  } else if (kind == "record") {  // record KIND ORDER PAGE_SIZE: IN holds 512 f32 per slot, slots 0.. in order
-    dsa::layouts::V41Record r;
-    r.kind = std::string(argv[3]) == "v41_nvfp4_288" ? dsa::layouts::V41Record::Kind::nvfp4_288 : dsa::layouts::V41Record::Kind::mxfp8_528;
-    r.order = std::string(argv[4]) == "token_interleaved" ? dsa::layouts::RecordOrder::token_interleaved
-                                                            : dsa::layouts::RecordOrder::page_segregated;
-    r.page_size = std::stoll(argv[5]);
-    const std::int64_t slots = static_cast<std::int64_t>(x.size() / 512);
+  } else if (kind == "record") {  // record KIND ORDER PAGE_SIZE: IN holds dim() f32 per slot, slots 0.. in order
+    const dsa::layouts::RecordFormat* f = dsa::layouts::find_record(argv[3]);
+    if (!f) return usage();
+    dsa::layouts::KvRecord r{f, std::string(argv[4]) == "token_interleaved" ? dsa::layouts::RecordOrder::token_interleaved
+                                                                           : dsa::layouts::RecordOrder::page_segregated,
+                             std::stoll(argv[5])};
+    const std::int64_t slots = static_cast<std::int64_t>(x.size()) / f->dim();
     const std::int64_t pages = (slots + r.page_size - 1) / r.page_size;
     out.assign(static_cast<std::size_t>(pages * r.page_bytes()), 0xA5);  // bytes no token writes stay 0xA5
-    for (std::int64_t s = 0; s < slots; ++s) dsa::layouts::v41_store_token(r, x.data() + 512 * s, s, out.data(), {});
+    const auto q = dsa::layouts::producer_quant(*f);
+    for (std::int64_t s = 0; s < slots; ++s) dsa::layouts::store_record(r, x.data() + f->dim() * s, s, out.data(), q);
   } else {
     return usage();
   }

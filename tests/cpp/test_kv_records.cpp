@@ -1,0 +1,163 @@
+// The KV record layouts (layouts/kv_records.hpp): byte positions in both orders, describe(), the page rule, the
+// 352-byte record's scale interleave, and a store / load round trip that touches exactly the token's bytes and
+// dequantizes to the block quantizers' values.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <set>
+#include <vector>
+
+#include "layouts/kv_records.hpp"
+#include "numerics/formats.hpp"
+#include "numerics/fp4_core.hpp"
+
+using namespace dsa;
+using namespace dsa::layouts;
+
+namespace {
+const RecordFormat& fmt(const char* n) {
+  const RecordFormat* f = find_record(n);
+  REQUIRE(f != nullptr);
+  return *f;
+}
+}  // namespace
+
+TEST_CASE("kv records: sizes and regions add up for every record") {
+  const std::vector<std::pair<const char*, int>> want{{"v41_mxfp8_528", 528}, {"v41_nvfp4_288", 288}, {"sglang_mxfp4_368", 368},
+                                                      {"flashmla_nvfp4_352", 352}, {"nvfp4_384", 384}, {"nvfp4_432", 432}};
+  CHECK(record_formats().size() == want.size());
+  for (const auto& [n, bytes] : want) {
+    const RecordFormat& f = fmt(n);
+    CAPTURE(n);
+    CHECK(f.record_bytes() == bytes);
+    CHECK(f.regions[static_cast<std::size_t>(f.region_index(RegionKind::codes))].bytes == f.code_bytes());
+    CHECK(f.regions[static_cast<std::size_t>(f.region_index(RegionKind::scales))].bytes >= f.nscales());
+    if (f.rope_store != RopeStore::quantized)
+      CHECK(f.regions[static_cast<std::size_t>(f.region_index(RegionKind::rope))].bytes == f.rope_bytes());
+    else
+      CHECK(f.region_index(RegionKind::rope) == -1);
+  }
+  CHECK(find_record("v41_mxfp8_529") == nullptr);
+}
+
+TEST_CASE("kv records: offsets of page 1 token 3 in both orders, and the 512-byte page rule") {
+  KvRecord m{&fmt("v41_mxfp8_528"), RecordOrder::page_segregated, 32};
+  CHECK(m.region_offset(35, 0) == 528 * 32 + 3 * 512);
+  CHECK(m.region_offset(35, 1) == 528 * 32 + 512 * 32 + 3 * 16);
+  CHECK(m.page_problem().empty());
+  m.order = RecordOrder::token_interleaved;
+  CHECK(m.region_offset(35, 0) == 35 * 528);
+  CHECK(m.region_offset(35, 1) == 35 * 528 + 512);
+  m.page_size = 16;  // 8448 bytes: not a multiple of 512
+  CHECK(m.page_problem().find("multiple of 32") != std::string::npos);
+  KvRecord n{&fmt("v41_nvfp4_288"), RecordOrder::page_segregated, 64};
+  CHECK(n.region_offset(67, 0) == 288 * 64 + 3 * 256);
+  CHECK(n.region_offset(67, 1) == 288 * 64 + 256 * 64 + 3 * 32);
+  CHECK(n.page_problem().empty());
+  n.page_size = 8;
+  CHECK(n.page_problem().find("multiple of 16") != std::string::npos);
+  // one part: page_segregated is token_interleaved
+  const KvRecord s{&fmt("sglang_mxfp4_368"), RecordOrder::page_segregated, 64};
+  CHECK(s.region_offset(64 + 5, 3) == (64 + 5) * 368 + 240);
+  CHECK(s.page_problem().empty());
+  // two parts (FlashInfer's 384): per page P data rows [224 codes | 128 rope], then P scale rows [28 scales | 4 pad]
+  const KvRecord f{&fmt("nvfp4_384"), RecordOrder::page_segregated, 64};
+  CHECK(f.region_offset(64 + 5, 0) == 384 * 64 + 5 * 352);
+  CHECK(f.region_offset(64 + 5, 1) == 384 * 64 + 5 * 352 + 224);
+  CHECK(f.region_offset(64 + 5, 2) == 384 * 64 + 352 * 64 + 5 * 32);
+  CHECK(f.region_offset(64 + 5, 3) == 384 * 64 + 352 * 64 + 5 * 32 + 28);
+  CHECK(f.slot_of(384 * 64 + 352 * 64 + 5 * 32 + 30) == 64 + 5);
+  CHECK(f.slot_of(384 * 64 + 5 * 352 + 300) == 64 + 5);
+  CHECK(parse_record_order("token_interleaved") == RecordOrder::token_interleaved);
+  CHECK(!parse_record_order("interleaved"));
+}
+
+TEST_CASE("kv records: the 352-byte record stores scale s at byte 8*(s&3)+(s>>2), a permutation") {
+  const RecordFormat& f = fmt("flashmla_nvfp4_352");
+  std::set<int> pos;
+  for (int s = 0; s < 32; ++s) {
+    pos.insert(f.scale_pos(s));
+    CHECK(f.scale_of_pos(f.scale_pos(s)) == s);
+  }
+  CHECK(pos.size() == 32);
+  CHECK(*pos.rbegin() == 31);
+  CHECK(f.scale_pos(1) == 8);
+  CHECK(f.scale_pos(4) == 1);
+  const RecordFormat& g = fmt("nvfp4_384");
+  CHECK(g.scale_of_pos(27) == 27);
+  CHECK(g.scale_of_pos(28) == -1);
+}
+
+TEST_CASE("kv records: describe names page, token, dim, scale, rope or pad") {
+  const KvRecord m{&fmt("v41_mxfp8_528"), RecordOrder::page_segregated, 32};
+  CHECK(m.describe(m.region_offset(35, 0) + 40) == "page 1 token 3 dim 40 (e4m3 code, scale 1)");
+  CHECK(m.describe(m.region_offset(35, 1) + 5) == "page 1 token 3 scale 5 (ue8m0, dims 160..191)");
+  CHECK(m.slot_of(m.region_offset(35, 1) + 5) == 35);
+  const KvRecord n{&fmt("v41_nvfp4_288"), RecordOrder::token_interleaved, 64};
+  CHECK(n.describe(n.region_offset(67, 0) + 3) == "page 1 token 3 dims 6,7 (e2m1 nibbles, scale 0)");
+  CHECK(n.describe(n.region_offset(67, 1) + 31) == "page 1 token 3 scale 31 (e4m3, dims 496..511)");
+  const KvRecord s{&fmt("sglang_mxfp4_368"), RecordOrder::token_interleaved, 64};
+  CHECK(s.describe(s.region_offset(2, 2) + 1) == "page 0 token 2 pad byte 1");
+  CHECK(s.describe(s.region_offset(2, 3) + 3) == "page 0 token 2 rope dim 1 byte 1 (bf16) = dim 449");
+  const KvRecord p{&fmt("flashmla_nvfp4_352"), RecordOrder::page_segregated, 64};
+  CHECK(p.describe(p.region_offset(9, 2) + 8) == "page 0 token 9 scale 1 (e4m3, dims 16..31)");
+  CHECK(p.describe(p.region_offset(9, 1) + 2) == "page 0 token 9 rope dim 2 (e4m3, unscaled) = dim 514");
+  CHECK(p.slot_of(p.region_offset(9, 1) + 2) == 9);
+  const KvRecord q{&fmt("nvfp4_384"), RecordOrder::page_segregated, 64};
+  CHECK(q.describe(q.region_offset(7, 3) + 2) == "page 0 token 7 pad byte 2");
+  CHECK(q.describe(q.region_offset(7, 2) + 27) == "page 0 token 7 scale 27 (e4m3, dims 432..447)");
+  CHECK(q.describe(q.region_offset(7, 1) + 1) == "page 0 token 7 rope dim 0 byte 1 (bf16) = dim 448");
+}
+
+TEST_CASE("kv records: store writes only the token's bytes, load gives the exact dequantized values") {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (const RecordFormat& f : record_formats())
+    for (auto order : {RecordOrder::page_segregated, RecordOrder::token_interleaved}) {
+      CAPTURE(f.name);
+      CAPTURE(static_cast<int>(order));
+      const KvRecord r{&f, order, 32};
+      std::vector<std::uint8_t> cache(static_cast<std::size_t>(r.page_bytes() * 3), 0xA5), before = cache;
+      std::vector<float> x(static_cast<std::size_t>(f.dim()));
+      for (auto& v : x) v = num::round_to_bf16(nd(rng) * 3.0f);
+      const std::int64_t slot = 32 + 17;
+      const RecordQuant qo = producer_quant(f);
+      store_record(r, x.data(), slot, cache.data(), qo);
+      for (std::size_t b = 0; b < cache.size(); ++b) {
+        const auto o = static_cast<std::int64_t>(b);
+        bool mine = false;
+        for (int i = 0; i < f.nregions; ++i)
+          mine |= o >= r.region_offset(slot, i) && o < r.region_offset(slot, i) + f.regions[static_cast<std::size_t>(i)].bytes;
+        if (!mine && cache[b] != before[b]) FAIL_CHECK("byte " << b << " (" << r.describe(o) << ") changed");
+        if (mine) CHECK(r.slot_of(o) == slot);
+        if (mine && f.pad_untouched && r.describe(o).find("pad byte") != std::string::npos) CHECK(cache[b] == before[b]);
+      }
+      std::vector<float> y(static_cast<std::size_t>(f.dim()));
+      load_record(r, cache.data(), slot, y.data());
+      for (int blk = 0; blk < f.nscales(); ++blk) {  // the same values as the block quantizer's own dequant
+        const float* xb = x.data() + blk * f.block();
+        std::uint8_t codes[32], sb;
+        if (f.codec == RecCodec::mxfp8) {
+          fp4core::mxfp8_block(xb, codes, &sb, qo.mx8, qo.byte_max);
+          for (int i = 0; i < 32; ++i) CHECK(y[static_cast<std::size_t>(blk * 32 + i)] == num::e4m3_to_f32(codes[i]) * std::ldexp(1.0f, sb - 127));
+        } else {
+          if (f.codec == RecCodec::nvfp4) fp4core::nvfp4_block(xb, codes, &sb, qo.nv4, qo.e2m1);
+          else fp4core::mxfp4_block(xb, codes, &sb, qo.mx4, qo.e2m1);
+          const float s = f.codec == RecCodec::nvfp4 ? num::e4m3_to_f32(sb) : std::ldexp(1.0f, sb - 127);
+          for (int i = 0; i < f.block(); ++i)
+            CHECK(y[static_cast<std::size_t>(blk * f.block() + i)] ==
+                  fp4core::e2m1_to_f32(static_cast<std::uint8_t>((codes[i / 2] >> (4 * (i % 2))) & 0xF)) * s);
+        }
+      }
+      for (int d = f.qdims(); d < f.dim(); ++d)  // rope stored beside the codes: bf16 exact, e4m3 one rounding
+        CHECK(y[static_cast<std::size_t>(d)] == (f.rope_store == RopeStore::bf16 ? x[static_cast<std::size_t>(d)]
+                                                                                 : num::e4m3_to_f32(fp8core::f32_to_e4m3(x[static_cast<std::size_t>(d)]))));
+      // and close to x: MXFP8 within 2^-4 relative of the block's scale, the fp4 codecs within a step of 6 levels
+      double worst = 0;
+      for (int d = 0; d < f.dim(); ++d) worst = std::max(worst, std::fabs(static_cast<double>(y[static_cast<std::size_t>(d)]) - x[static_cast<std::size_t>(d)]));
+      CHECK(worst < (f.codec == RecCodec::mxfp8 ? 0.6 : 4.0));
+    }
+}
