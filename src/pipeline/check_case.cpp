@@ -81,6 +81,7 @@ class HypothesisSampler {
           break;
         }
         if (!alt || !std::isfinite(alt->value)) continue;
+        ++H.considered;
         // An element the bug leaves within the reference's own bound says nothing either way (a tiny perturbation
         // in the right direction would otherwise "match" an element just outside the bound): not sampled.
         const double e = ref.value.value(i);
@@ -95,7 +96,9 @@ class HypothesisSampler {
   std::vector<std::string> findings() const {
     std::vector<std::string> f;
     for (const auto& H : hs_)
-      if (H.tried > 0 && H.matched * 10 >= H.tried * 9)
+      // The bug must move at least half of the sampled failing elements out of the bound (a bug that leaves most of
+      // them in place does not explain the failure, however well it fits the few it moves) and fit 90 % of those.
+      if (H.tried > 0 && H.tried * 2 >= H.considered && H.matched * 10 >= H.tried * 9)
         f.push_back(H.h->bug + kHypothesisMatch + " (" + H.h->doc + ") at " + std::to_string(H.matched) + " of " +
                     std::to_string(H.tried) + " sampled failing element(s)");
     return f;
@@ -106,6 +109,7 @@ class HypothesisSampler {
     const Hypothesis* h;
     std::int64_t tried, matched;
     bool stopped;
+    std::int64_t considered = 0;  // sampled failing elements the bug defines a value for
   };
   const BoundCase& b_;
   Tolerance tol_;
@@ -308,7 +312,7 @@ void finish_result(CheckResult& r, const BoundCase& b, const std::string& group,
       r.notes.push_back(nf);
     }
   }
-  if (r.verdict == Verdict::FAIL && ref.kind == CompareKind::bounded)
+  if (r.verdict == Verdict::FAIL && (ref.kind == CompareKind::bounded || ref.kind == CompareKind::bytes))
     for (const auto& f : hints) {
       r.message += "; hint: " + f;
       r.notes.push_back(f);
@@ -325,6 +329,38 @@ void finish_result(CheckResult& r, const BoundCase& b, const std::string& group,
       r.notes.push_back(f);
     }
   }
+}
+
+// The byte hypotheses of a failing bytes output: the bugs whose whole buggy output explains >= 90 % of the differing
+// bytes (out equals the buggy output there) and differs from the reference somewhere.
+std::vector<std::string> byte_hypothesis_findings(const BoundCase& b, const Tensor& out, const RefTensor& ref) {
+  std::vector<std::string> f;
+  if (!b.params || !b.c || ref.flat_offset != 0) return f;
+  const std::uint8_t* o = reinterpret_cast<const std::uint8_t*>(out.raw());
+  const std::uint8_t* e = reinterpret_cast<const std::uint8_t*>(ref.value.raw());
+  const std::size_t n = out.nbytes();
+  for (const auto& h : b.stage->hypotheses) {
+    if (h.tensor != ref.name || !h.bytes) continue;
+    std::optional<Tensor> alt;
+    try {  // a hint must never turn a verdict into an error
+      alt = h.bytes(*b.c, *b.params);
+    } catch (const std::exception&) {
+      continue;
+    }
+    if (!alt || alt->nbytes() != n) continue;
+    const std::uint8_t* a = reinterpret_cast<const std::uint8_t*>(alt->raw());
+    std::size_t differ = 0, explained = 0, alt_differs = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      alt_differs += a[i] != e[i];
+      if (o[i] == e[i]) continue;
+      ++differ;
+      explained += a[i] == o[i];
+    }
+    if (differ > 0 && alt_differs > 0 && explained * 10 >= differ * 9)
+      f.push_back(h.bug + kHypothesisMatch + " (" + h.doc + ") at " + std::to_string(explained) + " of " + std::to_string(differ) +
+                  " differing byte(s)");
+  }
+  return f;
 }
 
 }  // namespace
@@ -350,6 +386,7 @@ CheckResult compare_tensor(const BoundCase& b, const std::string& group, const T
       r.message = "shape " + shape_str(out.shape()) + ", reference has " + shape_str(ref.value.shape());
     } else if (ref.kind == CompareKind::bytes) {
       r = cmp::compare_bytes(out, ref, o.nan);
+      if (r.verdict == Verdict::FAIL) hints = byte_hypothesis_findings(b, out, ref);
     } else if (ref.kind == CompareKind::topk_set) {
       r = cmp::compare_topk(out, ref, resolve_tolerance(b, ref.name, o.tol), o.plots);
     } else {

@@ -98,6 +98,10 @@ struct Hypothesis {
     double value, magnitude;
   };
   std::function<std::optional<Value>(const Case& c, const Params& p, std::int64_t flat)> value;
+  // A bytes output (cache writers): the whole output of a kernel with the bug, or nullopt where the bug cannot show on
+  // this case. `check` names the bug when the output equals it on at least 90 % of the bytes where it differs from
+  // the reference.
+  std::function<std::optional<Tensor>(const Case& c, const Params& p)> bytes;
 };
 
 // A selftest mutant: a real bug's shape applied to plausible outputs of a base case, and the verdicts that count as

@@ -194,7 +194,8 @@ std::vector<Hypothesis> logit_hypotheses(OperandsFn operands) {
                     // error envelope is then the bf16 head-score rounding, 2^-7 of its magnitude (torch_logits_core.hpp).
                     if (static_cast<const P&>(pb).torch) return Hypothesis::Value{v, m * 0x1p-7};
                     return Hypothesis::Value{v, m};
-                  }});
+                  },
+                  {}});
   return hs;
 }
 

@@ -73,7 +73,8 @@ std::vector<Hypothesis> mla_hypotheses(const std::vector<std::string>& tensors, 
                       if (!locate(c, p, t, flat, e)) return std::nullopt;
                       e.part = t;
                       return mla_bug_value(e, bug);
-                    }});
+                    },
+                    {}});
     }
   return hs;
 }

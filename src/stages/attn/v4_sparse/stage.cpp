@@ -338,7 +338,8 @@ Stage stage() {
            {Bug::sink_in_numerator, "B35 sink numerator", "the sink as a key with an all-ones value"}})
     s.hypotheses.push_back({"out", id, doc, [b = bug](const Case& c, const dsa::Params& pb, std::int64_t f) {  // clang-14: no
                               return element(c, static_cast<const Params&>(pb), b, f);                   // binding capture
-                            }});
+                            },
+                            {}});
   s.cross_with = {"v4.indexer"};
   s.generators = generators();
   s.goldens = goldens();

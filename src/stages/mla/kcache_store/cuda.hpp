@@ -20,4 +20,22 @@ struct CudaStore {
 
 void store_cuda(std::uint8_t* cache, std::int64_t cache_bytes, const CudaStore& s);
 
+// The kv record layouts (layouts/kv_records.hpp): one thread per (token, scale block) quantizes with numerics/fp4_core.hpp,
+// the first block's thread also stores the token's RoPE and pad bytes. Offsets per token and region from the host.
+struct CudaRecordStore {
+  std::int64_t T = 0;
+  int dim = 0, nope = 0, rope = 0, block = 0, nscales = 0, nregions = 0;
+  int codec = 0;       // layouts::RecCodec
+  int rope_store = 0;  // layouts::RopeStore
+  bool interleave4x8 = false, pad_untouched = false;
+  int region_kind[5] = {}, region_bytes[5] = {};
+  std::uint8_t mx8 = 0, nv4 = 0, mx4 = 0, tie = 0, zero = 0, nan = 0;
+  int byte_max = 255;
+  bool rope_sat = false;
+  const float* x = nullptr;          // [T, dim]
+  const std::int64_t* off = nullptr;  // [T, nregions] byte offsets (-1: padded token)
+};
+
+void store_records_cuda(std::uint8_t* cache, std::int64_t cache_bytes, const CudaRecordStore& s);
+
 }  // namespace dsa::mla::kcache_store

@@ -24,7 +24,23 @@ std::vector<golden::GoldenSpec> selftest_cases() {
            .attrs = {{"scale_fmt", S("fp32_mul")}, {"amax_eps", 0.0}}, .doc = "torch on CUDA: fp32 scales fl32(amax * fl32(1/448))"},
           {.name = "mla_kcache_model1", .stage = "mla.kcache_store", .generator = "mla_kcache.shuffled_slots", .seed = 6,
            .dims = {{"T", 24}, {"P", 1}}, .params = {{"pad_frac", 0.25}, {"zero_tile_frac", 0.2}},
-           .attrs = {{"layout", S("model1_fp8_584")}, {"scale_fmt", S("pow2")}}, .doc = "MODEL1 cache: shuffled slots, padded tokens"}};
+           .attrs = {{"layout", S("model1_fp8_584")}, {"scale_fmt", S("pow2")}}, .doc = "MODEL1 cache: shuffled slots, padded tokens"},
+          // kv records (layouts/kv_records.hpp): page 0 the null page, pages of 32 tokens
+          {.name = "kv_v41_mxfp8", .stage = "mla.kcache_store", .generator = "mla_kcache.shuffled_slots", .seed = 8,
+           .model = {.page_size = 32}, .dims = {{"T", 20}, {"P", 2}}, .attrs = {{"layout", S("v41_mxfp8_528")}, {"page_size", I(32)}},
+           .doc = "V4.1 window KV, MXFP8 page_segregated"},
+          {.name = "kv_v41_mxfp8_fp32_rope", .stage = "mla.kcache_store", .generator = "mla_kcache.shuffled_slots", .seed = 9,
+           .model = {.page_size = 32}, .dims = {{"T", 20}, {"P", 2}}, .params = {{"k_pe_f32", 1.0}},
+           .attrs = {{"layout", S("v41_mxfp8_528")}, {"page_size", I(32)}}, .doc = "V4.1 window KV from an f32 rotary output, the REF's bf16 source"},
+          {.name = "kv_v41_nvfp4", .stage = "mla.kcache_store", .generator = "mla_kcache.shuffled_slots", .seed = 10,
+           .model = {.page_size = 32}, .dims = {{"T", 20}, {"P", 2}}, .attrs = {{"layout", S("v41_nvfp4_288")}, {"page_size", I(32)}},
+           .doc = "V4.1 compressed KV, NVFP4 (REF rule) page_segregated"},
+          {.name = "kv_sglang_368", .stage = "mla.kcache_store", .generator = "mla_kcache.shuffled_slots", .seed = 11,
+           .model = {.page_size = 32}, .dims = {{"T", 20}, {"P", 2}}, .attrs = {{"layout", S("sglang_mxfp4_368")}, {"page_size", I(32)}},
+           .doc = "sglang's MXFP4 368-byte record"},
+          {.name = "kv_flashmla_352", .stage = "mla.kcache_store", .generator = "mla_kcache.shuffled_slots", .seed = 12,
+           .model = {.page_size = 32}, .dims = {{"T", 20}, {"P", 2}}, .attrs = {{"layout", S("flashmla_nvfp4_352")}, {"page_size", I(32)}},
+           .doc = "FlashMLA #18's NVFP4 352-byte record"}};
 }
 
 namespace {
@@ -39,7 +55,27 @@ void each_written(Case& c, F f) {
 }  // namespace
 
 std::vector<Mutant> mutants() {
+  using B = RecordBug;
+  auto rb = [](B bug) { return reference_bug(&cpu_record, bug); };
   return {
+      {"kv_rope_fp32_source", "B49", "kv_v41_mxfp8_fp32_rope", V{Verdict::FAIL},
+       "the V4.1 window record's RoPE dims quantized from the unrounded fp32 rotary output (vLLM's writers) where the dump "
+       "declares the REF's bf16 source", rb(B::rope_fp32), "B49"},
+      {"kv_e2m1_ties_down", "B50", "kv_v41_nvfp4", V{Verdict::FAIL}, "e2m1 ties rounded down (DeepGEMM's utility) where RNE is declared",
+       rb(B::tie_flip), "B50"},
+      {"kv_e2m1_zero_sign_cleared", "B51", "kv_v41_nvfp4", V{Verdict::FAIL},
+       "negative values rounding to zero coded 0x0 (DeepGEMM's utility) where the sign is kept (0x8)", rb(B::zero_flip), "B51"},
+      {"kv_e2m1_nibbles_swapped", "B52", "kv_sglang_368", V{Verdict::FAIL},
+       "the nibbles of every code byte swapped (an AMD low-first instruction read as PTX's high-first)", rb(B::nibbles_swapped), "B52"},
+      {"kv_codes_unrounded_scale", "B53", "kv_sglang_368", V{Verdict::FAIL},
+       "codes divided by the unrounded amax/6 while the stored ue8m0 scale is rounded (up to 2x off)", rb(B::codes_unrounded_scale), "B53"},
+      {"kv_multirow_scatter_offset", "B55", "kv_v41_mxfp8", V{Verdict::FAIL},
+       "a multi-row scatter that adds the source row offset: token i lands at slot + i", rb(B::scatter_row_offset), "B55"},
+      {"kv_record_order_swapped", "v41 §2.3", "kv_v41_nvfp4", V{Verdict::FAIL},
+       "the V4.1 record written token_interleaved where the cache is page_segregated", rb(B::order_swapped), "v41 §2.3"},
+      {"kv_352_scales_unpermuted", "v41 §2.4", "kv_flashmla_352", V{Verdict::FAIL},
+       "the 352-byte record's scales in natural order (the kernel reads scale s at byte 8*(s&3)+(s>>2))", rb(B::scales_unpermuted),
+       "v41 §2.4"},
       {"mla_kcache_nonpow2_scale", "B25", "mla_kcache", V{Verdict::FAIL},
        "writer stores amax/448 (fp32, not a power of two) where the cache contract is pow2",
        buggy([](Case& c) { set_attr(c, "scale_fmt", S("amax448")); })},

@@ -18,7 +18,12 @@
 // tiles of 64 with power-of-two scales (scale_fmt pow2: FlashMLA's quantize_k_cache; ue8m0: vLLM's V4 main store,
 // amax clamped before the fl32(1/448) multiply), stored as e8m0 bytes (exponent + 127; NaN 0xFF) in the block's scale
 // records, pad byte 0 (vLLM writes it; FlashMLA's test leaves it uninitialised); codes e4m3(c / s) (exact division).
+// Attr layout = a kv record (layouts/kv_records.hpp: v41_mxfp8_528, v41_nvfp4_288, sglang_mxfp4_368,
+// flashmla_nvfp4_352, nvfp4_384, nvfp4_432): [kv_c | k_pe] (nope + 64 dims) quantized by the record's codec with its
+// producer's rule or the one the attrs name (record_order, mxfp8_rule, nvfp4_rule, mxfp4_rule, e2m1_*, rope_cast,
+// quant_source), stored region by region; the pad bytes its writer stores written 0, the others untouched.
 #pragma once
+#include "layouts/kv_records.hpp"
 #include "layouts/mla_kcache.hpp"
 #include "stage/stage.hpp"
 #include "engines/quant/block_quant.hpp"
@@ -30,6 +35,8 @@ struct Params : dsa::Params {
   bool model1 = false;
   layouts::Model1KCache m1;
   quant::QuantParams quant;  // fmt, apply, eps; clamp on
+  bool record = false;       // a kv record layout (kv_records.hpp)
+  layouts::RecordParams rp;
 };
 
 Expected cpu(const Case& c, const Params& p, const RefOptions& opt);
@@ -39,6 +46,23 @@ Expected cuda(const Case& c, const Params& p, const RefOptions& opt);  // cuda.c
 // The reference's frame without the store (cpu.cpp): kv_cache = a copy of kv_cache_in, with the describe of every
 // slot (the token written there); cpu() and cuda() then store into it.
 Expected cpu_frame(const Case& c, const Params& p, const RefOptions& opt);
+// kv record layouts: the [T, nope + 64] fp32 values the writer quantizes (kv_c, then k_pe rounded to bf16 unless
+// quant_source fp32).
+std::vector<float> record_values(const Case& c, const Params& p);
+// The kv record writer, correct (none) or with a real bug's shape (the selftest's mutants and the hints `check` gives on
+// a failing cache: Stage::hypotheses).
+enum class RecordBug {
+  none,
+  rope_fp32,              // B49: the RoPE dims quantized from the unrounded fp32 values (a bf16 source declared)
+  tie_flip,               // B50: e2m1 midpoints the other way (half-down where RNE is declared, and back)
+  zero_flip,              // B51: the other sign of a zero code (0x8 <-> 0x0)
+  nibbles_swapped,        // B52: the two nibbles of every code byte swapped
+  codes_unrounded_scale,  // B53: codes from the unrounded scale, the stored scale rounded
+  scatter_row_offset,     // B55: token i of the batch stored at slot + i (the source row offset added)
+  order_swapped,          // v41 §2.3: page_segregated and token_interleaved confused
+  scales_unpermuted,      // v41 §2.4: the 352-byte record's scales in natural order (the 4x8 interleave missed)
+};
+Expected cpu_record(const Case& c, const Params& p, RecordBug bug, int threads);
 std::vector<golden::Generator> generators();
 std::vector<golden::GoldenSpec> goldens();
 std::vector<golden::GoldenSpec> selftest_cases();
