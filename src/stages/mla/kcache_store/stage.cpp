@@ -15,6 +15,24 @@ using L = layouts::MlaKCache;
 
 namespace {
 
+// A record width that is not the declared layout's, with the layouts of that width named (a cache of another
+// record is a real bug: B48 stores V4.1's window KV in the 584-byte V4 record).
+std::string width_found(std::int64_t w, const std::string& lay) {
+  std::vector<std::string> same;
+  if (w == L::kRecord) same.push_back(L::kName);
+  if (w == layouts::Model1KCache::kRecord) same.push_back(layouts::Model1KCache::kName);
+  for (const auto& f : layouts::record_formats())
+    if (f.record_bytes() == w) same.push_back(f.name);
+  std::string s = std::to_string(w);
+  if (same.empty()) return s;
+  s += " (the width of ";
+  for (std::size_t i = 0; i < same.size(); ++i) s += (i ? ", " : "") + same[i];
+  s += ")";
+  if (w == layouts::Model1KCache::kRecord && layouts::find_record(lay) && layouts::find_record(lay)->codec == layouts::RecCodec::mxfp8)
+    s += "; B48: the V4.1 window KV stored in the DeepSeek-V4 584-byte record (bf16 RoPE, 64-dim tiles) where " + lay + " is expected";
+  return s;
+}
+
 Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& p) {
   Params r;
   r.layout.page_size = c.input("kv_cache_in").dim(1);
@@ -42,7 +60,7 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& p) {
     for (const char* n : {"kv_cache_in", "kv_cache"})
       if (auto it = g->find(n); it != g->end() && it->second.rank() == 4 && it->second.dim(3) != rec)
         p.push_back({c.file, c.name, std::string(g == &c.inputs ? "inputs/" : g == &c.outputs ? "outputs/" : "expected/") + n,
-                     std::to_string(rec) + "-byte records (layout " + lay + ")", std::to_string(it->second.dim(3))});
+                     std::to_string(rec) + "-byte records (layout " + lay + ")", width_found(it->second.dim(3), lay)});
   if (c.input("kv_c").dim(1) != nope)
     p.push_back({c.file, c.name, "inputs/kv_c", std::to_string(nope) + " NoPE dims per token (layout " + lay + ")",
                  std::to_string(c.input("kv_c").dim(1))});
