@@ -40,7 +40,9 @@ struct Keys {
   void operator()(std::int64_t id, double* k) const {
     const bool x = id >= cap;
     const std::int64_t t = x ? id - cap : id;
-    if (p->model1) dequant_key_model1(x ? extra : main, x ? p->m1_extra : p->m1, t, k);
+    if (p->misread_v32_no_rope && !x) dequant_key_v32_no_rope(main, t, k);
+    else if (p->rec.f) dequant_key_record(x ? extra : main, x ? p->xrec : p->rec, t, k);
+    else if (p->model1) dequant_key_model1(x ? extra : main, x ? p->m1_extra : p->m1, t, k);
     else dequant_key((x ? extra : main) + t * L::kRecord, p->bf16_scale, k);
   }
 };

@@ -44,6 +44,39 @@ Tensor write_cache(const GoldenSpec& s, const Rng& k, bool m1, std::int64_t P, s
   return cache;
 }
 
+// A KV record cache (layouts/kv_records.hpp) of P pages of ps tokens written with the record's producer rule, every
+// slot a token: bf16 values N(0, kv_sigma 2^U{-4..2}) per codec block (so the block scales differ), RoPE N(0, 1).
+Tensor write_record_cache(const GoldenSpec& s, const Rng& k, const layouts::KvRecord& r, std::int64_t P) {
+  const layouts::RecordFormat& f = *r.f;
+  Tensor cache(DType::u8, {P, r.page_size, 1, f.record_bytes()});
+  const auto q = layouts::producer_quant(f);
+  std::vector<std::uint16_t> b(static_cast<std::size_t>(f.dim()));
+  std::vector<float> x(static_cast<std::size_t>(f.dim()));
+  for (std::int64_t t = 0; t < P * r.page_size; ++t) {
+    Rng g = k.fork(static_cast<std::uint64_t>(t));
+    for (int j = 0; j < f.nope; j += f.block())
+      gen::bf16_normal(g, std::ldexp(s.param("kv_sigma", 1.0), static_cast<int>(g.randint(-4, 2))), f.block(), b.data() + j);
+    gen::bf16_normal(g, 1.0, f.rope, b.data() + f.nope);
+    for (int d = 0; d < f.dim(); ++d) x[static_cast<std::size_t>(d)] = num::bf16_to_f32(b[static_cast<std::size_t>(d)]);
+    layouts::store_record(r, x.data(), t, cache.data<std::uint8_t>(), q);
+  }
+  return cache;
+}
+
+// Every region of every record no counted index selects set to 0xFF bytes (NaN scales and codes in every format).
+void poison_unused_records(Tensor& cache, const layouts::KvRecord& r, const std::vector<std::int64_t>& idx,
+                           const std::vector<std::int64_t>& len, std::int64_t rows, std::int64_t rows_per_len, std::int64_t K) {
+  const std::int64_t cap = cache.dim(0) * cache.dim(1);
+  std::vector<char> used(static_cast<std::size_t>(cap), 0);
+  for (std::int64_t row = 0; row < rows; ++row)
+    for (std::int64_t p = 0; p < (len.empty() ? K : len[static_cast<std::size_t>(row / rows_per_len)]); ++p)
+      if (idx[static_cast<std::size_t>(row * K + p)] >= 0) used[static_cast<std::size_t>(idx[static_cast<std::size_t>(row * K + p)])] = 1;
+  for (std::int64_t t = 0; t < cap; ++t)
+    if (!used[static_cast<std::size_t>(t)])
+      for (int i = 0; i < r.f->nregions; ++i)
+        std::memset(cache.data<std::uint8_t>() + r.region_offset(t, i), 0xFF, static_cast<std::size_t>(r.f->regions[static_cast<std::size_t>(i)].bytes));
+}
+
 // Fills every record of `cache` that no counted index selects (and the poison slots) with 0xFF bytes.
 void poison_unused(Tensor& cache, bool m1, const std::vector<std::int64_t>& idx, const std::vector<std::int64_t>& len,
                    std::int64_t rows, std::int64_t rows_per_len, std::int64_t K) {
@@ -83,8 +116,14 @@ void gen_decode(const GoldenSpec& s, std::uint64_t seed, int threads, Case& c) {
   const Rng root(seed);
   auto lay = s.attrs.find("layout");
   const bool m1 = lay != s.attrs.end() && std::get<std::string>(lay->second) == layouts::Model1KCache::kName;
+  const layouts::RecordFormat* rf = lay != s.attrs.end() ? layouts::find_record(std::get<std::string>(lay->second)) : nullptr;
+  auto xlay = s.attrs.find("extra_layout");
+  const layouts::RecordFormat* xf = xlay != s.attrs.end() ? layouts::find_record(std::get<std::string>(xlay->second)) : rf;
+  auto ord = s.attrs.find("record_order");
+  const layouts::RecordOrder order = ord != s.attrs.end() && std::get<std::string>(ord->second) == "token_interleaved"
+                                         ? layouts::RecordOrder::token_interleaved : layouts::RecordOrder::page_segregated;
   const std::int64_t B = s.dim("B", 2), Sq = s.dim("S", 2), H = s.dim("H", 16), P = s.dim("P", 4), K = s.dim("K", 128);
-  const std::int64_t ps = s.dim("ps", s.model.page_size), cap = P * ps, D = m1 ? 512 : 576;
+  const std::int64_t ps = s.dim("ps", s.model.page_size), cap = P * ps, D = rf ? rf->dim() : m1 ? 512 : 576;
   const std::int64_t XK = s.dim("XK", 0), XP = s.dim("XP", 2), xps = s.dim("xps", 64);
   const bool poison = s.param("poison_unused", 0) != 0;
   Tensor q(DType::bf16, {B, Sq, H, D});
@@ -95,18 +134,22 @@ void gen_decode(const GoldenSpec& s, std::uint64_t seed, int threads, Case& c) {
       gen::bf16_normal(r, s.param("q_sigma", 1.0), D, q.data<std::uint16_t>() + i * D);
     }
   }
-  Tensor cache = write_cache(s, root.fork(kKv), m1, P, ps);
+  const layouts::KvRecord kr{rf, order, ps};
+  Tensor cache = rf ? write_record_cache(s, root.fork(kKv), kr, P) : write_cache(s, root.fork(kKv), m1, P, ps);
   const auto idx = slot_rows(s, root, B * Sq, K, cap, poison);
   const auto len = gen::topk_lengths(s, root, B, K);
-  if (poison) poison_unused(cache, m1, idx, len, B * Sq, Sq, K);
+  if (poison && rf) poison_unused_records(cache, kr, idx, len, B * Sq, Sq, K);
+  else if (poison) poison_unused(cache, m1, idx, len, B * Sq, Sq, K);
   c.inputs = {{"q", q}, {"k_cache", cache}, {"indices", gen::to_tensor(idx, {B, Sq, K})}};
   if (!len.empty()) c.inputs["topk_length"] = gen::to_tensor(len, {B});
   if (XK > 0) {
     const Rng xr = root.fork(kExtra);
-    Tensor xc = write_cache(s, xr.fork(kKv), m1, XP, xps);
+    const layouts::KvRecord xkr{xf, order, xps};
+    Tensor xc = xf ? write_record_cache(s, xr.fork(kKv), xkr, XP) : write_cache(s, xr.fork(kKv), m1, XP, xps);
     const auto xi = slot_rows(s, xr, B * Sq, XK, XP * xps, poison);
     const auto xl = gen::topk_lengths(s, xr, B, XK);
-    if (poison) poison_unused(xc, m1, xi, xl, B * Sq, Sq, XK);
+    if (poison && xf) poison_unused_records(xc, xkr, xi, xl, B * Sq, Sq, XK);
+    else if (poison) poison_unused(xc, m1, xi, xl, B * Sq, Sq, XK);
     c.inputs["extra_k_cache"] = xc;
     c.inputs["extra_indices_in_kvcache"] = gen::to_tensor(xi, {B, Sq, XK});
     if (!xl.empty()) c.inputs["extra_topk_length"] = gen::to_tensor(xl, {B});
@@ -124,8 +167,9 @@ std::vector<Generator> generators() {
            "over the cache slots with invalid_frac -1, dup_frac repeats, lonely_every rows all -1, leading_invalid 64-wide "
            "leading -1 chunks (B32); poison_unused: slot 0, block 0 token 63 and every unselected record 0xFF (NaN, B34); "
            "sink, topk_length as in sparse_prefill.random; attr layout model1_fp8_584: d_qk 512 and the MODEL1 cache (7 "
-           "e8m0 tiles of 64); XK > 0: an extra scope (XP pages of xps tokens, XK indices per row, its own topk_length). dims "
-           "B, S, H, P, ps, K, XP, xps, XK",
+           "e8m0 tiles of 64); attr layout = a kv record (extra_layout, record_order): caches written by the record's producer "
+           "rule from bf16 blocks N(0, kv_sigma 2^U{-4..2}), unselected records all 0xFF; XK > 0: an extra scope (XP pages "
+           "of xps tokens, XK indices per row, its own topk_length). dims B, S, H, P, ps, K, XP, xps, XK",
            gen_decode}};
 }
 
@@ -179,6 +223,36 @@ std::vector<GoldenSpec> goldens() {
        .poison = {{"q", 1, 3, golden::kNaN}},
        .doc = "MODEL1 with 2-token extra blocks (FlashMLA's extra block_size 2), ue8m0 scales, a lonely row (both scopes "
               "empty: out 0, lse +inf); NaN policy: a NaN in q (batch 1 head 0)"},
+      // DeepSeek-V4.1 / FP4 kv records (layouts/kv_records.hpp): keys dequantized exactly from the records
+      {.name = "mla_decode_v41_fp4_extra", .stage = st, .generator = g, .seed = 811,
+       .dims = {{"B", 2}, {"S", 2}, {"H", 64}, {"P", 2}, {"ps", 64}, {"K", 64}, {"XP", 2}, {"xps", 64}, {"XK", 64}},
+       .params = {{"invalid_frac", 0.1}, {"sink", 2.0}, {"topk_length", 1}, {"poison_unused", 1}},
+       .attrs = {{"layout", S("v41_mxfp8_528")}, {"extra_layout", S("v41_nvfp4_288")}, {"softmax_scale", AttrValue{0.04419417382415922}}},
+       .doc = "DeepSeek-V4.1 decode with FlashMLA's (V41, V41_FP4) pair: the window KV in 528-byte MXFP8 records, the "
+              "compressed KV in 288-byte NVFP4 records (page_segregated), one softmax, sinks, topk_length, 0xFF records "
+              "behind every unselected slot"},
+      {.name = "mla_decode_v41_pair_interleaved", .stage = st, .generator = g, .seed = 812,
+       .dims = {{"B", 2}, {"S", 1}, {"H", 64}, {"P", 2}, {"ps", 32}, {"K", 64}, {"XP", 2}, {"xps", 32}, {"XK", 64}},
+       .params = {{"invalid_frac", 0.2}, {"lonely_every", 3}, {"poison_unused", 1}},
+       .attrs = {{"layout", S("v41_mxfp8_528")}, {"record_order", S("token_interleaved")}, {"softmax_scale", AttrValue{0.04419417382415922}}},
+       .doc = "the (V41, V41) pair in per-token interleaved records (the later FlashMLA layout a third-party study "
+              "describes), 32-token pages, a lonely row"},
+      {.name = "mla_decode_sglang_mxfp4_368", .stage = st, .generator = g, .seed = 813,
+       .dims = {{"B", 2}, {"S", 1}, {"H", 64}, {"P", 2}, {"ps", 64}, {"K", 64}},
+       .params = {{"invalid_frac", 0.1}, {"poison_unused", 1}},
+       .attrs = {{"layout", S("sglang_mxfp4_368")}, {"softmax_scale", AttrValue{0.04419417382415922}}},
+       .doc = "sglang's V4 SM90 MXFP4 cache read: e2m1 x 2^(byte-127) NoPE, bf16 RoPE"},
+      {.name = "mla_decode_flashmla_nvfp4_352", .stage = st, .generator = g, .seed = 814,
+       .dims = {{"B", 2}, {"S", 1}, {"H", 64}, {"P", 2}, {"ps", 64}, {"K", 64}},
+       .params = {{"invalid_frac", 0.1}, {"poison_unused", 1}},
+       .attrs = {{"layout", S("flashmla_nvfp4_352")}, {"softmax_scale", mla_scale}},
+       .doc = "vLLM FlashMLA #18's V3.2 NVFP4 cache (d_qk 576): e2m1 x e4m3 NoPE with 4x8-interleaved scales, unscaled "
+              "e4m3 RoPE"},
+      {.name = "mla_decode_nvfp4_384", .stage = st, .generator = g, .seed = 815,
+       .dims = {{"B", 2}, {"S", 1}, {"H", 64}, {"P", 2}, {"ps", 64}, {"K", 64}},
+       .params = {{"invalid_frac", 0.1}, {"poison_unused", 1}},
+       .attrs = {{"layout", S("nvfp4_384")}, {"softmax_scale", AttrValue{0.04419417382415922}}},
+       .doc = "FlashInfer's sparse-MLA nvfp4 page (sglang V4 on SM120): data rows then scale rows"},
   };
 }
 

@@ -2,6 +2,7 @@
 // B25, B32-B35), each with the verdict it must get.
 #include <cmath>
 #include <cstring>
+#include <stdexcept>
 
 #include "numerics/det_math.hpp"
 #include "numerics/formats.hpp"
@@ -38,6 +39,14 @@ std::vector<golden::GoldenSpec> selftest_cases() {
        .params = {{"invalid_frac", 0.4}}, .attrs = {{"softmax_scale", AttrValue{0.015625}}},
        .doc = "many -1 lanes over real records (slot 0 included) and flat softmax weights (scale 2^-6): a kernel reading -1 "
               "as slot 0 moves every row"},
+      {.name = "mla_decode_v41", .stage = st, .generator = g, .seed = 25,
+       .dims = {{"B", 2}, {"S", 1}, {"H", 16}, {"P", 2}, {"ps", 32}, {"K", 64}, {"XP", 2}, {"xps", 32}, {"XK", 64}},
+       .params = {{"invalid_frac", 0.1}, {"poison_unused", 1}},
+       .attrs = {{"layout", S("v41_mxfp8_528")}, {"extra_layout", S("v41_nvfp4_288")}, {"softmax_scale", AttrValue{0.04419417382415922}}},
+       .doc = "DeepSeek-V4.1: the (V41, V41_FP4) pair, page_segregated"},
+      {.name = "mla_decode_352", .stage = st, .generator = g, .seed = 26, .dims = {{"B", 2}, {"S", 1}, {"H", 16}, {"P", 2}, {"K", 64}},
+       .params = {{"invalid_frac", 0.1}}, .attrs = {{"layout", S("flashmla_nvfp4_352")}, {"softmax_scale", mla_scale}},
+       .doc = "the 352-byte NVFP4 record (V3.2, d_qk 576)"},
   };
 }
 
@@ -147,6 +156,41 @@ std::vector<Mutant> mutants() {
          for (std::int64_t x = 0; x < o.numel(); ++x)
            if (x % 512 >= 448) o.data<std::uint16_t>()[x] = 0;
        }},
+      {"mla_decode_v41_read_as_v32_no_rope", "B56", "mla_decode_v41", V{Verdict::FAIL, Verdict::NONFINITE},
+       "the 528-byte V41 rows decoded as the sgl-project fork's V3.2-no-RoPE record (512 e4m3 codes + 4 fp32 scales)",
+       [](Case& c, const Expected&, std::uint64_t seed) {
+         BoundCase b;
+         if (auto pr = validate_case(c, false, &b); !pr.empty()) throw SchemaError(pr.front());
+         Params p = dynamic_cast<const Params&>(*b.params);
+         if (!p.rec.f || p.rec.f->name != std::string("v41_mxfp8_528")) throw std::invalid_argument("B56 needs a v41_mxfp8_528 cache");
+         p.misread_v32_no_rope = true;
+         const Expected E = run(c, p, RefOptions{}, Backend::cpu);
+         c.outputs.clear();
+         plausible_outputs(c, E, seed);
+       }},
+      {"mla_decode_v41_order_swapped", "v41 §2.3", "mla_decode_v41", V{Verdict::FAIL, Verdict::NONFINITE},
+       "page_segregated V41 / V41_FP4 caches read as per-token interleaved records",
+       buggy([](Case& c) { set_attr(c, "record_order", S("token_interleaved")); })},
+      {"mla_decode_v41_extra_ignored", "v41 §2.3", "mla_decode_v41", V{Verdict::FAIL}, "the V41_FP4 extra scope ignored",
+       buggy([](Case& c) {
+         c.inputs.erase("extra_k_cache");
+         c.inputs.erase("extra_indices_in_kvcache");
+         c.inputs.erase("extra_topk_length");
+       })},
+      {"mla_decode_352_scales_unpermuted", "v41 §2.4", "mla_decode_352", V{Verdict::FAIL, Verdict::NONFINITE},
+       "the 352-byte record's scales read in natural order (scale s at byte s, not 8*(s&3)+(s>>2))",
+       buggy([](Case& c) {
+         if (!c.has_attr("layout") || c.attr_str("layout") != "flashmla_nvfp4_352") throw std::invalid_argument("needs the 352-byte record");
+         edit_input(c, "k_cache", [](Tensor& t) {  // what the natural-order reader sees, rewritten in the real order
+           std::uint8_t* b = t.data<std::uint8_t>();
+           for (std::int64_t r = 0; r < t.numel() / 352; ++r) {
+             std::uint8_t sc[32], fixed[32];
+             std::memcpy(sc, b + r * 352 + 320, 32);
+             for (int s2 = 0; s2 < 32; ++s2) fixed[8 * (s2 & 3) + (s2 >> 2)] = sc[s2];
+             std::memcpy(b + r * 352 + 320, fixed, 32);
+           }
+         });
+       })},
       {"mla_decode_lonely_lse_neg_inf", "B35", "mla_decode", V{Verdict::NONFINITE},
        "rows without a valid index return lse -inf (the 2025 prefill convention) instead of +inf",
        [](Case& c, const Expected&, std::uint64_t) {

@@ -26,7 +26,35 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& p) {
   r.layout.page_size = cache.dim(1);
   r.model1 = a.s("layout") == layouts::Model1KCache::kName;
   r.m1.page_size = cache.dim(1);
-  const std::int64_t rec = r.model1 ? layouts::Model1KCache::kRecord : L::kRecord, dqk = r.model1 ? 512 : 576;
+  std::int64_t rec = r.model1 ? layouts::Model1KCache::kRecord : L::kRecord, dqk = r.model1 ? 512 : 576, xrec_bytes = rec;
+  std::string xlay = a.has("extra_layout") ? a.s("extra_layout") : a.s("layout");
+  if (const layouts::RecordFormat* f = layouts::find_record(a.s("layout"))) {
+    if (f->name == std::string("v41_nvfp4_288"))
+      p.push_back({c.file, c.name, "attr layout", "a main-cache layout: v41_nvfp4_288 (FlashMLA V41_FP4) is legal only as "
+                   "extra_layout next to a v41_mxfp8_528 main cache", a.s("layout")});
+    const layouts::RecordFormat* xf = layouts::find_record(xlay);
+    // FlashMLA's decode takes the pairs (V4, V4), (V41, V41), (V41, V41_FP4); the other records pair with themselves.
+    const bool v41 = f->name == std::string("v41_mxfp8_528");
+    const bool pair_ok = xf && (xf == f || (v41 && xf->name == std::string("v41_nvfp4_288")));
+    if (!pair_ok)
+      p.push_back({c.file, c.name, "attr extra_layout",
+                   v41 ? "v41_mxfp8_528 or v41_nvfp4_288 (FlashMLA's pairs (V41, V41), (V41, V41_FP4))" : std::string(f->name) + " (the main cache's record)",
+                   xlay});
+    r.rec = layouts::KvRecord{f, a.has("record_order") ? *layouts::parse_record_order(a.s("record_order")) : layouts::RecordOrder::page_segregated, cache.dim(1)};
+    if (const std::string why = r.rec.page_problem(); !why.empty())
+      p.push_back({c.file, c.name, "inputs/k_cache", "a page the kernels take", why});
+    rec = f->record_bytes();
+    dqk = f->dim();
+    if (pair_ok) {
+      r.xrec = layouts::KvRecord{xf, r.rec.order, 1};
+      xrec_bytes = xf->record_bytes();
+    }
+  } else if (a.has("extra_layout") && xlay != a.s("layout")) {
+    p.push_back({c.file, c.name, "attr extra_layout", a.s("layout") + " (the main cache's layout; FlashMLA's pairs (V4, V4), "
+                 "(V41, V41), (V41, V41_FP4))", xlay});
+  }
+  if (!r.rec.f && a.has("record_order"))
+    p.push_back({c.file, c.name, "attr record_order", "not set: it applies to the kv record layouts, not to " + a.s("layout"), a.s("record_order")});
   const Tensor& q = c.input("q");
   // FlashMLA's flash_mla_with_kvcache: softmax_scale None -> q.shape[-1] ** -0.5 (576^-0.5 V3.2, 512^-0.5 MODEL1).
   r.softmax_scale = sparse_attn::softmax_scale(c, a, sparse_attn::inv_sqrt(q.dim(3)),
@@ -42,8 +70,13 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& p) {
     p.push_back({c.file, c.name, xc ? "inputs/extra_indices_in_kvcache" : "inputs/extra_k_cache", "present with the other extra-scope input", "absent"});
   if (!xi && c.input_opt("extra_topk_length"))
     p.push_back({c.file, c.name, "inputs/extra_topk_length", "absent without extra_indices_in_kvcache", "present"});
-  if (xc && xc->dim(3) != rec)
-    p.push_back({c.file, c.name, "inputs/extra_k_cache", std::to_string(rec) + "-byte records (the main cache's layout)", std::to_string(xc->dim(3))});
+  if (xc && xc->dim(3) != xrec_bytes)
+    p.push_back({c.file, c.name, "inputs/extra_k_cache", std::to_string(xrec_bytes) + "-byte records (layout " + xlay + ")", std::to_string(xc->dim(3))});
+  if (xc && r.xrec.f) {
+    r.xrec.page_size = xc->dim(1);
+    if (const std::string why = r.xrec.page_problem(); !why.empty())
+      p.push_back({c.file, c.name, "inputs/extra_k_cache", "a page the kernels take", why});
+  }
   if (xi && (xi->dim(0) != q.dim(0) || xi->dim(1) != q.dim(1)))
     p.push_back({c.file, c.name, "inputs/extra_indices_in_kvcache", "[b, s_q, extra_topk] with q's b and s_q", shape_str(xi->shape())});
   if (!p.empty()) return r;
@@ -122,7 +155,7 @@ Stage stage() {
   using D = DType;
   Stage s;
   s.name = kName;
-  s.summary = "FlashMLA flash_mla_with_kvcache sparse fp8 decode over the V3.2 656-byte or V4 MODEL1 MLA cache, extra scope (out, natural lse)";
+  s.summary = "FlashMLA flash_mla_with_kvcache sparse decode over the V3.2 656-byte, V4 MODEL1 or a V4.1 / FP4 kv record cache, extra scope (out, natural lse)";
   s.spec = "v32 §6.2, §6.3, §7; v4 §9";
   s.formula = "z_t = softmax_scale q[b,s,h,:] . k_t, k_t dequantized from the fp8 MLA cache (valid indices, then the extra scope); out[b,s,h,:] = sum_t softmax(z)_t k_t[:512] (x 1/(1+e^(sink_h - lse))); lse[b,h,s] = ln sum_t e^z_t";
   s.default_tolerance = "derived-bound";
@@ -134,20 +167,35 @@ Stage stage() {
                "in-kernel dequant: bf16(bf16(fp8)*bf16(scale)) (FlashMLA SM90) or bf16(fl32(fp8*scale)) (the tests' "
                "dequantize_k_cache); identical for power-of-two scales"),
       bool_attr("lse_includes_sink", false, "public lse = logaddexp(lse, sink) (FlashMLA's lse is sink-exclusive: false)"),
-      str_attr("layout", L::kName, {L::kName, layouts::Model1KCache::kName},
-               "cache byte layout: mla_fp8_656 (V3.2, d_qk 576, values = the first 512 dims) or model1_fp8_584 (DeepSeek-V4 / "
-               "FlashMLA MODEL1, d_qk 512, values = keys)")})
+      str_attr("layout", L::kName,
+               [] {
+                 std::vector<std::string> v{L::kName, layouts::Model1KCache::kName};
+                 for (const auto& n : layouts::record_names()) v.push_back(n);
+                 return v;
+               }(),
+               "cache byte layout: mla_fp8_656 (V3.2, d_qk 576, values = the first 512 dims), model1_fp8_584 (DeepSeek-V4 / "
+               "FlashMLA MODEL1, d_qk 512, values = keys), or a kv record (layouts/kv_records.hpp): v41_mxfp8_528 (FlashMLA "
+               "V41, d_qk 512), sglang_mxfp4_368 / nvfp4_384 (d_qk 512), flashmla_nvfp4_352 / nvfp4_432 (d_qk 576)"),
+      opt_str_attr("extra_layout", [] {
+                     std::vector<std::string> v{L::kName, layouts::Model1KCache::kName};
+                     for (const auto& n : layouts::record_names()) v.push_back(n);
+                     return v;
+                   }(),
+                   "the extra scope's cache layout (absent: the main cache's): v41_nvfp4_288 next to a v41_mxfp8_528 main "
+                   "cache is FlashMLA's (V41, V41_FP4) pair"),
+      opt_str_attr("record_order", layouts::record_order_names(),
+                   "kv record layouts: page_segregated (absent; FlashMLA kv_cache_format.h) or token_interleaved")})
     s.schema.attrs.push_back(x);
   s.schema.inputs = {
       {"q", {D::bf16}, {"b,s_q,h_q,d_qk"}, false,
        "queries: V3.2 [q_nope.W_UK (512) | q_pe (64)] (d_qk 576), MODEL1 [nope 448 | rope 64] (512); s_q = 1 + MTP draft tokens"},
-      {"k_cache", {D::u8}, {"num_blocks,page_size,1,rec"}, false, "the fp8 MLA cache (attr layout: 656- or 584-byte records)"},
+      {"k_cache", {D::u8}, {"num_blocks,page_size,1,rec"}, false, "the MLA cache (attr layout: 656-, 584-byte or kv records)"},
       {"indices", {D::i32, D::i64}, {"b,s_q,topk"}, false, "page*page_size+offset per selected token; -1 = invalid"},
       {"block_table", {D::i32}, {"b,?"}, true, "engine block table (unused by the sparse path; kept for provenance)"},
       {"cache_seqlens", {D::i32}, {"b"}, true, "engine sequence lengths (unused by the sparse path; kept for provenance)"},
       {"attn_sink", {D::f32}, {"h_q"}, true, "per-head sink logit (FlashMLA @HEAD): out *= 1/(1 + e^(sink - lse))"},
       {"topk_length", {D::i32, D::i64}, {"b"}, true, "per batch: only the first topk_length indices count (FlashMLA @HEAD)"},
-      {"extra_k_cache", {D::u8}, {"x_blocks,x_page_size,1,rec"}, true, "the extra KV scope's cache (same layout, own page size)"},
+      {"extra_k_cache", {D::u8}, {"x_blocks,x_page_size,1,x_rec"}, true, "the extra KV scope's cache (attr extra_layout, else the main layout; own page size)"},
       {"extra_indices_in_kvcache", {D::i32, D::i64}, {"b,s_q,extra_topk"}, true,
        "extra-scope slots page*x_page_size+offset per row (-1 invalid), attended in the same softmax"},
       {"extra_topk_length", {D::i32, D::i64}, {"b"}, true, "per batch: only the first extra_topk_length extra indices count"}};

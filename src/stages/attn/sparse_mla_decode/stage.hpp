@@ -19,6 +19,7 @@
 #pragma once
 #include <cstring>
 
+#include "layouts/kv_records.hpp"
 #include "layouts/mla_kcache.hpp"
 #include "numerics/formats.hpp"
 #include "stage/stage.hpp"
@@ -35,8 +36,31 @@ struct Params : dsa::Params {
   bool model1 = false;
   layouts::Model1KCache m1, m1_extra;  // main and extra scope (MODEL1)
   bool extra = false;
+  // KV records (layouts/kv_records.hpp): the main cache's record and the extra scope's (FlashMLA's pairs (V41, V41),
+  // (V41, V41_FP4); the other records with themselves); nullptr for mla_fp8_656 / model1_fp8_584.
+  layouts::KvRecord rec, xrec;
+  bool misread_v32_no_rope = false;  // B56 (the selftest's mutant): a 528-byte row read as 512 e4m3 + 4 fp32 scales
   std::string tolerance_policy() const override { return "derived-bound"; }
 };
+
+// The key (dim() values, exact: the record's dequant) of slot `slot` of a KV record cache.
+inline void dequant_key_record(const std::uint8_t* cache, const layouts::KvRecord& r, std::int64_t slot, double* k) {
+  float v[576];
+  layouts::load_record(r, cache, slot, v);
+  for (int d = 0; d < r.f->dim(); ++d) k[d] = static_cast<double>(v[d]);
+}
+
+// B56: the sgl-project FlashMLA fork's V3.2-no-RoPE record (512 e4m3 codes + 4 fp32 tile scales of 128 dims) read
+// from a 528-byte cache at record stride: k[d] = bf16(e4m3(code_d) * bf16(scale_{d/128})).
+inline void dequant_key_v32_no_rope(const std::uint8_t* cache, std::int64_t slot, double* k) {
+  const std::uint8_t* rec = cache + slot * 528;
+  for (std::int64_t j = 0; j < 4; ++j) {
+    float s;
+    std::memcpy(&s, rec + 512 + 4 * j, 4);
+    s = num::round_to_bf16(s);
+    for (std::int64_t d = j * 128; d < (j + 1) * 128; ++d) k[d] = static_cast<double>(num::round_to_bf16(num::e4m3_to_f32(rec[d]) * s));
+  }
+}
 
 // The kernel's dequantized key (576 values) of one cache record.
 inline void dequant_key(const std::uint8_t* rec, bool bf16_scale, double* k) {
