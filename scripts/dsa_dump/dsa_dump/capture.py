@@ -392,6 +392,40 @@ def capture_torch_topk(logits: Any, lengths: Any, indices: Any, k: int, index_ba
 # ---- MLA cache writer and sparse MLA attention (FlashMLA) ----
 MLA_RECORD = 656  # bytes per token of the fp8 MLA cache: 512 e4m3 codes, 4 fp32 tile scales, 64 bf16 RoPE values
 MODEL1_RECORD = 584  # DeepSeek-V4 / FlashMLA MODEL1: per block, 576-byte token records then 8-byte scale records
+# The V4.1 / FP4 KV records (src/layouts/kv_records.hpp): bytes per token and the NoPE width of kv_c. FlashMLA's
+# decode picks V41 / V41_FP4 from the cache's last dim (528 / 288); the other widths are ambiguous in circulation
+# (b12x has a different 368-byte record; 352 is also the data stride inside the 384-byte page): name their layout.
+KV_RECORDS = {"v41_mxfp8_528": (528, 448), "v41_nvfp4_288": (288, 448), "sglang_mxfp4_368": (368, 448),
+              "flashmla_nvfp4_352": (352, 512), "nvfp4_384": (384, 448), "nvfp4_432": (432, 512)}
+_BY_WIDTH = {528: "v41_mxfp8_528", 288: "v41_nvfp4_288"}
+
+
+def _record_bytes(layout: str) -> int:
+    if layout == "model1_fp8_584":
+        return MODEL1_RECORD
+    if layout == "mla_fp8_656":
+        return MLA_RECORD
+    if layout in KV_RECORDS:
+        return KV_RECORDS[layout][0]
+    raise ValueError(f"unknown MLA cache layout {layout!r}: known mla_fp8_656, model1_fp8_584, {', '.join(KV_RECORDS)}")
+
+
+def _last_dim(cache: Any) -> int:
+    shp = _shape(_as_bytes(_np(cache)))
+    return shp[-1] if len(shp) >= 3 else -1
+
+
+def _infer_layout(cache: Any, fallback: str, fn: str) -> str:
+    """The layout a cache's width names: 528 / 288 (FlashMLA's V41 / V41_FP4 choice), 584 MODEL1, 656 V3.2; the
+    other FP4 widths must be named (ValueError), any other width gives `fallback`."""
+    w = _last_dim(cache)
+    if w in _BY_WIDTH:
+        return _BY_WIDTH[w]
+    if w in (368, 352, 384, 432):
+        names = [n for n, (b, _) in KV_RECORDS.items() if b == w]
+        raise ValueError(f"{fn}: a {w}-byte record is ambiguous ({', '.join(names)} and other engines' records of that "
+                         f"width): pass layout=")
+    return fallback
 
 
 def _as_bytes(x: Any) -> Any:
@@ -462,17 +496,25 @@ def capture_mla_kcache_store(kv_c: Any, k_pe: Any, slot_mapping: Any, kv_cache_i
     scale_fmt names how the writer computed the 4 tile scales (pow2, ue8m0, amax448, amax448_eps, flt_min: see
     `dsa-check stages`); extra keyword arguments are recorded as attrs too. DeepSeek-V4 (FlashMLA MODEL1, vLLM's
     V4 main store): kv_c [..., 448] (the NoPE dims), caches of 584 bytes per token (layout model1_fp8_584, taken
-    from kv_c's width when not given; scale_fmt pow2 = FlashMLA's quantize_k_cache, ue8m0 = vLLM)."""
+    from kv_c's width when not given; scale_fmt pow2 = FlashMLA's quantize_k_cache, ue8m0 = vLLM). DeepSeek-V4.1 and
+    the FP4 caches: layout = a KV record (v41_mxfp8_528 and v41_nvfp4_288 are taken from a 528 / 288-byte cache,
+    the others must be named: sglang_mxfp4_368, flashmla_nvfp4_352, nvfp4_384, nvfp4_432); kv_c [..., 448] or
+    [..., 512] as the record says, k_pe bf16 or the unrounded fp32 rotary output; the codec options go as keyword
+    attrs (record_order, mxfp8_rule, nvfp4_rule, mxfp4_rule, e2m1_tie, e2m1_zero, e2m1_nan, rope_cast,
+    quant_source, scale_byte_max: `dsa-check stages mla.kcache_store`), absent = the record's own producer."""
     kv_c, k_pe = _np(kv_c), _np(k_pe)
     if layout is None:
-        layout = "model1_fp8_584" if _shape(kv_c)[-1] == 448 else "mla_fp8_656"
-    rec = MODEL1_RECORD if layout == "model1_fp8_584" else MLA_RECORD
+        layout = _infer_layout(kv_cache, "model1_fp8_584" if _shape(kv_c)[-1] == 448 else "mla_fp8_656", "capture_mla_kcache_store")
+    rec = _record_bytes(layout)
     kv_cache_in, ps = _mla_cache(kv_cache_in, page_size, rec)
     kv_cache, _ = _mla_cache(kv_cache, ps, rec)
     ins = {"kv_c": _reshape(kv_c, (-1, _shape(kv_c)[-1])), "k_pe": _reshape(k_pe, (-1, _shape(k_pe)[-1])),
            "slot_mapping": _widen(_reshape(_np(slot_mapping), (-1,)), ["int32", "int64"]),
            "kv_cache_in": kv_cache_in}
-    a = dict(scale_fmt=scale_fmt, scale_apply=scale_apply, amax_eps=amax_eps, page_size=ps, layout=layout)
+    if layout in KV_RECORDS:  # the fp8 tile scale rule is not theirs: their codec options come as keyword attrs
+        a = dict(page_size=ps, layout=layout)
+    else:
+        a = dict(scale_fmt=scale_fmt, scale_apply=scale_apply, amax_eps=amax_eps, page_size=ps, layout=layout)
     a.update(extra_attrs)
     a.update(attrs or {})
     return _emit(_case("mla.kcache_store", name, ins, {"kv_cache": kv_cache}, a), out)
@@ -517,6 +559,7 @@ def capture_flash_mla_with_kvcache(q: Any, k_cache: Any, indices: Any, output: A
                                    page_size: Optional[int] = None, extra_k_cache: Any = None,
                                    extra_indices_in_kvcache: Any = None, extra_topk_length: Any = None,
                                    extra_page_size: Optional[int] = None, layout: Optional[str] = None,
+                                   extra_layout: Optional[str] = None, record_order: Optional[str] = None,
                                    name: Optional[str] = None, out: Out = None,
                                    attrs: Optional[Dict[str, Any]] = None) -> Case:
     """attn.sparse_mla_decode: ``output, lse = flash_mla.flash_mla_with_kvcache(q, k_cache, block_table,
@@ -531,7 +574,10 @@ def capture_flash_mla_with_kvcache(q: Any, k_cache: Any, indices: Any, output: A
     The returned ``(out, lse)`` tuple may be passed whole as `output`. DeepSeek-V4 (FlashMLA "MODEL1"): q with
     d_qk 512 selects layout model1_fp8_584 (the 584-byte cache) unless `layout` says otherwise; the extra KV scope
     (extra_k_cache in the same layout, its own page size; extra_indices_in_kvcache [b, s_q, extra_topk];
-    extra_topk_length [b]) is attended in the same softmax."""
+    extra_topk_length [b]) is attended in the same softmax. DeepSeek-V4.1 (FlashMLA's kv_format from kv.size(3)): a
+    528-byte k_cache is layout v41_mxfp8_528 and a 288-byte extra_k_cache extra_layout v41_nvfp4_288 (the (V41,
+    V41_FP4) pair); the other FP4 records are named with layout=; record_order page_segregated (FlashMLA
+    kv_cache_format.h, the default) or token_interleaved."""
     output, lse = _kernel_outputs(output, (lse,), out, "capture_flash_mla_with_kvcache")
     q = _np(q)
     if len(_shape(q)) == 3:
@@ -539,12 +585,15 @@ def capture_flash_mla_with_kvcache(q: Any, k_cache: Any, indices: Any, output: A
     qs = _shape(q)
     b, s_q, h_q = (qs[0], qs[1], qs[2]) if len(qs) == 4 else (-1, -1, -1)
     if layout is None:
-        layout = "model1_fp8_584" if qs[-1] == 512 else "mla_fp8_656"
-    rec = MODEL1_RECORD if layout == "model1_fp8_584" else MLA_RECORD
+        layout = _infer_layout(k_cache, "model1_fp8_584" if qs[-1] == 512 else "mla_fp8_656", "capture_flash_mla_with_kvcache")
+    rec = _record_bytes(layout)
     cache, _ = _mla_cache(k_cache, page_size, rec)
     if (extra_k_cache is None) != (extra_indices_in_kvcache is None):
         raise TypeError("capture_flash_mla_with_kvcache: extra_k_cache and extra_indices_in_kvcache go together")
-    xcache = _mla_cache(extra_k_cache, extra_page_size, rec)[0] if extra_k_cache is not None else None
+    if extra_k_cache is not None and extra_layout is None and layout in KV_RECORDS:
+        extra_layout = _infer_layout(extra_k_cache, layout, "capture_flash_mla_with_kvcache")
+    xrec = _record_bytes(extra_layout) if extra_layout else rec
+    xcache = _mla_cache(extra_k_cache, extra_page_size, xrec)[0] if extra_k_cache is not None else None
     if softmax_scale is None:
         softmax_scale = float(qs[-1]) ** -0.5
     i32 = ["int32"]
@@ -563,9 +612,36 @@ def capture_flash_mla_with_kvcache(q: Any, k_cache: Any, indices: Any, output: A
            if extra_topk_length is not None else None}
     outs = {"out": _reshape(_np(output), (b, s_q, h_q, -1)) if b > 0 else _np(output),
             "lse": _reshape(_np(lse), (b, h_q, s_q)) if (lse is not None and b > 0) else _np(lse)}
-    a = dict(softmax_scale=float(softmax_scale), dequant=dequant, lse_includes_sink=lse_includes_sink, layout=layout)
+    a = dict(softmax_scale=float(softmax_scale), dequant=dequant, lse_includes_sink=lse_includes_sink, layout=layout,
+             extra_layout=extra_layout if extra_layout != layout else None, record_order=record_order)
     a.update(attrs or {})
     return _emit(_case("attn.sparse_mla_decode", name, ins, outs, a), out)
+
+
+def capture_vllm_v41_cache_store(kv_c: Any, k_pe: Any, slot_mapping: Any, kv_cache_in: Any, kv_cache: Any, *,
+                                 fp4: bool = False, page_size: Optional[int] = None, name: Optional[str] = None,
+                                 out: Out = None, attrs: Optional[Dict[str, Any]] = None, **extra_attrs: Any) -> Case:
+    """mla.kcache_store for vLLM's DeepSeek-V4.1 cache writers (vllm/models/deepseek_v41/common/ops: the window KV
+    into the 528-byte MXFP8 record, `fp4=True` the compressed KV into the 288-byte NVFP4 record with vLLM's scale
+    rule nvfp4_rule=vllm). kv_c [T, 448] bf16, k_pe [T, 64]: the fp32 rotary output as the writer quantizes it
+    (recorded as quant_source fp32; a bf16 k_pe as quant_source bf16). Other arguments as capture_mla_kcache_store."""
+    a = dict(quant_source="fp32" if str(getattr(_np(k_pe), "dtype", "")) in ("float32", "torch.float32") else "bf16")
+    if fp4:
+        a["nvfp4_rule"] = "vllm"
+    a.update(extra_attrs)
+    return capture_mla_kcache_store(kv_c, k_pe, slot_mapping, kv_cache_in, kv_cache, page_size=page_size,
+                                    layout="v41_nvfp4_288" if fp4 else "v41_mxfp8_528", name=name, out=out, attrs=attrs, **a)
+
+
+def capture_sglang_mxfp4_k_cache(k_nope: Any, k_rope: Any, loc: Any, cache_in: Any, cache_out: Any, *,
+                                 page_size: Optional[int] = None, name: Optional[str] = None, out: Out = None,
+                                 attrs: Optional[Dict[str, Any]] = None, **extra_attrs: Any) -> Case:
+    """mla.kcache_store for sglang's DeepSeek-V4 SM90 MXFP4 codec (mxfp4_k_cache.py's quantize into the 368-byte
+    record: [224 e2m1 NoPE | 14 ue8m0 + 2 pad | 128 bf16 RoPE], exponent round(log2(amax / 6))): k_nope [T, 448] and
+    k_rope [T, 64] bf16 (split the [T, 512] row the codec takes), loc [T] the rows (page * page_size + slot),
+    cache_in / cache_out the pool buffer ([num_pages, page_size * 368] or [rows, 368]) before and after."""
+    return capture_mla_kcache_store(k_nope, k_rope, loc, cache_in, cache_out, page_size=page_size,
+                                    layout="sglang_mxfp4_368", name=name, out=out, attrs=attrs, **extra_attrs)
 
 
 def capture_ascend_compressor(x: Any, wkv: Any, wgate: Any, state_cache: Any, ape: Any, norm_weight: Any,
