@@ -15,6 +15,7 @@ of *regions* (at most one region of each kind per record):
 | flashmla_nvfp4_352 | 512+64 | [codes 256, rope 64, scales 32]          | nvfp4 flashmla352 lt_zero  | e4m3 | -       |
 | nvfp4_384          | 448+64 | [codes 224, rope 128] [scales 28, pad 4] | nvfp4 "flashinfer384"      | bf16 | 0       |
 | nvfp4_432          | 512+64 | [codes 256, scales 32, pad 16, rope 128] | nvfp4 "lil432"             | bf16 | 0       |
+| v41_idx_mxfp4_68   | 64+64  | [codes 64] [scales 4]                    | mxfp4 "ref"                | q    | -       |
 (dims = nope+rope; rope q = quantized with the codes; pad 0 = written as zeros, NOT wr. = never written.)
 
 * The codec row covers the quantized dims: all 512 for the V4.1 records (RoPE quantized with the NoPE), else the
@@ -79,6 +80,8 @@ _SPEC = {
     "nvfp4_384": dict(nope=448, rope_dims=64, fmt="nvfp4", quant=448, rope="bf16", pad="zero",
                       parts=((("codes", 224), ("rope", 128)), (("scales", 28), ("pad", 4))),
                       codec=dict(variant="flashinfer384", zero_sign="keep")),
+    "v41_idx_mxfp4_68": dict(nope=64, rope_dims=64, fmt="mxfp4", quant=128, rope=None, pad=None,
+                             parts=((("codes", 64),), (("scales", 4),)), codec=dict(variant="ref", zero_sign="keep")),
     "nvfp4_432": dict(nope=512, rope_dims=64, fmt="nvfp4", quant=512, rope="bf16", pad="zero",
                       parts=((("codes", 256), ("scales", 32), ("pad", 16), ("rope", 128)),),
                       codec=dict(variant="lil432", zero_sign="keep")),

@@ -36,6 +36,9 @@ const std::vector<RecordFormat>& record_formats() {
       {"nvfp4_384",
        "FlashInfer's sparse-MLA nvfp4 cache (sglang DeepSeek-V4 on SM120): per page, each token's 224 bytes of e2m1 NoPE codes and 64 bf16 RoPE, then each token's 32-byte scale row (28 e4m3 scales of 16 dims, 4 zero bytes) (spec v41 §2.4; page_segregated)",
        448, 64, RecCodec::nvfp4, RopeStore::bf16, ScaleOrder::natural, {{{K::codes, 224, 0}, {K::rope, 128, 0}, {K::scales, 28, 1}, {K::pad, 4, 1}}}, 4, 0, false},
+      {"v41_idx_mxfp4_68",
+       "DeepSeek-V4.1 indexer K cache (vLLM indexer_k_store, DeepGEMM fp8_fp4 logits): per page the tokens' 64 bytes of e2m1 codes of the 128 dims (RoPE dims 64..127 quantized too), then their 4 ue8m0 scales of 32 dims (spec v41 §5; page_segregated)",
+       64, 64, RecCodec::mxfp4, RopeStore::quantized, ScaleOrder::natural, {{{K::codes, 64, 0}, {K::scales, 4, 1}}}, 2, 512, false},
       {"nvfp4_432",
        "local-inference-lab vLLM NVFP4 cache (d 576): 256 bytes of e2m1 NoPE codes, 32 e4m3 scales of 16 dims, 16 pad, 64 bf16 RoPE (spec v41 §2.4)",
        512, 64, RecCodec::nvfp4, RopeStore::bf16, ScaleOrder::natural, {{{K::codes, 256}, {K::scales, 32}, {K::pad, 16}, {K::rope, 128}}}, 4, 0, false},
@@ -279,9 +282,10 @@ std::vector<AttrSpec> record_attrs() {
                    "NVFP4 kv records' scale and code rule (numerics/fp4_core.hpp): ref (REF), vllm, flashmla (V4.1 "
                    "writers), flashmla352 / vllm352 (the 352-byte record's test and vLLM writer), flashinfer384, lil432; "
                    "absent = the record's producer"),
-      opt_str_attr("mxfp4_rule", {"ref", "nearest"},
-                   "MXFP4 kv records' exponent: ref = ceil(log2(amax/6)) (the V4.1 indexer), nearest = round(log2(amax/6)) "
-                   "(sglang's 368-byte record); absent = the record's producer"),
+      opt_str_attr("mxfp4_rule", {"ref", "nearest", "ref_floor_1e4"},
+                   "MXFP4 kv records' exponent: ref = ceil(log2(max(amax, 6*2^-126)/6)) (the V4.1 indexer), nearest = "
+                   "round(log2(amax/6)) (sglang's 368-byte record), ref_floor_1e4 = ref with vLLM's old amax floor 1e-4 "
+                   "(#41015); absent = the record's producer"),
       opt_str_attr("e2m1_tie", {"rne", "half_down"}, "FP4 kv records: e2m1 midpoints to even (PTX cvt.rn) or down (DeepGEMM's util)"),
       opt_str_attr("e2m1_zero", {"keep", "clear", "lt_zero"},
                    "FP4 kv records: the sign of a zero code: keep (sign bit: -0 and small negatives 0x8), clear (0x0), "
@@ -324,7 +328,8 @@ RecordParams parse_record_params(const Case& c, const AttrReader& a, const Recor
   }
   if (a.has("mxfp4_rule")) {
     if (f.codec != RecCodec::mxfp4) bad("mxfp4_rule", std::string("no mxfp4_rule: ") + f.name + " is not an MXFP4 record");
-    r.quant.mx4 = a.s("mxfp4_rule") == "nearest" ? fp4core::Mx4Rule::nearest : fp4core::Mx4Rule::ref;
+    const std::string m = a.s("mxfp4_rule");
+    r.quant.mx4 = m == "nearest" ? fp4core::Mx4Rule::nearest : m == "ref_floor_1e4" ? fp4core::Mx4Rule::ref_floor_1e4 : fp4core::Mx4Rule::ref;
   }
   for (const char* n : {"e2m1_tie", "e2m1_zero", "e2m1_nan"})
     if (a.has(n) && !fp4) bad(n, std::string("no ") + n + ": " + f.name + " holds no e2m1 codes");
@@ -352,7 +357,7 @@ std::string describe_record_params(const RecordParams& r) {
   else if (f.codec == RecCodec::nvfp4)
     s += std::string("nvfp4_rule ") + nv4_name(r.quant.nv4);
   else
-    s += std::string("mxfp4_rule ") + (r.quant.mx4 == fp4core::Mx4Rule::ref ? "ref" : "nearest");
+    s += std::string("mxfp4_rule ") + (r.quant.mx4 == fp4core::Mx4Rule::ref ? "ref" : r.quant.mx4 == fp4core::Mx4Rule::nearest ? "nearest" : "ref_floor_1e4");
   if (f.codec != RecCodec::mxfp8) {
     const auto& e = r.quant.e2m1;
     s += std::string(", e2m1 ") + (e.tie == fp4core::Tie::rne ? "rne" : "half_down") + " / " +

@@ -21,6 +21,7 @@
 //   flashmla_nvfp4_352  352     512+64 e4m3        codes 256, rope 64, scales 32 (4x8)        NVFP4 (flashmla352): vLLM FlashMLA #18 (V3.2)
 //   nvfp4_384           384     448+64 bf16        codes 224, rope 128 | scales 28, pad 4     NVFP4 (flashinfer384): FlashInfer / sglang V4 SM120
 //   nvfp4_432           432     512+64 bf16        codes 256, scales 32, pad 16, rope 128     NVFP4 (lil432): local-inference-lab vLLM (576-d)
+//   v41_idx_mxfp4_68    68      64+64 quantized    codes 64 | scales 4                        MXFP4 (ref): the V4.1 indexer K cache (vLLM indexer_k_store)
 //
 // Page orders (a dump attr: the sources disagree for the V4.1 records, spec §2.3): page_segregated = a page of P
 // tokens holds part 0 of every token, then part 1 of every token (token t's part p at page_start + P * (bytes of the
@@ -139,7 +140,7 @@ namespace dsa::layouts {
 //   mxfp8_rule    ref | flashmla                               (v41_mxfp8_528)
 //   scale_byte_max  255 | 254 (gfx950)                         (ue8m0 records)
 //   nvfp4_rule    ref | vllm | flashmla | flashmla352 | vllm352 | flashinfer384 | lil432   (NVFP4 records)
-//   mxfp4_rule    ref | nearest                                (sglang_mxfp4_368)
+//   mxfp4_rule    ref | nearest | ref_floor_1e4               (sglang_mxfp4_368, v41_idx_mxfp4_68)
 //   e2m1_tie      rne | half_down;  e2m1_zero  keep | clear | lt_zero;  e2m1_nan  zero | max   (FP4 records)
 //   rope_cast     e4m3 | e4m3_sat                              (flashmla_nvfp4_352: its e4m3 RoPE bytes)
 //   quant_source  bf16 | fp32   the values quantized: the RoPE dims rounded to bf16 first (REF) or the fp32 values as

@@ -35,6 +35,8 @@
 //          e2m1(fl32(x * inv)) where the rule says so
 //   MXFP4  block 32, e2m1 codes, ue8m0 scale byte    (the V4.1 indexer K/Q cache, 68 B per 128 dims)
 //          Mx4Rule ref:      e = ceil(log2(fl32(max(amax, 6*2^-126) * fl32(1/6)))), clamped to [-127, 127]
+//                  ref_floor_1e4: the same with the floor 1e-4 on amax (vLLM before #41015: tiny blocks get a scale
+//                            of 2^-15 and zero codes)
 //                  nearest:  e = the integer nearest to the exact log2(fl32(amax / 6)) (never a tie), amax 0 gives
 //                            -127, clamped to [-127, 127]: sglang's 368-byte record (mxfp4_k_cache.py: round(log2(max(
 //                            amax, 1e-40)) - fl32(log2 6)), half-even in torch, floor(x + 0.5) in Triton, byte clamped
@@ -62,7 +64,7 @@ enum class ZeroSign : std::uint8_t { keep, clear, lt_zero };
 enum class NanCode : std::uint8_t { zero, max };
 enum class Mx8Rule : std::uint8_t { ref, flashmla };
 enum class Nv4Rule : std::uint8_t { ref, vllm, flashmla, flashmla352, vllm352, flashinfer384, lil432 };
-enum class Mx4Rule : std::uint8_t { ref, nearest };
+enum class Mx4Rule : std::uint8_t { ref, nearest, ref_floor_1e4 };
 
 struct E2m1Opts {
   Tie tie = Tie::rne;
@@ -208,8 +210,8 @@ DSA_HD inline void mxfp4_block(const float* x, std::uint8_t* packed, std::uint8_
     e = 128;
   } else if (bits(amax) >= 0x7F800000u) {
     e = 127;
-  } else if (rule == Mx4Rule::ref) {
-    const float floor = 6.0f * exp2i(-126);
+  } else if (rule == Mx4Rule::ref || rule == Mx4Rule::ref_floor_1e4) {
+    const float floor = rule == Mx4Rule::ref ? 6.0f * exp2i(-126) : 1e-4f;
     e = ceil_log2((amax > floor ? amax : floor) * (1.0f / 6.0f));
   } else {
     const float r = amax / 6.0f;

@@ -103,12 +103,14 @@ def test_nvfp4_blocks(tables, rule, tie, zero):
                            f"scale C++ {scales[bad[0]]:#x} numpy {rs[bad[0]]:#x}, codes C++ {packed[bad[0]]} numpy {rp[bad[0]]}")
 
 
+@pytest.mark.parametrize("rule", ("ref", "ref_floor_1e4"))
 @pytest.mark.parametrize("tie", E2M1_TIES)
 @pytest.mark.parametrize("zero", ZERO)
-def test_mxfp4_blocks(tables, tie, zero):
+def test_mxfp4_blocks(tables, rule, tie, zero):
     x = hard_blocks(32, np.random.default_rng(3))
-    packed, scales = split(tables("mxfp4", "ref", tie, zero, x=x), 16)
-    rp, rs = ref.mxfp4_quant(x.reshape(-1, 32), variant="ref", tie=tie, zero_sign=zero)
+    packed, scales = split(tables("mxfp4", rule, tie, zero, x=x), 16)
+    rp, rs = ref.mxfp4_quant(x.reshape(-1, 32), variant="ref", tie=tie, zero_sign=zero,
+                             amax_floor=1e-4 if rule == "ref_floor_1e4" else None)
     rp, rs = np.asarray(rp, np.uint8).reshape(-1, 16), np.asarray(rs, np.uint8).reshape(-1)
     bad = np.nonzero((packed != rp).any(axis=1) | (scales != rs))[0]
     assert bad.size == 0, (f"{bad.size} of {len(rs)} blocks differ; first block {bad[0]}: amax "

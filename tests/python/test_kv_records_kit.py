@@ -67,3 +67,15 @@ def test_flashmla_v41_pair_from_widths(repo_root, tmp_path, run_cli):
         extra_topk_length=ins["extra_topk_length"], out=str(f))
     assert case.attrs["layout"] == "v41_mxfp8_528" and case.attrs["extra_layout"] == "v41_nvfp4_288"
     run_cli("check", f, check_rc=0)
+
+
+def test_vllm_v41_indexer_k_store(repo_root, tmp_path, run_cli):
+    ins, exp, attrs = load(repo_root / "golden" / "kv_v41_idx_mxfp4_68.h5")
+    k = np.concatenate([ins["kv_c"], ins["k_pe"]], axis=1)  # [T, 128] bf16 bits: the K the store takes
+    f = tmp_path / "idx.h5"
+    case = dsa_dump.capture_vllm_v41_indexer_k_store(bf16(k), ins["slot_mapping"], ins["kv_cache_in"], exp["kv_cache"],
+                                                     out=str(f))
+    assert case.attrs["layout"] == "v41_idx_mxfp4_68" and case.attrs["page_size"] == 128
+    run_cli("check", f, check_rc=0)
+    with pytest.raises(ValueError, match="128"):
+        dsa_dump.capture_vllm_v41_indexer_k_store(bf16(k[:, :96]), ins["slot_mapping"], ins["kv_cache_in"], exp["kv_cache"])

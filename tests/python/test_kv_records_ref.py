@@ -12,9 +12,9 @@ from reference import kv_records as kr
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
 SIZES = {"v41_mxfp8_528": 528, "v41_nvfp4_288": 288, "sglang_mxfp4_368": 368, "flashmla_nvfp4_352": 352,
-         "nvfp4_384": 384, "nvfp4_432": 432}
+         "nvfp4_384": 384, "nvfp4_432": 432, "v41_idx_mxfp4_68": 68}
 DIMS = {"v41_mxfp8_528": (448, 64), "v41_nvfp4_288": (448, 64), "sglang_mxfp4_368": (448, 64),
-        "flashmla_nvfp4_352": (512, 64), "nvfp4_384": (448, 64), "nvfp4_432": (512, 64)}
+        "flashmla_nvfp4_352": (512, 64), "nvfp4_384": (448, 64), "nvfp4_432": (512, 64), "v41_idx_mxfp4_68": (64, 64)}
 
 
 def test_sizes_and_parts():
@@ -168,6 +168,9 @@ def test_load_is_the_codec_dequant(name, order):
         elif name == "sglang_mxfp4_368":
             quant = nope
             want = fc.dequant_mxfp4(*fc.mxfp4_quant(x[s, :nope], "sglang"))
+        elif name == "v41_idx_mxfp4_68":
+            quant = 128
+            want = fc.dequant_mxfp4(*fc.mxfp4_quant(x[s], "ref"))
         else:
             v = {"v41_nvfp4_288": "ref", "flashmla_nvfp4_352": "flashmla352", "nvfp4_384": "flashinfer384",
                  "nvfp4_432": "lil432"}[name]

@@ -148,7 +148,7 @@ bool same_sign_nan(std::uint64_t y, std::uint64_t z, F dst) {
 //       layouts::record_formats() (v41_mxfp8_528, v41_nvfp4_288, sglang_mxfp4_368, ...), ORDER page_segregated |
 //       token_interleaved
 // TIE rne|half_down, ZERO keep|clear|lt_zero, NAN zero|max (e2m1 only; the block modes use zero), RULE: mxfp8
-// ref|flashmla, nvfp4 ref|vllm|flashmla|flashmla352|vllm352|flashinfer384|lil432, mxfp4 ref|nearest.
+// ref|flashmla, nvfp4 ref|vllm|flashmla|flashmla352|vllm352|flashinfer384|lil432, mxfp4 ref|nearest|ref_floor_1e4.
 int fp4_main(int argc, char** argv) {
   using namespace dsa::fp4core;
   auto usage = [] {
@@ -195,7 +195,7 @@ int fp4_main(int argc, char** argv) {
       if (kind == "nvfp4")
         nvfp4_block(x.data() + b, packed, &sb, nv4(rule), o);
       else
-        mxfp4_block(x.data() + b, packed, &sb, rule == "nearest" ? Mx4Rule::nearest : Mx4Rule::ref, o);
+        mxfp4_block(x.data() + b, packed, &sb, rule == "nearest" ? Mx4Rule::nearest : rule == "ref_floor_1e4" ? Mx4Rule::ref_floor_1e4 : Mx4Rule::ref, o);
       out.insert(out.end(), packed, packed + n / 2);
       out.push_back(sb);
     }

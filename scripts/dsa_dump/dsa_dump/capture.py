@@ -396,7 +396,8 @@ MODEL1_RECORD = 584  # DeepSeek-V4 / FlashMLA MODEL1: per block, 576-byte token 
 # decode picks V41 / V41_FP4 from the cache's last dim (528 / 288); the other widths are ambiguous in circulation
 # (b12x has a different 368-byte record; 352 is also the data stride inside the 384-byte page): name their layout.
 KV_RECORDS = {"v41_mxfp8_528": (528, 448), "v41_nvfp4_288": (288, 448), "sglang_mxfp4_368": (368, 448),
-              "flashmla_nvfp4_352": (352, 512), "nvfp4_384": (384, 448), "nvfp4_432": (432, 512)}
+              "flashmla_nvfp4_352": (352, 512), "nvfp4_384": (384, 448), "nvfp4_432": (432, 512),
+              "v41_idx_mxfp4_68": (68, 64)}
 _BY_WIDTH = {528: "v41_mxfp8_528", 288: "v41_nvfp4_288"}
 
 
@@ -631,6 +632,25 @@ def capture_vllm_v41_cache_store(kv_c: Any, k_pe: Any, slot_mapping: Any, kv_cac
     a.update(extra_attrs)
     return capture_mla_kcache_store(kv_c, k_pe, slot_mapping, kv_cache_in, kv_cache, page_size=page_size,
                                     layout="v41_nvfp4_288" if fp4 else "v41_mxfp8_528", name=name, out=out, attrs=attrs, **a)
+
+
+def capture_vllm_v41_indexer_k_store(k: Any, slot_mapping: Any, kv_cache_in: Any, kv_cache: Any, *,
+                                     page_size: Optional[int] = None, name: Optional[str] = None, out: Out = None,
+                                     attrs: Optional[Dict[str, Any]] = None, **extra_attrs: Any) -> Case:
+    """mla.kcache_store with layout v41_idx_mxfp4_68: vLLM's DeepSeek-V4.1 indexer K store (indexer_k_store.py) of
+    k [T, 128] bf16 (k_norm(wk(latent)) with RoPE on dims 64..127) into the MXFP4 cache [pages, page_size, 68]
+    (per page: the tokens' 64 code bytes, then their 4 ue8m0 scales; pages a multiple of 512 bytes, so page_size a
+    multiple of 128). The record is split as the stage takes it: kv_c = dims 0..63, k_pe = dims 64..127."""
+    k = _np(k)
+    k = _reshape(k, (-1, _shape(k)[-1]))
+    if _shape(k)[-1] != 128:
+        raise ValueError(f"capture_vllm_v41_indexer_k_store: k has {_shape(k)[-1]} dims per token, the V4.1 indexer K has 128")
+    if isinstance(k, _dt.Bits):
+        lo, hi = _dt.Bits(k.array[:, :64], k.dtype), _dt.Bits(k.array[:, 64:], k.dtype)
+    else:
+        lo, hi = k[:, :64], k[:, 64:]
+    return capture_mla_kcache_store(lo, hi, slot_mapping, kv_cache_in, kv_cache, page_size=page_size,
+                                    layout="v41_idx_mxfp4_68", name=name, out=out, attrs=attrs, **extra_attrs)
 
 
 def capture_sglang_mxfp4_k_cache(k_nope: Any, k_rope: Any, loc: Any, cache_in: Any, cache_out: Any, *,

@@ -98,6 +98,7 @@ Expected cpu_record(const Case& c, const Params& p, RecordBug bug, int threads) 
                                                                                 : layouts::RecordOrder::page_segregated;
       break;
     case B::scales_unpermuted: f.scale_order = layouts::ScaleOrder::natural; break;
+    case B::mx4_floor_1e4: qq.mx4 = fp4core::Mx4Rule::ref_floor_1e4; break;
     default: break;
   }
   RefOptions opt;

@@ -96,8 +96,8 @@ void record_block(Rng& rng, bool mxfp8, bool mxfp4, int n, double* v) {
     v[rng.randint(0, n - 1)] = (rng.uniform() < 0.5 ? -top : top) * pow2(k);
   } else if (u < 0.68) {
     for (int i = 0; i < n; ++i) v[i] = rng.uniform() < 0.3 ? -0.0 : 0.0;
-  } else if (u < 0.78) {
-    const double lim = mxfp4 ? pow2(-127) : mxfp8 ? 0.02 : pow2(-10);
+  } else if (u < 0.78) {  // MXFP4: below 6*2^-126, or between it and vLLM's old floor 1e-4 (B54)
+    const double lim = mxfp4 ? (rng.uniform() < 0.5 ? pow2(-127) : 1e-6) : mxfp8 ? 0.02 : pow2(-10);
     for (int i = 0; i < n; ++i) v[i] = (rng.uniform() * 2 - 1) * lim;
   } else if (u < 0.86) {
     const double a = pow2(rng.randint(12, 13));
@@ -246,6 +246,10 @@ std::vector<GoldenSpec> goldens() {
        .attrs = {{"layout", S("nvfp4_384")}, {"page_size", I(32)}},
        .doc = "FlashInfer's sparse-MLA nvfp4 cache (sglang V4 on SM120): per page the 352-byte data rows then the 32-byte scale "
               "rows, no amax floor (scale 0: zero codes), saturating scales, codes x * fl32(1/s)"},
+      {.name = "kv_v41_idx_mxfp4_68", .stage = st, .generator = g, .seed = 623, .model = {.page_size = 128},
+       .dims = {{"T", 48}, {"P", 2}}, .attrs = {{"layout", S("v41_idx_mxfp4_68")}, {"page_size", I(128)}},
+       .doc = "the V4.1 indexer K cache (vLLM indexer_k_store, 68-byte MXFP4 records in 128-token pages): ceil exponent "
+              "with the 6*2^-126 floor (blocks between it and 1e-4: B54's difference), RoPE dims quantized too"},
       {.name = "kv_nvfp4_432", .stage = st, .generator = g, .seed = 622, .model = {.page_size = 32}, .dims = {{"T", 24}, {"P", 2}},
        .attrs = {{"layout", S("nvfp4_432")}, {"page_size", I(32)}},
        .doc = "local-inference-lab vLLM's 576-d NVFP4 record: amax * fl32(1/6), no floor, saturating, 16 zero pad bytes"},

@@ -40,7 +40,10 @@ std::vector<golden::GoldenSpec> selftest_cases() {
            .doc = "sglang's MXFP4 368-byte record"},
           {.name = "kv_flashmla_352", .stage = "mla.kcache_store", .generator = "mla_kcache.shuffled_slots", .seed = 12,
            .model = {.page_size = 32}, .dims = {{"T", 20}, {"P", 2}}, .attrs = {{"layout", S("flashmla_nvfp4_352")}, {"page_size", I(32)}},
-           .doc = "FlashMLA #18's NVFP4 352-byte record"}};
+           .doc = "FlashMLA #18's NVFP4 352-byte record"},
+          {.name = "kv_v41_idx", .stage = "mla.kcache_store", .generator = "mla_kcache.shuffled_slots", .seed = 13,
+           .model = {.page_size = 128}, .dims = {{"T", 40}, {"P", 2}}, .attrs = {{"layout", S("v41_idx_mxfp4_68")}, {"page_size", I(128)}},
+           .doc = "the V4.1 indexer K cache, MXFP4 68-byte records"}};
 }
 
 namespace {
@@ -73,6 +76,8 @@ std::vector<Mutant> mutants() {
        "a multi-row scatter that adds the source row offset: token i lands at slot + i", rb(B::scatter_row_offset), "B55"},
       {"kv_record_order_swapped", "v41 §2.3", "kv_v41_nvfp4", V{Verdict::FAIL},
        "the V4.1 record written token_interleaved where the cache is page_segregated", rb(B::order_swapped), "v41 §2.3"},
+      {"kv_idx_mxfp4_floor_1e4", "B54", "kv_v41_idx", V{Verdict::FAIL},
+       "the MXFP4 amax floor 1e-4 (vLLM before #41015): tiny blocks get the scale 2^-15 and zero codes", rb(B::mx4_floor_1e4), "B54"},
       {"kv_352_scales_unpermuted", "v41 §2.4", "kv_flashmla_352", V{Verdict::FAIL},
        "the 352-byte record's scales in natural order (the kernel reads scale s at byte 8*(s&3)+(s>>2))", rb(B::scales_unpermuted),
        "v41 §2.4"},

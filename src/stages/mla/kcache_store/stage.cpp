@@ -138,6 +138,7 @@ std::vector<Hypothesis> record_hypotheses() {
       {B::scatter_row_offset, "B55", "token i of the batch stored at slot + i: the multi-row scatter added the source row offset"},
       {B::order_swapped, "v41 §2.3", "page_segregated and token_interleaved record orders confused"},
       {B::scales_unpermuted, "v41 §2.4", "the 352-byte record's scales stored in natural order (scale s belongs at byte 8*(s&3)+(s>>2))"},
+      {B::mx4_floor_1e4, "B54", "the MXFP4 amax floor 1e-4 (vLLM before #41015) where the floor is 6*2^-126: blocks below 1e-4 get scale 2^-15 and zero codes"},
   };
   std::vector<Hypothesis> v;
   for (const H& h : hs) {
@@ -154,6 +155,7 @@ std::vector<Hypothesis> record_hypotheses() {
       if (bug == B::rope_fp32 && (c.input("k_pe").dtype() != DType::f32 || !p.rp.rope_bf16_source)) return std::nullopt;
       if (bug == B::order_swapped && f.nparts() < 2) return std::nullopt;
       if (bug == B::scales_unpermuted && f.scale_order != layouts::ScaleOrder::interleave4x8) return std::nullopt;
+      if (bug == B::mx4_floor_1e4 && (f.codec != layouts::RecCodec::mxfp4 || p.rp.quant.mx4 != fp4core::Mx4Rule::ref)) return std::nullopt;
       return cpu_record(c, p, bug, 1).tensors.front().value;
     };
     v.push_back(std::move(x));
@@ -180,7 +182,8 @@ Stage stage() {
                }(),
                "cache byte layout: mla_fp8_656 (V3.2: 656-byte token records), model1_fp8_584 (DeepSeek-V4 / FlashMLA MODEL1: "
                "576-byte token records then 8-byte e8m0 scale records per block), or a kv record of layouts/kv_records.hpp "
-               "(v41_mxfp8_528, v41_nvfp4_288, sglang_mxfp4_368, flashmla_nvfp4_352, nvfp4_384, nvfp4_432)")};
+               "(v41_mxfp8_528, v41_nvfp4_288, sglang_mxfp4_368, flashmla_nvfp4_352, nvfp4_384, nvfp4_432; and "
+               "v41_idx_mxfp4_68, the V4.1 indexer K cache: kv_c = dims 0..63, k_pe = the RoPE dims 64..127)")};
   for (auto& at : layouts::record_attrs()) s.schema.attrs.push_back(std::move(at));
   s.schema.inputs = {{"kv_c", {D::bf16}, {"T,?"}, false, "latent c per token (after kv_norm): 512 dims (mla_fp8_656, the 576-d records), 448 NoPE dims (model1_fp8_584, the V4 / V4.1 records)"},
                      {"k_pe", {D::bf16, D::f32}, {"T,64"}, false, "RoPE part per token (after rotary): bf16; f32 (the unrounded rotary output) for the kv records, quantized as given with quant_source fp32"},

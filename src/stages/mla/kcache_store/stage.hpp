@@ -61,6 +61,7 @@ enum class RecordBug {
   scatter_row_offset,     // B55: token i of the batch stored at slot + i (the source row offset added)
   order_swapped,          // v41 §2.3: page_segregated and token_interleaved confused
   scales_unpermuted,      // v41 §2.4: the 352-byte record's scales in natural order (the 4x8 interleave missed)
+  mx4_floor_1e4,          // B54: the MXFP4 amax floor 1e-4 (vLLM #41015) where 6 * 2^-126 is declared
 };
 Expected cpu_record(const Case& c, const Params& p, RecordBug bug, int threads);
 std::vector<golden::Generator> generators();
