@@ -27,7 +27,8 @@ const RecordFormat& fmt(const char* n) {
 
 TEST_CASE("kv records: sizes and regions add up for every record") {
   const std::vector<std::pair<const char*, int>> want{{"v41_mxfp8_528", 528}, {"v41_nvfp4_288", 288}, {"sglang_mxfp4_368", 368},
-                                                      {"flashmla_nvfp4_352", 352}, {"nvfp4_384", 384}, {"nvfp4_432", 432}};
+                                                      {"flashmla_nvfp4_352", 352}, {"nvfp4_384", 384}, {"nvfp4_432", 432},
+                                                      {"v41_idx_mxfp4_68", 68}};
   CHECK(record_formats().size() == want.size());
   for (const auto& [n, bytes] : want) {
     const RecordFormat& f = fmt(n);

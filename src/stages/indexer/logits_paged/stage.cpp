@@ -31,7 +31,17 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& p) {
   const Tensor& cl = c.input("context_lens");
   if (cl.rank() == 2 && r.clean_logits) p.push_back({c.file, c.name, "attr clean_logits", "0 with 2-D context_lens (DeepGEMM)", "1"});
   const Tensor& bt = c.input("block_table");
-  const auto P = kc.dim(0), ps = a.i("page_size"), next_n = c.input("q").dim(1);
+  // The page size the reference reads with is the cache's (dim 1); an attr page_size, when given, must agree (the
+  // schema binds it): without one, the attr's default is not what the pages hold (fuzz finding: block-table
+  // columns past ceil(L/64) unchecked, read out of bounds with 16-token pages).
+  const auto P = kc.dim(0), ps = kc.dim(1), next_n = c.input("q").dim(1);
+  if (ps <= 0) {
+    p.push_back({c.file, c.name, "inputs/kv_cache", "dim 1 (page_size) > 0", std::to_string(ps)});
+    return r;
+  }
+  if (a.has("page_size") && a.i("page_size") != ps)
+    p.push_back({c.file, c.name, "attr page_size", "the cache's page size (inputs/kv_cache dim 1 = " + std::to_string(ps) + ")",
+                 std::to_string(a.i("page_size"))});
   const std::int64_t per = cl.rank() == 2 ? cl.dim(1) : 1;
   if (r.max_context_len <= 0) p.push_back({c.file, c.name, "attr max_context_len", "> 0", std::to_string(r.max_context_len)});
   // The width of logits no stored tensor holds (inputs-only cases for `expect`, indexer.fused) is only an attr: the

@@ -38,10 +38,11 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& pr) {
   p.nblk = st.dim(0), p.bs = st.dim(1), p.maxblk = tab.dim(1);
   p.R = c.input("rope_sin").dim(0);
   if (!(p.eps >= 0 && std::isfinite(p.eps))) bad("attr norm_eps", "a finite number >= 0", std::to_string(p.eps));
-  if (p.r < 1) bad("attr cmp_ratio", ">= 1 (4 or 128 in DeepSeek-V4)", std::to_string(p.r));
+  if (p.r < 1 || p.r > 65536) bad("attr cmp_ratio", "in [1, 65536] (4 or 128 in DeepSeek-V4)", std::to_string(p.r));
   if (p.coff != 1 && p.coff != 2) bad("attr coff", "1 or 2", std::to_string(p.coff));
   if (p.cache_mode != 1 && p.cache_mode != 2) bad("attr cache_mode", "1 (continuous) or 2 (cycle ring)", std::to_string(p.cache_mode));
   if (p.bs < 1) bad("inputs/state_cache_in", "dim 1 (tokens per state block) >= 1", std::to_string(p.bs));
+  if (!pr.empty()) return p;  // the checks below compute with these attrs (fuzz finding: coff INT64_MIN times D)
   if (p.C2 != p.coff * p.D) bad("inputs/ape", "dim 1 = coff * D = " + std::to_string(p.coff * p.D), std::to_string(p.C2));
   if (st.dim(2) != 2 * p.C2) bad("inputs/state_cache_in", "dim 2 = 2 * coff * D = " + std::to_string(2 * p.C2), std::to_string(st.dim(2)));
   if (p.D % 8 != 0) bad("inputs/norm_weight", "D a multiple of 8", std::to_string(p.D));

@@ -32,7 +32,7 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& pr) {
   p.nblk = st.dim(0), p.sbs = st.dim(1);
   p.kblk = kc.dim(0), p.kbs = kc.dim(1);
   p.rec = p.D == 512 ? layouts::Model1KCache::kRecord : p.D + 4;
-  if (p.r < 1) bad("attr cmp_ratio", ">= 1 (4 or 128 in DeepSeek-V4)", S(p.r));
+  if (p.r < 1 || p.r > 65536) bad("attr cmp_ratio", "in [1, 65536] (4 or 128 in DeepSeek-V4)", S(p.r));
   if (!(p.eps >= 0 && std::isfinite(p.eps))) bad("attr norm_eps", "a finite number >= 0", std::to_string(p.eps));
   if (p.D != 128 && p.D != 512) bad("inputs/norm_weight", "D = 512 (main compressor) or 128 (indexer compressor)", S(p.D));
   if (p.rope % 2 != 0 || p.rope < 2 || p.rope > p.D || (p.D == 512 && p.rope != 64))

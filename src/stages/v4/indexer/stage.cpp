@@ -46,7 +46,7 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& pr) {
   if (!pr.empty()) return p;
   if (a.i("sparse_mode") != 3) bad("attr sparse_mode", "3 (causal over compressed entries; the only mode the V4 backend uses)", std::to_string(a.i("sparse_mode")));
   if (p.k < 1 || p.k > 2048) bad("attr sparse_count", "1..2048 (A2/A3; 512 for V4-Flash, 1024 for V4-Pro)", std::to_string(p.k));
-  if (g.cmp_ratio < 1) bad("attr cmp_ratio", ">= 1 (4 in DeepSeek-V4 C4 layers)", std::to_string(g.cmp_ratio));
+  if (g.cmp_ratio < 1 || g.cmp_ratio > 65536) bad("attr cmp_ratio", "in [1, 65536] (4 in DeepSeek-V4 C4 layers)", std::to_string(g.cmp_ratio));
   const Tensor& q = c.input("query");
   const Tensor& key = c.input("key");
   const Tensor& bt = c.input("block_table");
