@@ -13,7 +13,7 @@ from reference import kv_records as rec
 GOLDENS = ["kv_v41_mxfp8_528", "kv_v41_mxfp8_528_flashmla_gfx950", "kv_v41_mxfp8_528_fp32_rope", "kv_v41_nvfp4_288",
            "kv_v41_nvfp4_288_vllm_interleaved", "kv_v41_nvfp4_288_flashmla_nan", "kv_v41_nvfp4_288_deepgemm_util",
            "kv_sglang_mxfp4_368", "kv_flashmla_nvfp4_352", "kv_flashmla_nvfp4_352_vllm", "kv_nvfp4_384", "kv_nvfp4_432",
-           "kv_v41_idx_mxfp4_68"]
+           "kv_v41_idx_mxfp4_68", "kv_v41_idx_mxfp4_68_floor_1e4"]
 
 
 def load(path):
@@ -43,6 +43,8 @@ def model_cache(ins, attrs):
         pe = fp4_codecs.round_bf16(pe)
     x = np.concatenate([kv, pe], axis=1)
     opts = {}
+    if attrs.get("mxfp4_rule") == "ref_floor_1e4":  # the ref exponent with vLLM's old floor on amax
+        opts["amax_floor"] = 1e-4
     for attr, opt in (("nvfp4_rule", "variant"), ("mxfp4_rule", None), ("mxfp8_rule", "rule"), ("e2m1_tie", "tie"),
                       ("e2m1_zero", "zero_sign"), ("e2m1_nan", "nan"), ("rope_cast", "rope_cast"),
                       ("scale_byte_max", "byte_max")):

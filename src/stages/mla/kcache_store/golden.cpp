@@ -250,6 +250,10 @@ std::vector<GoldenSpec> goldens() {
        .dims = {{"T", 48}, {"P", 2}}, .attrs = {{"layout", S("v41_idx_mxfp4_68")}, {"page_size", I(128)}},
        .doc = "the V4.1 indexer K cache (vLLM indexer_k_store, 68-byte MXFP4 records in 128-token pages): ceil exponent "
               "with the 6*2^-126 floor (blocks between it and 1e-4: B54's difference), RoPE dims quantized too"},
+      {.name = "kv_v41_idx_mxfp4_68_floor_1e4", .stage = st, .generator = g, .seed = 624, .model = {.page_size = 128},
+       .dims = {{"T", 32}, {"P", 2}},
+       .attrs = {{"layout", S("v41_idx_mxfp4_68")}, {"page_size", I(128)}, {"mxfp4_rule", S("ref_floor_1e4")}},
+       .doc = "vLLM's MXFP4 indexer K store before #41015: the amax floor 1e-4 (blocks below it: scale byte 112, zero codes)"},
       {.name = "kv_nvfp4_432", .stage = st, .generator = g, .seed = 622, .model = {.page_size = 32}, .dims = {{"T", 24}, {"P", 2}},
        .attrs = {{"layout", S("nvfp4_432")}, {"page_size", I(32)}},
        .doc = "local-inference-lab vLLM's 576-d NVFP4 record: amax * fl32(1/6), no floor, saturating, 16 zero pad bytes"},
