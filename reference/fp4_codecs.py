@@ -42,7 +42,7 @@ Other choices where spec §3 is silent or loose:
     fl32(x / s) for NVFP4 ref / vllm / flashmla / flashmla352 (div_rn), fl32(x * fl32(1 / s)) for vllm352 /
     flashinfer384 / lil432; every conversion RNE, e2m1 per `tie`.
   * two lil432 steps are PTX rcp.approx.ftz.f32, ASSUMED here to equal the correctly rounded fl32(1/6) and fl32(1/s)
-    (to be measured on a GPU: research note §5).
+    (measured on an H200, sm_90: research note §6).
 """
 import math
 
@@ -244,7 +244,7 @@ NVFP4_VARIANTS = ("ref", "vllm", "flashmla", "flashmla352", "vllm352", "flashinf
 NVFP4_ZERO_SIGN = {"ref": "keep", "vllm": "keep", "flashmla": "keep", "flashmla352": "lt_zero", "vllm352": "keep",
                    "flashinfer384": "keep", "lil432": "keep"}
 E4M3_MIN_SCALE = F32(2.0 ** -9)     # smallest positive e4m3 (subnormal 0x01), the 352 writers' floor on the scale
-# lil432: rcp.approx.ftz.f32(6.0) ASSUMED equal to fl32(1/6) = 0x3E2AAAAB (not measured on a GPU yet)
+# lil432: rcp.approx.ftz.f32(6.0) = fl32(1/6) = 0x3E2AAAAB (measured on an H200, sm_90: research note §6)
 LIL_R6 = INV6
 
 
@@ -264,7 +264,7 @@ def _e4m3_ceil(t, b):
 
 def _recip_or_zero(s):
     """fl32(1 / s), 0 where s == 0 (the 384 / 432 writers' guard). lil432's rcp.approx.ftz(s) is ASSUMED correctly
-    rounded (= fl32(1 / s)) for every e4m3 s (not measured on a GPU yet)."""
+    rounded (= fl32(1 / s)) for every e4m3 s (measured on an H200, sm_90: research note §6)."""
     with np.errstate(all="ignore"):
         inv = (F32(1) / s).astype(np.float32)
     return np.where(s == 0, F32(0), inv).astype(np.float32)
@@ -292,7 +292,7 @@ def nvfp4_quant(x_f32, variant="ref", tie="rne", zero_sign=None, nan="zero", ama
       for negative x under "keep"; a NaN element stays NaN).
     variant "lil432" (local-inference-lab vLLM cvt_warp_fp16_to_fp4, 432-B record): as flashinfer384 but
       t = fl32(amax * R6), R6 = rcp.approx.ftz(6) ASSUMED = fl32(1/6), and inv = rcp.approx.ftz(S) ASSUMED = fl32(1/S)
-      (both unmeasured; the writer's amax is an __hmax over bf16/fp16, whose NaN handling is unverified: modelled as
+      (both measured equal to the IEEE reciprocals on an H200; the writer's amax is an __hmax over bf16/fp16, whose NaN handling is unverified: modelled as
       ignoring NaN). The 384 / 432 writers read bf16: pass bf16-representable x (round_bf16) to model them.
     zero_sign None: the variant's producer rule (NVFP4_ZERO_SIGN: "lt_zero" for flashmla352, else "keep").
     A NaN scale (0x7F) makes every code of its block e2m1(+NaN) (policy `nan`; FlashMLA's V41 test: 0; PR #18's

@@ -29,8 +29,9 @@
 //                            x * inv with inv = 0 for S = 0 else fl32(1/S): FlashInfer's sparse-MLA nvfp4 writer (sglang
 //                            SM120, the 384-byte record)
 //                  lil432:   flashinfer384 with t = fl32(amax * R6): local-inference-lab vLLM's nvfp4 MLA writer; R6 =
-//                            rcp.approx.ftz(6) and its code reciprocals rcp.approx, taken as fl32(1/6) and fl32(1/S) (not
-//                            yet measured on a GPU)
+//                            rcp.approx.ftz(6) and its code reciprocals rcp.approx(S): measured on an H200 (sm_90,
+//                            2026-12-05, scripts/examples/h200_fp4_probes.cu) equal to fl32(1/6) and fl32(1/S) for 6 and
+//                            every positive finite e4m3 S, so the rule is exact there
 //          codes e2m1(clamp(fl32(x / S), +-6)) with S the decoded e4m3 scale (IEEE division: PTX div_rn), or
 //          e2m1(fl32(x * inv)) where the rule says so
 //   MXFP4  block 32, e2m1 codes, ue8m0 scale byte    (the V4.1 indexer K/Q cache, 68 B per 128 dims)
