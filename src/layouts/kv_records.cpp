@@ -317,7 +317,8 @@ RecordParams parse_record_params(const Case& c, const AttrReader& a, const Recor
   }
   if (a.has("scale_byte_max")) {
     const std::int64_t bm = a.i("scale_byte_max");
-    if (f.codec == RecCodec::nvfp4) bad("scale_byte_max", std::string("no scale_byte_max: ") + f.name + " has e4m3 scales");
+    if (f.codec == RecCodec::nvfp4)
+      p.push_back({c.file, c.name, "attr scale_byte_max", std::string("no scale_byte_max: ") + f.name + " has e4m3 scales", std::to_string(bm)});
     if (bm < 1 || bm > 255) p.push_back({c.file, c.name, "attr scale_byte_max", "1..255", std::to_string(bm)});
     r.quant.byte_max = static_cast<int>(bm < 1 || bm > 255 ? 255 : bm);
   }

@@ -99,6 +99,8 @@ def test_structure_errors(repo_root, tmp_path, run_cli):
     assert r.returncode == 2 and "not an NVFP4 record" in r.stdout + r.stderr
     r = run_cli("check", edited(repo_root, tmp_path, n, attrs={"layout": "v41_mxfp8_529"}))
     assert r.returncode == 2 and "v41_mxfp8_528" in r.stdout + r.stderr and "nvfp4_432" in r.stdout + r.stderr
+    r = run_cli("check", edited(repo_root, tmp_path, "kv_v41_nvfp4_288", attrs={"scale_byte_max": 254}))
+    assert r.returncode == 2 and "has e4m3 scales, found 254" in r.stdout + r.stderr
     r = run_cli("check", edited(repo_root, tmp_path, "kv_nvfp4_384", attrs={"scale_fmt": "fp32_div"}))
     assert r.returncode == 2 and "scale_fmt" in r.stdout + r.stderr
 
