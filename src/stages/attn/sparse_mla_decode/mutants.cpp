@@ -50,6 +50,15 @@ std::vector<golden::GoldenSpec> selftest_cases() {
   };
 }
 
+namespace {
+// A kernel that ignores the extra KV scope: the case without its inputs.
+void drop_extra_scope(Case& c) {
+  c.inputs.erase("extra_k_cache");
+  c.inputs.erase("extra_indices_in_kvcache");
+  c.inputs.erase("extra_topk_length");
+}
+}  // namespace
+
 std::vector<Mutant> mutants() {
   return {
       {"mla_decode_minus1_as_token0", "B34", "mla_decode", V{Verdict::FAIL, Verdict::NONFINITE},
@@ -131,11 +140,7 @@ std::vector<Mutant> mutants() {
        },
        "B35 lse base"},
       {"mla_decode_model1_extra_ignored", "v4 §9", "mla_decode_model1", V{Verdict::FAIL}, "the extra KV scope ignored",
-       buggy([](Case& c) {
-         c.inputs.erase("extra_k_cache");
-         c.inputs.erase("extra_indices_in_kvcache");
-         c.inputs.erase("extra_topk_length");
-       })},
+       buggy(drop_extra_scope)},
       {"mla_decode_model1_extra_topk_length_ignored", "v4 §9", "mla_decode_model1", V{Verdict::FAIL, Verdict::NONFINITE},
        "extra_topk_length ignored: every extra index counts (NaN records behind the lanes)",
        buggy([](Case& c) { c.inputs.erase("extra_topk_length"); })},
@@ -172,22 +177,20 @@ std::vector<Mutant> mutants() {
        "page_segregated V41 / V41_FP4 caches read as per-token interleaved records",
        buggy([](Case& c) { set_attr(c, "record_order", S("token_interleaved")); })},
       {"mla_decode_v41_extra_ignored", "v41 §2.3", "mla_decode_v41", V{Verdict::FAIL}, "the V41_FP4 extra scope ignored",
-       buggy([](Case& c) {
-         c.inputs.erase("extra_k_cache");
-         c.inputs.erase("extra_indices_in_kvcache");
-         c.inputs.erase("extra_topk_length");
-       })},
+       buggy(drop_extra_scope)},
       {"mla_decode_352_scales_unpermuted", "v41 §2.4", "mla_decode_352", V{Verdict::FAIL, Verdict::NONFINITE},
        "the 352-byte record's scales read in natural order (scale s at byte s, not 8*(s&3)+(s>>2))",
        buggy([](Case& c) {
          if (!c.has_attr("layout") || c.attr_str("layout") != "flashmla_nvfp4_352") throw std::invalid_argument("needs the 352-byte record");
          edit_input(c, "k_cache", [](Tensor& t) {  // what the natural-order reader sees, rewritten in the real order
+           const layouts::RecordFormat& f = *layouts::find_record("flashmla_nvfp4_352");
+           const int rb = f.record_bytes(), off = f.region_start(f.region_index(layouts::RegionKind::scales));
            std::uint8_t* b = t.data<std::uint8_t>();
-           for (std::int64_t r = 0; r < t.numel() / 352; ++r) {
+           for (std::int64_t r = 0; r < t.numel() / rb; ++r) {
              std::uint8_t sc[32], fixed[32];
-             std::memcpy(sc, b + r * 352 + 320, 32);
-             for (int s2 = 0; s2 < 32; ++s2) fixed[8 * (s2 & 3) + (s2 >> 2)] = sc[s2];
-             std::memcpy(b + r * 352 + 320, fixed, 32);
+             std::memcpy(sc, b + r * rb + off, 32);
+             for (int s2 = 0; s2 < f.nscales(); ++s2) fixed[f.scale_pos(s2)] = sc[s2];
+             std::memcpy(b + r * rb + off, fixed, 32);
            }
          });
        })},
