@@ -318,6 +318,8 @@ AttrSpec str_attr(std::string n, std::string def, std::vector<std::string> choic
 AttrSpec opt_str_attr(std::string n, std::vector<std::string> choices, std::string doc) {
   return {std::move(n), AttrType::string, false, std::nullopt, std::move(choices), std::move(doc)};
 }
+AttrSpec opt_int_attr(std::string n, std::string doc) { return {std::move(n), AttrType::integer, false, std::nullopt, {}, std::move(doc)}; }
+AttrSpec opt_bool_attr(std::string n, std::string doc) { return {std::move(n), AttrType::boolean, false, std::nullopt, {}, std::move(doc)}; }
 
 void apply_attr_defaults(Case& c, const Schema& s) {
   for (const auto& a : s.attrs)

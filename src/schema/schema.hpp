@@ -33,6 +33,9 @@ AttrSpec num_attr(std::string name, double def, std::string doc);
 AttrSpec bool_attr(std::string name, bool def, std::string doc);
 AttrSpec str_attr(std::string name, std::string def, std::vector<std::string> choices, std::string doc);
 AttrSpec opt_str_attr(std::string name, std::vector<std::string> choices, std::string doc);
+// Options without a default written into goldens (the stage derives the value when the case does not set it).
+AttrSpec opt_int_attr(std::string name, std::string doc);
+AttrSpec opt_bool_attr(std::string name, std::string doc);
 
 // A tensor in the schema. `dims` holds one or more alternative shapes, each a comma-separated list of dims;
 // a dim is an integer literal, a symbol (bound consistently across all tensors of the case, and by an integer

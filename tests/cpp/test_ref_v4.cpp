@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "numerics/rope.hpp"
@@ -32,6 +33,16 @@ Req make_req(std::int64_t id, std::int64_t n) {
   return q;
 }
 
+// The compressor instance of a test: V4 C4 (default) or a DeepSeek-V4.1 one (ratio 1 / 2, no APE, ratio 1 without a
+// gate, a state ring of `ring` rows).
+struct Cfg {
+  std::int64_t r = kR, coff = 2;
+  bool v41 = false;
+  std::string variant;  // empty: the stage's default
+  std::int64_t ring = 0;  // cache_mode 2: attr ring_rows (0: not set)
+  std::int64_t C2() const { return coff * kD; }
+};
+
 Tensor shared_ape() {
   Tensor t(DType::f32, {kR, kC2});
   Rng r(7);
@@ -42,13 +53,13 @@ Tensor shared_ape() {
 // One step: requests `rs` with [start, start+len) each; state blocks: request k owns blocks 1 + k*kBlocks ...
 // (cycle mode: the first 1 block-set of the ring). Returns the case (inputs set).
 Case step(const std::vector<const Req*>& rs, const std::vector<std::int64_t>& start, const std::vector<std::int64_t>& len,
-          const Tensor& state_in, int cache_mode = 1) {
+          const Tensor& state_in, int cache_mode = 1, const Cfg& cf = {}) {
   Case c;
   c.file = "mem", c.name = "step", c.stage = "v4.compressor";
-  const std::int64_t B = static_cast<std::int64_t>(rs.size());
+  const std::int64_t B = static_cast<std::int64_t>(rs.size()), r = cf.r, C2 = cf.C2();
   std::int64_t T = 0, emitted = 0;
-  for (std::int64_t b = 0; b < B; ++b) T += len[b], emitted += (start[b] + len[b]) / kR - start[b] / kR;
-  Tensor kv(DType::f32, {T, kC2}), sc(DType::f32, {T, kC2}), cu(DType::i32, {B + 1}), sp(DType::i32, {B});
+  for (std::int64_t b = 0; b < B; ++b) T += len[b], emitted += (start[b] + len[b]) / r - start[b] / r;
+  Tensor kv(DType::f32, {T, C2}), sc(DType::f32, {T, C2}), cu(DType::i32, {B + 1}), sp(DType::i32, {B});
   Tensor tab(DType::i32, {B, kBlocks});
   std::int64_t t = 0;
   for (std::int64_t b = 0; b < B; ++b) {
@@ -56,8 +67,8 @@ Case step(const std::vector<const Req*>& rs, const std::vector<std::int64_t>& st
     sp.data<std::int32_t>()[b] = static_cast<std::int32_t>(start[b]);
     for (std::int64_t k = 0; k < kBlocks; ++k) tab.data<std::int32_t>()[b * kBlocks + k] = static_cast<std::int32_t>(1 + rs[b]->id * kBlocks + k);
     for (std::int64_t i = 0; i < len[b]; ++i, ++t) {
-      std::memcpy(kv.data<float>() + t * kC2, rs[b]->kv.data() + (start[b] + i) * kC2, kC2 * 4);
-      std::memcpy(sc.data<float>() + t * kC2, rs[b]->sc.data() + (start[b] + i) * kC2, kC2 * 4);
+      std::memcpy(kv.data<float>() + t * C2, rs[b]->kv.data() + (start[b] + i) * kC2, static_cast<std::size_t>(C2) * 4);
+      std::memcpy(sc.data<float>() + t * C2, rs[b]->sc.data() + (start[b] + i) * kC2, static_cast<std::size_t>(C2) * 4);
     }
   }
   cu.data<std::int32_t>()[B] = static_cast<std::int32_t>(t);
@@ -65,31 +76,40 @@ Case step(const std::vector<const Req*>& rs, const std::vector<std::int64_t>& st
   Tensor rc(DType::f32, {R, 64}), rsn(DType::f32, {R, 64}), gamma(DType::bf16, {kD});
   std::int64_t row = 0;
   for (std::int64_t b = 0; b < B; ++b)
-    for (std::int64_t j = start[b] / kR; j < (start[b] + len[b]) / kR; ++j, ++row)
-      num::v4_rope_row(64, j * kR, rc.data<float>() + row * 64, rsn.data<float>() + row * 64);
+    for (std::int64_t j = start[b] / r; j < (start[b] + len[b]) / r; ++j, ++row)
+      num::v4_rope_row(64, j * r, rc.data<float>() + row * 64, rsn.data<float>() + row * 64);
   for (std::int64_t i = 0; i < kD; ++i) gamma.data<std::uint16_t>()[i] = num::f64_to_bf16(1.0 + 0.01 * static_cast<double>(i % 7));
-  c.inputs = {{"kv_proj", kv}, {"score_proj", sc}, {"ape", shared_ape()}, {"norm_weight", gamma}, {"rope_sin", rsn},
+  c.inputs = {{"kv_proj", kv}, {"norm_weight", gamma}, {"rope_sin", rsn},
               {"rope_cos", rc}, {"state_cache_in", state_in}, {"state_block_table", tab}, {"cu_seqlens", cu}, {"start_pos", sp}};
+  if (!cf.v41) c.inputs["ape"] = shared_ape();
+  if (r != 1) c.inputs["score_proj"] = sc;
   c.attrs["cache_mode"] = std::int64_t{cache_mode};
+  if (cf.v41) {
+    c.attrs["model"] = std::string("v41");
+    c.attrs["cmp_ratio"] = r;
+    c.attrs["coff"] = cf.coff;
+  }
+  if (!cf.variant.empty()) c.attrs["variant"] = cf.variant;
+  if (cf.ring && cache_mode == 2) c.attrs["ring_rows"] = cf.ring;
   return c;
 }
 
-Tensor fresh_state(std::int64_t requests) {
-  Tensor s(DType::f32, {1 + requests * kBlocks, kBs, 2 * kC2});
+Tensor fresh_state(std::int64_t requests, std::int64_t C2 = kC2) {
+  Tensor s(DType::f32, {1 + requests * kBlocks, kBs, 2 * C2});
   std::fill_n(s.data<float>(), s.numel(), std::numeric_limits<float>::quiet_NaN());
   return s;
 }
 
 // Runs request `q` (id 0) through the given step lengths; returns the cmp_kv rows of all steps, concatenated bits.
-std::vector<std::uint16_t> run_chunks(const Req& q, const std::vector<std::int64_t>& lens, int cache_mode = 1) {
-  Tensor state = fresh_state(1);
+std::vector<std::uint16_t> run_chunks(const Req& q, const std::vector<std::int64_t>& lens, int cache_mode = 1, const Cfg& cf = {}) {
+  Tensor state = fresh_state(1, cf.C2());
   std::vector<std::uint16_t> rows;
   std::int64_t p = 0;
   for (auto n : lens) {
-    Case c = step({&q}, {p}, {n}, state, cache_mode);
+    Case c = step({&q}, {p}, {n}, state, cache_mode, cf);
     const Expected e = test::run_reference(c);
     const Tensor& k = e.find("cmp_kv")->value;
-    const std::int64_t emitted = (p + n) / kR - p / kR;
+    const std::int64_t emitted = (p + n) / cf.r - p / cf.r;
     rows.insert(rows.end(), k.data<std::uint16_t>(), k.data<std::uint16_t>() + emitted * kD);
     state = e.find("state_cache")->value;
     p += n;
@@ -108,6 +128,84 @@ TEST_CASE("v4.compressor: one prefill == chunks split at every position mod r ==
   CHECK(run_chunks(q, std::vector<std::int64_t>(24, 1)) == whole);
   CHECK(run_chunks(q, {5, 19}, 2) == whole);  // cycle ring (8-token ring) == continuous
   CHECK(run_chunks(q, std::vector<std::int64_t>(24, 1), 2) == whole);
+}
+
+TEST_CASE("v4.compressor, model v41: ratios 1 and 2, every numerics: prefill == chunks == token-by-token decode, ring == continuous") {
+  const Req q = make_req(0, 24);
+  for (const char* variant : {"ascend-a3", "ref", "vllm-cuda"})
+    for (std::int64_t r : {1, 2}) {
+      Cfg cf;
+      cf.r = r, cf.coff = 1, cf.v41 = true, cf.variant = variant, cf.ring = 16;
+      CAPTURE(variant);
+      CAPTURE(r);
+      const auto whole = run_chunks(q, {24}, 1, cf);
+      REQUIRE(whole.size() == static_cast<std::size_t>(24 / r * kD));
+      for (std::int64_t k = 1; k < 4; ++k) CHECK_MESSAGE(run_chunks(q, {k, 24 - k}, 1, cf) == whole, "split at " << k);
+      CHECK(run_chunks(q, {3, 5, 2, 7, 7}, 1, cf) == whole);
+      CHECK(run_chunks(q, std::vector<std::int64_t>(24, 1), 1, cf) == whole);
+      CHECK(run_chunks(q, {5, 19}, 2, cf) == whole);  // a 16-row ring (ring_rows) == continuous
+      CHECK(run_chunks(q, std::vector<std::int64_t>(24, 1), 2, cf) == whole);
+    }
+}
+
+TEST_CASE("v4.compressor, model v41: the NVFP4 entry is e2m1 times one e4m3 scale per 16 dims, not the bf16 entry") {
+  const Req q = make_req(0, 16);
+  Cfg cf;
+  cf.r = 2, cf.coff = 1, cf.v41 = true;
+  cf.variant = "ref";
+  const Expected ref = test::run_reference(step({&q}, {0}, {16}, fresh_state(1, cf.C2()), 1, cf));
+  cf.variant = "ascend-a3";
+  const Expected a3 = test::run_reference(step({&q}, {0}, {16}, fresh_state(1, cf.C2()), 1, cf));
+  const Tensor &k = ref.find("cmp_kv")->value, &b = a3.find("cmp_kv")->value;
+  std::int64_t same = 0;
+  for (std::int64_t row = 0; row < 8; ++row)
+    for (std::int64_t blk = 0; blk < kD / 16; ++blk) {
+      // every value of a block is (+-) an e2m1 magnitude times one power-of-two-mantissa e4m3 scale: v / vmax * 6 in
+      // the e2m1 grid when the block's largest magnitude quantizes to 6 (amax / s in (5, 6] rounds to 6)
+      double vmax = 0;
+      for (std::int64_t d = 0; d < 16; ++d) vmax = std::max(vmax, std::fabs(k.value(row * kD + blk * 16 + d)));
+      REQUIRE(vmax > 0);
+      for (std::int64_t d = 0; d < 16; ++d) {
+        const double t = std::fabs(k.value(row * kD + blk * 16 + d)) / vmax * 6.0;
+        bool on_grid = false;
+        for (double g : {0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0}) on_grid = on_grid || t == g;
+        CHECK_MESSAGE(on_grid, "row " << row << " dim " << blk * 16 + d << ": " << t);
+        same += k.bits(row * kD + blk * 16 + d) == b.bits(row * kD + blk * 16 + d);
+      }
+    }
+  CHECK(same < 8 * kD / 2);  // the quantized entry is not the bf16 one
+}
+
+TEST_CASE("v4.compressor, model v41: a gate at ratio 1, ring_rows without the ring, overlap and a too small ring are input errors") {
+  const Req q = make_req(0, 8);
+  Cfg cf;
+  cf.r = 1, cf.coff = 1, cf.v41 = true;
+  Case c = step({&q}, {0}, {4}, fresh_state(1, cf.C2()), 1, cf);
+  Tensor sc(DType::f32, {4, cf.C2()});
+  c.inputs["score_proj"] = sc;
+  apply_attr_defaults(c);
+  auto p = validate_case(c);
+  REQUIRE(!p.empty());
+  CHECK(p[0].str().find("inputs/score_proj") != std::string::npos);
+  Case d = step({&q}, {0}, {4}, fresh_state(1, cf.C2()), 1, cf);
+  d.attrs["ring_rows"] = std::int64_t{32};
+  apply_attr_defaults(d);
+  p = validate_case(d);
+  REQUIRE(!p.empty());
+  CHECK(p[0].str().find("attr ring_rows") != std::string::npos);
+  cf.r = 2;
+  Case e = step({&q}, {0}, {4}, fresh_state(1, cf.C2()), 2, cf);
+  e.attrs["ring_rows"] = std::int64_t{1};
+  apply_attr_defaults(e);
+  p = validate_case(e);
+  REQUIRE(!p.empty());
+  CHECK(p[0].str().find("attr ring_rows") != std::string::npos);
+  Case f = step({&q}, {0}, {4}, fresh_state(1, cf.C2()), 1, cf);
+  f.attrs["coff"] = std::int64_t{2};
+  apply_attr_defaults(f);
+  p = validate_case(f);
+  REQUIRE(!p.empty());
+  CHECK(p[0].str().find("attr coff") != std::string::npos);
 }
 
 TEST_CASE("v4.compressor: a request's rows do not depend on the other requests of the batch") {

@@ -671,7 +671,8 @@ def capture_ascend_compressor(x: Any, wkv: Any, wgate: Any, state_cache: Any, ap
                               rotary_mode: int = 2, cache_mode: int = 1, rotate: bool = False,
                               variant: str = "ascend-a3", kv_proj: Any = None, score_proj: Any = None,
                               request_ids: Any = None, layer: Optional[int] = None, name: Optional[str] = None, out: Out = None,
-                              attrs: Optional[Dict[str, Any]] = None) -> Case:
+                              model: Optional[str] = None, ring_rows: Optional[int] = None,
+                              pooled_bf16: Optional[bool] = None, attrs: Optional[Dict[str, Any]] = None) -> Case:
     """v4.compressor: ``cmp_kv = torch.ops._C_ascend.compressor(x, wkv, wgate, state_cache, ape, norm_weight, rope_sin,
     rope_cos, state_block_table=..., cu_seqlens=..., seqused=None, start_pos=..., rope_head_dim=64, cmp_ratio=r,
     coff=c, norm_eps=eps, rotary_mode=2, cache_mode=1)`` (vLLM-Ascend's DeepSeek-V4 DSA backend; the same argument
@@ -684,7 +685,11 @@ def capture_ascend_compressor(x: Any, wkv: Any, wgate: Any, state_cache: Any, ap
     projections are available. seqused must be None and rotary_mode 2 (interleaved), as vLLM-Ascend passes them.
     request_ids ([B] ints, e.g. the engine's request index) and layer are provenance: `dsa-check check` then demands
     identical rows for the same (layer, request, entry) across all captured calls — one prefill, chunked prefill and
-    token-by-token decode, in any batch (consistency result)."""
+    token-by-token decode, in any batch (consistency result).
+    DeepSeek-V4.1 (model="v41"): cmp_ratio 1 or 2, coff 1, ape=None (no APE), wgate=None / score_proj=None at ratio 1
+    (no gate); variant "ref" (the reference: NVFP4 QAT from bf16), "vllm-cuda" (NVFP4 of the fp32 result) or
+    "ascend-a3" (compressor_v2, bf16 out); ring_rows with cache_mode=2 (row p mod ring_rows: vLLM's ring capacity,
+    32 for compressor_v2); pooled_bf16 overrides the rounding of the pooled value before the norm."""
     if seqused is not None:
         raise ValueError("capture_ascend_compressor: seqused is not modelled (vLLM-Ascend passes None)")
     if int(rotary_mode) != 2:
@@ -700,18 +705,30 @@ def capture_ascend_compressor(x: Any, wkv: Any, wgate: Any, state_cache: Any, ap
         shp = _shape(t)
         return _reshape(t, (shp[0], shp[1], shp[-1])) if len(shp) == 4 else t
 
-    ins = {"ape": _np(ape), "norm_weight": _np(norm_weight), "rope_sin": _np(rope_sin), "rope_cos": _np(rope_cos),
+    ins = {"norm_weight": _np(norm_weight), "rope_sin": _np(rope_sin), "rope_cos": _np(rope_cos),
            "state_cache_in": state(state_cache), "state_block_table": _np(state_block_table),
            "cu_seqlens": _widen(_reshape(_np(cu_seqlens), (-1,)), ["int32", "int64"]),
            "start_pos": _widen(_reshape(_np(start_pos), (-1,)), ["int32", "int64"])}
+    if ape is not None:
+        ins["ape"] = _np(ape)
     if kv_proj is not None or score_proj is not None:
-        ins.update(kv_proj=_np(kv_proj), score_proj=_np(score_proj))
+        ins["kv_proj"] = _np(kv_proj)
+        if score_proj is not None:
+            ins["score_proj"] = _np(score_proj)
     else:
-        ins.update(x=_np(x), wkv=_np(wkv), wgate=_np(wgate))
+        ins.update(x=_np(x), wkv=_np(wkv))
+        if wgate is not None:
+            ins["wgate"] = _np(wgate)
     outs = {"cmp_kv": _np(output),
             "state_cache": state(state_cache_after) if state_cache_after is not None else None}
     a = dict(cmp_ratio=int(cmp_ratio), coff=int(coff), rope_head_dim=int(rope_head_dim), norm_eps=float(norm_eps),
              cache_mode=int(cache_mode), rotate=bool(rotate), variant=variant)
+    if model is not None:
+        a["model"] = str(model)
+    if ring_rows is not None:
+        a["ring_rows"] = int(ring_rows)
+    if pooled_bf16 is not None:
+        a["pooled_bf16"] = bool(pooled_bf16)
     if request_ids is not None:
         a["request_ids"] = [int(i) for i in np.asarray(_np(request_ids)).reshape(-1)]
     if layer is not None:

@@ -82,12 +82,11 @@ void pool(std::int64_t D_, std::int64_t coff, const std::vector<RowRef>& rows, P
 }
 
 
-void norm_rope(std::int64_t D, std::int64_t rope, double eps, bool bf16_steps, const double* C, const double* eC,
-               const std::uint16_t* gamma_bf16, const float* cos_row, const float* sin_row, double* y, double* ey) {
+void norm_rope(std::int64_t D, std::int64_t rope, double eps, bool round_pooled, bool round_normed, const double* C,
+               const double* eC, const std::uint16_t* gamma_bf16, const float* cos_row, const float* sin_row, double* y, double* ey) {
   const std::int64_t nope = D - rope;
-  const bool ref = bf16_steps;
   std::vector<double> x(C, C + D), ex(eC, eC + D);
-  if (ref)
+  if (round_pooled)
     for (std::int64_t c = 0; c < D; ++c) ex[c] = rb(x[c], ex[c]), x[c] = bf16v(x[c]);
   double ss = 0, dss = 0;
   for (std::int64_t c = 0; c < D; ++c) {
@@ -100,7 +99,7 @@ void norm_rope(std::int64_t D, std::int64_t rope, double eps, bool bf16_steps, c
     const double g = num::bf16_to_f64(gamma_bf16[c]);
     y[c] = x[c] / rho * g;
     ey[c] = std::fabs(g) * (ex[c] / rho + std::fabs(x[c]) * erho / (rho * rho) * (1 + 1e-6)) + 0x1p-22 * std::fabs(y[c]);
-    if (ref) ey[c] = rb(y[c], ey[c]), y[c] = bf16v(y[c]);
+    if (round_normed) ey[c] = rb(y[c], ey[c]), y[c] = bf16v(y[c]);
   }
   for (std::int64_t i = 0; i < rope / 2; ++i) {
     const std::int64_t a = nope + 2 * i, b = a + 1;

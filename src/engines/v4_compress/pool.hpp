@@ -27,8 +27,9 @@ void pool(std::int64_t D, std::int64_t coff, const std::vector<RowRef>& rows, Po
 
 // y = C / sqrt(mean C^2 + eps) * gamma, then interleaved RoPE of the last `rope` dims (cos_row / sin_row: one value
 // per rope dim, pairs duplicated), exact in fp64 with the bound ey of an fp32 kernel (rsqrt or divide form);
-// bf16_steps: the DeepSeek reference's roundings (C to bf16 before the norm, y to bf16 after it).
-void norm_rope(std::int64_t D, std::int64_t rope, double eps, bool bf16_steps, const double* C, const double* eC,
+// round_pooled: C to bf16 before the norm (the DeepSeek reference; V4.1's ratio-1 bf16 Linear); round_normed: y to
+// bf16 after the norm (the reference's bf16 RMSNorm output).
+void norm_rope(std::int64_t D, std::int64_t rope, double eps, bool round_pooled, bool round_normed, const double* C, const double* eC,
                const std::uint16_t* gamma_bf16, const float* cos_row, const float* sin_row, double* y, double* ey);
 
 }  // namespace dsa::engines::v4_compress

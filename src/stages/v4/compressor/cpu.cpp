@@ -11,6 +11,7 @@
 
 #include "numerics/det_math.hpp"
 #include "numerics/formats.hpp"
+#include "numerics/fp4_core.hpp"
 #include "engines/quant/quant_core.hpp"
 #include "engines/sparse_attn/sparse_attn.hpp"
 #include "engines/v4_compress/pool.hpp"
@@ -80,10 +81,68 @@ void qat_block(double* y, double* ey, std::int64_t n, bool fp4) {
   }
 }
 
+// One NVFP4 QAT block of 16 (spec v41 §3): y (the kernel's source values: bf16 (ref) or the fp32 result (vllm)) -> the
+// dequantized e2m1 * e4m3 scale (exact in bf16); ey -> the largest distance to what a kernel whose source values lie
+// within ey can produce: every e4m3 scale between those of the smallest and largest possible amax, and per scale the
+// codes of both ends of the interval (the code is monotone in x).
+void nvfp4_qat_block(double* y, double* ey, fp4core::Nv4Rule rule) {
+  float xs[16];
+  double lo = 0, hi = 0;
+  bool finite = true;
+  for (int i = 0; i < 16; ++i) {
+    xs[i] = static_cast<float>(y[i]);  // exact: y is a bf16 value or the fp32 the kernel holds (rounded here)
+    finite = finite && std::isfinite(y[i]) && std::isfinite(ey[i]);
+    lo = std::max(lo, std::fabs(y[i]) - ey[i]);
+    hi = std::max(hi, std::fabs(y[i]) + ey[i]);
+  }
+  const fp4core::E2m1Opts o{};
+  std::uint8_t packed[8], sb = 0;
+  fp4core::nvfp4_block(xs, packed, &sb, rule, o);
+  const double s = static_cast<double>(halfcore::e4m3_to_f32(sb));
+  double v[16];
+  for (int i = 0; i < 16; ++i) v[i] = static_cast<double>(fp4core::e2m1_to_f32(static_cast<std::uint8_t>((packed[i / 2] >> (4 * (i % 2))) & 0xFu))) * s;
+  if (!finite || !std::isfinite(s)) {
+    for (int i = 0; i < 16; ++i) y[i] = v[i], ey[i] = 0;
+    return;
+  }
+  auto scale_byte = [&](double amax) {  // the rule's scale of a block whose amax is `amax`
+    float b[16] = {};
+    b[0] = static_cast<float>(amax);
+    std::uint8_t pk[8], sc = 0;
+    fp4core::nvfp4_block(b, pk, &sc, rule, o);
+    return sc;
+  };
+  // fp32 values of amax within [lo, hi]: rounding lo down / hi up keeps the range conservative.
+  const std::uint8_t s_lo = scale_byte(std::nextafter(static_cast<double>(static_cast<float>(lo)), 0.0)), s_hi = scale_byte(hi * (1 + 0x1p-23));
+  // The fp32 values a kernel can hold in [lo, hi] lie in [up32(lo), down32(hi)]; its quotient fl32(x / s) (div_rn)
+  // and the e2m1 code are monotone in x, so the codes of those two ends are the extremes (exactly: an exact tie
+  // stays a tie).
+  auto up32 = [](double w) {
+    const float f = static_cast<float>(w);
+    return static_cast<double>(f) < w ? std::nextafter(f, INFINITY) : f;
+  };
+  auto down32 = [](double w) {
+    const float f = static_cast<float>(w);
+    return static_cast<double>(f) > w ? std::nextafter(f, -INFINITY) : f;
+  };
+  auto code = [&](float x, float sc) { return static_cast<double>(fp4core::e2m1_to_f32(fp4core::f32_to_e2m1(fp4core::clampf(x / sc, -6.0f, 6.0f), o))); };
+  for (int i = 0; i < 16; ++i) {
+    double e = 0;
+    const float xl = up32(y[i] - ey[i]), xh = down32(y[i] + ey[i]);
+    for (unsigned b = std::min(s_lo, sb); b <= std::max(s_hi, sb) && b < 0x7F; ++b) {
+      const float sc = halfcore::e4m3_to_f32(static_cast<std::uint8_t>(b));
+      if (!(sc > 0)) continue;
+      e = std::max({e, std::fabs(code(xl, sc) * sc - v[i]), std::fabs(code(xh, sc) * sc - v[i])});
+    }
+    y[i] = v[i], ey[i] = e;
+  }
+}
+
 }  // namespace
 
 Slot state_slot(const Params& p, const std::int32_t* table_row, std::int64_t pos, Bug bug) {
-  const std::int64_t q = p.cache_mode == 2 ? (pos + (bug == Bug::ring_off_by_one ? 1 : 0)) % (p.coff * p.r) : pos;
+  const std::int64_t ring = p.ring > 0 ? p.ring : p.coff * p.r;
+  const std::int64_t q = p.cache_mode == 2 ? (pos + (bug == Bug::ring_off_by_one ? 1 : 0)) % ring : pos;
   const std::int64_t bi = q / p.bs;
   if (pos < 0 || bi >= p.maxblk) return {};
   return {table_row[bi], q % p.bs};
@@ -99,8 +158,18 @@ void finish(const Params& p, const double* C, const double* eC, const std::uint1
             const float* sin_row, double* y, double* ey) {
   const std::int64_t D = p.D, nope = p.D - p.rope;
   const bool ref = p.variant == Variant::ref;
-  engines::v4_compress::norm_rope(p.D, p.rope, p.eps, ref, C, eC, gamma_bf16, cos_row, sin_row, y, ey);
+  engines::v4_compress::norm_rope(p.D, p.rope, p.eps, p.pooled_bf16, ref, C, eC, gamma_bf16, cos_row, sin_row, y, ey);
+  if (p.v41 && p.variant == Variant::vllm_cuda) {
+    // vLLM's V4.1 store quantizes the fp32 RoPE result without a bf16 rounding (spec v41 §3 rounding source).
+    for (std::int64_t c = 0; c < D; c += 16) nvfp4_qat_block(y + c, ey + c, fp4core::Nv4Rule::vllm);
+    return;
+  }
   for (std::int64_t c = 0; c < D; ++c) ey[c] = rb(y[c], ey[c]), y[c] = bf16v(y[c]);  // the output cast
+  if (p.v41) {
+    if (ref)
+      for (std::int64_t c = 0; c < D; c += 16) nvfp4_qat_block(y + c, ey + c, fp4core::Nv4Rule::ref);
+    return;
+  }
   if (p.variant == Variant::vllm_cuda) {
     // vLLM's CUDA store (fused_compress_quant_cache.py): no Hadamard whatever `rotate` says. D 128 (indexer): one FP8
     // block over the bf16 rounding of all 128 dims (RoPE'd); D 512 (main): blocks of 64 over the nope dims.
@@ -146,7 +215,6 @@ StepResult run_step(const Case& c, const Params& p, Bug bug, int threads, Projec
   const Tensor& sp = c.input("start_pos");
   const Tensor& table = c.input("state_block_table");
   const Tensor& st_in = c.input("state_cache_in");
-  const Tensor& ape = c.input("ape");
   const std::int32_t* tab = table.data<std::int32_t>();
   // Token -> request and position.
   std::vector<std::int64_t> req(static_cast<std::size_t>(T)), pos(static_cast<std::size_t>(T));
@@ -157,18 +225,20 @@ StepResult run_step(const Case& c, const Params& p, Bug bug, int threads, Projec
   // engine's micro-kernel (fma chain in increasing h per element: the same bits for any thread count), 64 tokens
   // per block; the bound uses |x_t|_2 |w_o|_2 >= sum_h |x_th w_oh| (Cauchy-Schwarz).
   std::vector<double> KV(static_cast<std::size_t>(T * C2)), S(KV.size()), EKV(KV.size()), ES(KV.size());
-  const float* apep = ape.data<float>();
+  const float* apep = p.have_ape ? c.input("ape").data<float>() : nullptr;  // V4.1: no APE
   auto store = [&](std::int64_t t, std::int64_t o, double kv, double g, double ekv, double eg) {
     const std::size_t f = static_cast<std::size_t>(t * C2 + o);
     const float kv32 = static_cast<float>(kv);
-    const float s32 = static_cast<float>(g) + apep[(pos[static_cast<std::size_t>(t)] % p.r) * C2 + o];
+    const float s32 = apep ? static_cast<float>(g) + apep[(pos[static_cast<std::size_t>(t)] % p.r) * C2 + o] : static_cast<float>(g);
     KV[f] = kv32, S[f] = s32, EKV[f] = ekv, ES[f] = eg + (eg > 0 ? kU * std::fabs(s32) : 0.0);
   };
   if (p.have_x) {
     const std::int64_t Hh = p.H;
     std::vector<double> Pk(static_cast<std::size_t>(C2 * Hh)), Pg(Pk.size()), nk(static_cast<std::size_t>(C2)), ng(nk.size());
     const std::uint16_t* wk = c.input("wkv").data<std::uint16_t>();
-    const std::uint16_t* wg = c.input("wgate").data<std::uint16_t>();
+    // Ratio 1 has no gate: a zero gate (score 0, bound 0; the softmax of one row is 1 whatever the score).
+    std::vector<std::uint16_t> no_gate(p.have_gate ? 0 : static_cast<std::size_t>(C2 * Hh), 0);
+    const std::uint16_t* wg = p.have_gate ? c.input("wgate").data<std::uint16_t>() : no_gate.data();
 #pragma omp parallel for schedule(static) num_threads(threads)
     for (std::int64_t o = 0; o < C2; ++o) {
       double a = 0, b = 0;
@@ -211,16 +281,18 @@ StepResult run_step(const Case& c, const Params& p, Bug bug, int threads, Projec
           for (std::int64_t i = 0; i < nt; ++i)
             for (std::int64_t h = 0; h < Hh; ++h) Q[static_cast<std::size_t>(i * Hh + h)] = num::bf16_to_f64(xb[(t0 + i) * Hh + h]);
           attn::gemm_qk(Q.data(), kTB, Pk.data(), C2, Hh, Sk.data());
-          attn::gemm_qk(Q.data(), kTB, Pg.data(), C2, Hh, Sg.data());
+          if (p.have_gate) attn::gemm_qk(Q.data(), kTB, Pg.data(), C2, Hh, Sg.data());
+          else std::fill(Sg.begin(), Sg.end(), 0.0);
           emit(t0, nt, Sk.data(), Sg.data());  // inside the parallel region: one thread
         }
       }
     }
   } else {
-    const Tensor &kp = c.input("kv_proj"), &sp2 = c.input("score_proj");
+    const Tensor& kp = c.input("kv_proj");
+    const float* sg = p.have_gate ? c.input("score_proj").data<float>() : nullptr;
 #pragma omp parallel for schedule(static) num_threads(threads)
     for (std::int64_t t = 0; t < T; ++t)
-      for (std::int64_t o = 0; o < C2; ++o) store(t, o, kp.data<float>()[t * C2 + o], sp2.data<float>()[t * C2 + o], 0.0, 0.0);
+      for (std::int64_t o = 0; o < C2; ++o) store(t, o, kp.data<float>()[t * C2 + o], sg ? sg[t * C2 + o] : 0.0, 0.0, 0.0);
   }
   StepResult out;
   // State rows: copy of the input, every processed token's row written where its table entry is not 0 (in token

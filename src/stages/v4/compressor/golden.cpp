@@ -35,6 +35,10 @@ void gen_steps(const GoldenSpec& s, std::uint64_t seed, int threads, Case& c) {
   const std::int64_t D = s.dim("D", 128), H = s.dim("H", 64), bs = s.dim("bs", 8);
   const std::int64_t r = attr_i(s, "cmp_ratio", 4), coff = attr_i(s, "coff", 2), mode = attr_i(s, "cache_mode", 1), rope = 64;
   const std::int64_t C2 = coff * D, W = 2 * C2;
+  auto it_model = s.attrs.find("model");
+  const bool v41 = it_model != s.attrs.end() && std::get<std::string>(it_model->second) == "v41";
+  const bool have_ape = !v41, have_gate = r != 1;  // V4.1: no APE; ratio 1: no gate
+  const std::int64_t ring = attr_i(s, "ring_rows", coff * r);
   const auto& s0 = s.list("start_pos");
   const auto& ql = s.list("q_len");
   const std::int64_t B = static_cast<std::int64_t>(s0.size());
@@ -62,7 +66,7 @@ void gen_steps(const GoldenSpec& s, std::uint64_t seed, int threads, Case& c) {
   };
   // State block table: distinct block ids >= 1 (shuffled), per request the blocks its positions (or its ring) need.
   std::vector<std::int64_t> need(static_cast<std::size_t>(B));
-  for (std::int64_t b = 0; b < B; ++b) need[b] = mode == 2 ? (coff * r + bs - 1) / bs : (s0[b] + ql[b] + bs - 1) / bs;
+  for (std::int64_t b = 0; b < B; ++b) need[b] = mode == 2 ? (ring + bs - 1) / bs : (s0[b] + ql[b] + bs - 1) / bs;
   const std::int64_t maxblk = *std::max_element(need.begin(), need.end());
   std::int64_t total = 0;
   for (auto n : need) total += n;
@@ -93,7 +97,7 @@ void gen_steps(const GoldenSpec& s, std::uint64_t seed, int threads, Case& c) {
   std::fill_n(st.data<float>(), st.numel(), std::numeric_limits<float>::quiet_NaN());
   std::vector<std::uint16_t> xb(static_cast<std::size_t>(H));
   Params pp;
-  pp.r = r, pp.coff = coff, pp.bs = bs, pp.maxblk = maxblk, pp.cache_mode = static_cast<int>(mode);
+  pp.r = r, pp.coff = coff, pp.bs = bs, pp.maxblk = maxblk, pp.cache_mode = static_cast<int>(mode), pp.ring = ring;
   for (std::int64_t b = 0; b < B; ++b) {
     const std::int64_t read_lo = std::max<std::int64_t>(0, (s0[b] / r - (coff - 1)) * r);
     for (std::int64_t ps = read_lo; ps < s0[b]; ++ps) {
@@ -103,7 +107,8 @@ void gen_steps(const GoldenSpec& s, std::uint64_t seed, int threads, Case& c) {
       float* row = st.data<float>() + (sl.block * bs + sl.offset) * W;
       for (std::int64_t o = 0; o < C2; ++o) {
         row[o] = static_cast<float>(project(xb.data(), o, wkv));
-        row[C2 + o] = static_cast<float>(project(xb.data(), o, wg)) + ape.data<float>()[(ps % r) * C2 + o];
+        const float g = have_gate ? static_cast<float>(project(xb.data(), o, wg)) : 0.0f;
+        row[C2 + o] = have_ape ? g + ape.data<float>()[(ps % r) * C2 + o] : g;
       }
     }
   }
@@ -124,8 +129,9 @@ void gen_steps(const GoldenSpec& s, std::uint64_t seed, int threads, Case& c) {
   for (std::int64_t b = 0; b < B; ++b)
     for (std::int64_t j = s0[b] / r; j < (s0[b] + ql[b]) / r; ++j, ++row)
       num::v4_rope_row(rope, j * r, rc.data<float>() + row * rope, rs.data<float>() + row * rope);
-  c.inputs = {{"ape", ape}, {"norm_weight", gamma}, {"rope_sin", rs}, {"rope_cos", rc}, {"state_cache_in", st},
+  c.inputs = {{"norm_weight", gamma}, {"rope_sin", rs}, {"rope_cos", rc}, {"state_cache_in", st},
               {"state_block_table", tab}, {"cu_seqlens", cu}, {"start_pos", sp}};
+  if (have_ape) c.inputs["ape"] = ape;
   if (s.param("projections", 0) != 0) {
     Tensor kp(DType::f32, {T, C2}), sc(DType::f32, {T, C2});
     for (std::int64_t k = 0; k < T; ++k)
@@ -134,11 +140,11 @@ void gen_steps(const GoldenSpec& s, std::uint64_t seed, int threads, Case& c) {
         sc.data<float>()[k * C2 + o] = static_cast<float>(project(x.data<std::uint16_t>() + k * H, o, wg));
       }
     c.inputs["kv_proj"] = kp;
-    c.inputs["score_proj"] = sc;
+    if (have_gate) c.inputs["score_proj"] = sc;
   } else {
     c.inputs["x"] = x;
     c.inputs["wkv"] = wkv;
-    c.inputs["wgate"] = wg;
+    if (have_gate) c.inputs["wgate"] = wg;
   }
 }
 
@@ -151,7 +157,7 @@ std::vector<Generator> generators() {
            "step reads written as a correct previous step would, every other state row NaN (block 0 included); "
            "shuffled block ids; zero_blocks: table entries 0 where nothing is read; projections: kv_proj/score_proj "
            "inputs instead of x + weights; RoPE rows at jr (V4 YaRN, base 160000). dims D, H, bs; attrs cmp_ratio, coff, "
-           "cache_mode",
+           "cache_mode, ring_rows; model v41: no ape, and no gate at cmp_ratio 1",
            gen_steps}};
 }
 
@@ -181,6 +187,23 @@ std::vector<GoldenSpec> goldens() {
        .poison = {{"kv_proj", 3, 5, golden::kNaN}, {"score_proj", 14, 200, golden::kInf}},
        .doc = "per-token projections as inputs (no GEMM bound: the state rows must be exact) and vLLM's fp32 pipeline "
               "with FP8 QAT of the nope dims; NaN policy: a NaN kv and a +inf score make their entries' rows NaN"},
+      {.name = "v41c2_ref_nvfp4", .stage = st, .generator = g, .seed = 911, .dims = {{"D", 128}, {"H", 64}, {"bs", 8}},
+       .lists = {{"start_pos", {3, 0, 6, 9}}, {"q_len", {6, 5, 1, 8}}}, .params = {{"zero_blocks", 1}},
+       .attrs = {{"cmp_ratio", I(2)}, {"coff", I(1)}, {"model", S("v41")}, {"variant", S("ref")}},
+       .doc = "DeepSeek-V4.1 ratio 2 (pairs, no overlap, no APE) with the reference's numerics: pooled -> bf16, bf16 norm "
+              "and RoPE, NVFP4 QAT (e4m3 scales, blocks of 16) of all dims; odd starts read the pair's first row back, a "
+              "1-token step emits nothing"},
+      {.name = "v41c1_vllm_nvfp4", .stage = st, .generator = g, .seed = 912, .dims = {{"D", 128}, {"H", 64}, {"bs", 8}},
+       .lists = {{"start_pos", {0, 5}}, {"q_len", {7, 3}}}, .params = {{"projections", 1}},
+       .attrs = {{"cmp_ratio", I(1)}, {"coff", I(1)}, {"model", S("v41")}, {"variant", S("vllm-cuda")}},
+       .poison = {{"kv_proj", 4, 17, golden::kNaN}},
+       .doc = "DeepSeek-V4.1 ratio 1 (no gate: kv_proj only) on vLLM's path: the bf16 Linear's value, fp32 norm and RoPE, "
+              "NVFP4 with vLLM's rule from the unrounded fp32 result; a NaN projection makes its row NaN (the norm mixes every channel)"},
+      {.name = "v41c2_ascend_ring32", .stage = st, .generator = g, .seed = 913, .dims = {{"D", 128}, {"H", 32}, {"bs", 8}},
+       .lists = {{"start_pos", {41, 96}}, {"q_len", {7, 4}}},
+       .attrs = {{"cmp_ratio", I(2)}, {"coff", I(1)}, {"model", S("v41")}, {"cache_mode", I(2)}, {"ring_rows", I(32)}},
+       .doc = "the Ascend compressor_v2 (bf16 out) with its 32-row state ring per request: row p mod 32, positions past "
+              "the ring's first turn, an odd start reading its pair's first row back from the ring"},
       {.name = "v4c4_flash_full", .stage = st, .generator = g, .seed = 906, .dims = {{"D", 512}, {"H", 4096}, {"bs", 8}},
        .lists = {{"start_pos", {0, 13}}, {"q_len", {256, 40}}}, .attrs = {{"cmp_ratio", I(4)}, {"coff", I(2)}}, .committed = false,
        .doc = "V4-Flash dims (D 512, H 4096): a 256-token prefill and a mid-group continuation"},

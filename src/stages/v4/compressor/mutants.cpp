@@ -29,6 +29,15 @@ std::vector<golden::GoldenSpec> selftest_cases() {
       {.name = "v4c128_ring", .stage = st, .generator = g, .seed = 32, .dims = {{"D", 128}, {"H", 32}, {"bs", 32}},
        .lists = {{"start_pos", {120}}, {"q_len", {12}}}, .attrs = {{"cmp_ratio", I(128)}, {"coff", I(1)}, {"cache_mode", I(2)}},
        .doc = "C128 cycle ring read back over the group"},
+      {.name = "v41c2", .stage = st, .generator = g, .seed = 33, .dims = {{"D", 128}, {"H", 32}, {"bs", 8}},
+       .lists = {{"start_pos", {3, 0, 7}}, {"q_len", {8, 6, 5}}}, .params = {{"projections", 1}},
+       .attrs = {{"cmp_ratio", I(2)}, {"coff", I(1)}, {"model", golden::S("v41")}, {"variant", golden::S("ref")}},
+       .doc = "DeepSeek-V4.1 ratio 2, the reference's numerics (NVFP4 QAT), odd starts; the kernel's projections as "
+              "inputs (no GEMM bound: a bf16 rounding the bound does not straddle is the reference's)"},
+      {.name = "v41c2_ring", .stage = st, .generator = g, .seed = 34, .dims = {{"D", 128}, {"H", 32}, {"bs", 8}},
+       .lists = {{"start_pos", {37, 65}}, {"q_len", {6, 5}}},
+       .attrs = {{"cmp_ratio", I(2)}, {"coff", I(1)}, {"model", golden::S("v41")}, {"cache_mode", I(2)}, {"ring_rows", I(32)}},
+       .doc = "DeepSeek-V4.1 ratio 2 on the Ascend compressor_v2's 32-row ring"},
   };
 }
 
@@ -103,6 +112,23 @@ std::vector<Mutant> mutants() {
          std::memcpy(st.data<float>() + spare * st.dim(1) * st.dim(2), in.data<float>() + spare * in.dim(1) * in.dim(2), blk);  // spare as it was
          c.outputs = std::move(o);
        }},
+      {"v41c_ape_added", "v41 §4", "v41c2", V{Verdict::FAIL},
+       "a V4 port on V4.1: a position-in-group embedding added to the ratio-2 scores (V4.1 has no APE)",
+       buggy([](Case& c) {
+         const std::int64_t C2 = c.input("kv_proj").dim(1);
+         Tensor ape(DType::f32, {2, C2});
+         for (std::int64_t i = 0; i < ape.numel(); ++i) ape.data<float>()[i] = (i % 2 ? 0.75f : -0.5f) * static_cast<float>(1 + i % 3);
+         c.inputs["ape"] = ape;
+       })},
+      {"v41c_quant_from_fp32", "B49", "v41c2", V{Verdict::FAIL},
+       "the entry quantized to NVFP4 from the unrounded fp32 norm and RoPE result instead of the reference's bf16 values",
+       buggy([](Case& c) {
+         set_attr(c, "variant", golden::S("vllm-cuda"));
+         set_attr(c, "pooled_bf16", std::int64_t{1});
+       })},
+      {"v41c_ring_rows_ignored", "v41 §4", "v41c2_ring", V{Verdict::FAIL, Verdict::NONFINITE},
+       "the state ring indexed p mod (coff r) = p mod 2 instead of the compressor_v2's 32 rows per request",
+       buggy([](Case& c) { c.attrs.erase("ring_rows"); })},
       {"v4c_ring_off_by_one", "B37", "v4c128_ring", V{Verdict::FAIL, Verdict::NONFINITE}, "cycle ring slot (p + 1) mod (coff r)",
        with_bug(Bug::ring_off_by_one)},
   };

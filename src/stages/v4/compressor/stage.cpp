@@ -29,7 +29,13 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& pr) {
   p.variant = a.profile() == &profiles::ref() ? Variant::ref : a.profile() == &profiles::vllm_cuda() ? Variant::vllm_cuda : Variant::ascend_a3;
   const std::string v = a.profile() ? a.profile()->name : "ascend-a3";
   p.D = c.input("norm_weight").dim(0);
-  p.C2 = c.input("ape").dim(1);
+  if (a.has("model")) p.v41 = a.s("model") == "v41";
+  const bool x = c.input_opt("x") && c.input_opt("wkv") && (c.input_opt("wgate") || p.r == 1);
+  const bool proj = c.input_opt("kv_proj") && (c.input_opt("score_proj") || p.r == 1);
+  p.have_x = x;
+  p.have_ape = c.input_opt("ape") != nullptr;
+  p.have_gate = x ? c.input_opt("wgate") != nullptr : c.input_opt("score_proj") != nullptr;
+  p.C2 = x ? c.input("wkv").dim(0) : proj ? c.input("kv_proj").dim(1) : p.coff * p.D;
   const Tensor& cu = c.input("cu_seqlens");
   const Tensor& sp = c.input("start_pos");
   const Tensor& st = c.input("state_cache_in");
@@ -38,29 +44,49 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& pr) {
   p.nblk = st.dim(0), p.bs = st.dim(1), p.maxblk = tab.dim(1);
   p.R = c.input("rope_sin").dim(0);
   if (!(p.eps >= 0 && std::isfinite(p.eps))) bad("attr norm_eps", "a finite number >= 0", std::to_string(p.eps));
-  if (p.r < 1 || p.r > 65536) bad("attr cmp_ratio", "in [1, 65536] (4 or 128 in DeepSeek-V4)", std::to_string(p.r));
+  if (p.r < 1 || p.r > 65536) bad("attr cmp_ratio", "in [1, 65536] (4 or 128 in DeepSeek-V4, 1 or 2 in V4.1)", std::to_string(p.r));
   if (p.coff != 1 && p.coff != 2) bad("attr coff", "1 or 2", std::to_string(p.coff));
   if (p.cache_mode != 1 && p.cache_mode != 2) bad("attr cache_mode", "1 (continuous) or 2 (cycle ring)", std::to_string(p.cache_mode));
   if (p.bs < 1) bad("inputs/state_cache_in", "dim 1 (tokens per state block) >= 1", std::to_string(p.bs));
   if (!pr.empty()) return p;  // the checks below compute with these attrs (fuzz finding: coff INT64_MIN times D)
-  if (p.C2 != p.coff * p.D) bad("inputs/ape", "dim 1 = coff * D = " + std::to_string(p.coff * p.D), std::to_string(p.C2));
+  p.ring = p.coff * p.r;
+  if (a.has("ring_rows")) {
+    const std::int64_t n = a.i("ring_rows");
+    if (p.cache_mode != 2) bad("attr ring_rows", "only with cache_mode 2 (the cycle ring)", "cache_mode " + std::to_string(p.cache_mode));
+    else if (n < p.coff * p.r || n > (std::int64_t{1} << 20))
+      bad("attr ring_rows", "in [coff * cmp_ratio = " + std::to_string(p.coff * p.r) + ", 2^20] (the window must fit in the ring)", std::to_string(n));
+    else p.ring = n;
+  }
+  p.pooled_bf16 = a.has("pooled_bf16") ? a.b("pooled_bf16") : (p.variant == Variant::ref || (p.v41 && p.r == 1));
+  if (p.v41) {
+    if (p.r != 1 && p.r != 2) bad("attr cmp_ratio", "1 or 2 with model v41 (compress_ratios of DeepSeek-V4.1)", std::to_string(p.r));
+    if (p.coff != 1) bad("attr coff", "1 with model v41 (no overlap)", std::to_string(p.coff));
+    if (p.rotate) bad("attr rotate", "0 with model v41 (no Hadamard in V4.1)", "1");
+    if (p.variant != Variant::ascend_a3 && p.D % 16 != 0)
+      bad("inputs/norm_weight", "D a multiple of 16 (NVFP4 blocks) with model v41", std::to_string(p.D));
+  }
+  if (p.r == 1 && p.have_gate)
+    bad(p.have_x ? "inputs/wgate" : "inputs/score_proj", "absent with cmp_ratio 1 (no gate: one row per entry, its weight is 1)", "present");
+  if (!pr.empty()) return p;
+  if (p.have_ape && c.input("ape").dim(1) != p.C2) bad("inputs/ape", "dim 1 = coff * D = " + std::to_string(p.C2), std::to_string(c.input("ape").dim(1)));
+  if (p.C2 != p.coff * p.D)
+    bad(x ? "inputs/wkv" : "inputs/kv_proj", std::string(x ? "dim 0" : "dim 1") + " = coff * D = " + std::to_string(p.coff * p.D), std::to_string(p.C2));
   if (st.dim(2) != 2 * p.C2) bad("inputs/state_cache_in", "dim 2 = 2 * coff * D = " + std::to_string(2 * p.C2), std::to_string(st.dim(2)));
   if (p.D % 8 != 0) bad("inputs/norm_weight", "D a multiple of 8", std::to_string(p.D));
   if (p.rope % 2 != 0 || p.rope > p.D) bad("attr rope_head_dim", "even and <= D = " + std::to_string(p.D), std::to_string(p.rope));
   if (p.rotate && p.D != 128) bad("attr rotate", "D = 128 (the indexer compressor's Hadamard-128)", "D = " + std::to_string(p.D));
   // vLLM's CUDA path dispatches on the head size (fused_compress_quant_cache.py): 512 = the main store (FP8 blocks of 64
   // over the nope dims), 128 = the indexer store (one FP8 block over all 128 dims, RoPE applied first).
-  if (p.variant == Variant::vllm_cuda && p.D != 128 && p.D != 512)
+  if (!p.v41 && p.variant == Variant::vllm_cuda && p.D != 128 && p.D != 512)
     bad("attr variant", "D = 512 (main compressor store) or D = 128 (indexer compressor store) with vllm-cuda", "D = " + std::to_string(p.D));
-  if (!p.rotate && p.variant == Variant::ref && (p.D - p.rope) % 64 != 0)
+  if (!p.v41 && !p.rotate && p.variant == Variant::ref && (p.D - p.rope) % 64 != 0)
     bad("attr variant", "D - rope_head_dim a multiple of 64 (FP8 QAT blocks of the nope dims)", std::to_string(p.D - p.rope));
-  if (p.variant == Variant::vllm_cuda && p.D == 512 && (p.D - p.rope) % 64 != 0)
+  if (!p.v41 && p.variant == Variant::vllm_cuda && p.D == 512 && (p.D - p.rope) % 64 != 0)
     bad("attr rope_head_dim", "D - rope_head_dim a multiple of 64 (FP8 blocks of the nope dims)", std::to_string(p.D - p.rope));
-  const bool x = c.input_opt("x") && c.input_opt("wkv") && c.input_opt("wgate");
-  const bool proj = c.input_opt("kv_proj") && c.input_opt("score_proj");
-  p.have_x = x;
+  if (!p.v41 && !p.have_ape) bad("inputs/ape", "present (DeepSeek-V4 adds the position-in-group embedding; model v41 has none)", "absent");
   if (x == proj)
-    bad("inputs", "either x + wkv + wgate (the op's inputs) or kv_proj + score_proj (the per-token projections)",
+    bad("inputs", std::string("either x + wkv") + (p.r == 1 ? "" : " + wgate") + " (the op's inputs) or kv_proj" + (p.r == 1 ? "" : " + score_proj") +
+                      " (the per-token projections)",
         x ? "both" : "neither complete");
   p.T = x ? c.input("x").dim(0) : proj ? c.input("kv_proj").dim(0) : 0;
   p.H = x ? c.input("x").dim(1) : 0;
@@ -77,7 +103,7 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& pr) {
       return bad("inputs/start_pos", "<= 2^40", "request " + std::to_string(b) + ": " + std::to_string(s0)), p;
     emitted += (s0 + q) / p.r - s0 / p.r;
     // Every slot the step writes or reads must exist in the table: the last position (continuous) or the ring.
-    const std::int64_t last = p.cache_mode == 2 ? std::min(s0 + q, p.coff * p.r) - 1 : s0 + q - 1;
+    const std::int64_t last = p.cache_mode == 2 ? std::min(s0 + q, p.ring) - 1 : s0 + q - 1;
     if (last >= 0 && last / p.bs >= p.maxblk)
       return bad("inputs/state_block_table", "an entry for every state row the step reads or writes (" + std::to_string(p.maxblk) + " per request)",
                  "request " + std::to_string(b) + " position " + std::to_string(p.cache_mode == 2 ? last : s0 + q - 1) +
@@ -118,7 +144,7 @@ void sanity(const Case& c, const std::string& tensor, const Tensor&, std::vector
                 "fused_compress_quant_cache.py quantizes the RoPE'd, normed 128 dims directly)");
   if (a.i("cache_mode") != 2) return;
   const Tensor& cu = c.input("cu_seqlens");
-  const std::int64_t ring = a.i("coff") * a.i("cmp_ratio");
+  const std::int64_t ring = a.has("ring_rows") ? a.i("ring_rows") : a.i("coff") * a.i("cmp_ratio");
   for (std::int64_t b = 0; b + 1 < cu.numel(); ++b)
     if (cu.int_at(b + 1) - cu.int_at(b) > ring) {
       f.push_back("request " + std::to_string(b) + " has " + std::to_string(cu.int_at(b + 1) - cu.int_at(b)) +
@@ -185,7 +211,8 @@ bool same_bytes(const Tensor& a, std::int64_t oa, const Tensor& b, std::int64_t 
 // Identical inputs of row (b, j, out row) of case x and row (b', j, out row') of case y (same key).
 bool same_inputs(const CaseInfo& x, std::int64_t bx, std::int64_t rx, const CaseInfo& y, std::int64_t by, std::int64_t ry, std::int64_t j) {
   const Params &p = x.p, &q = y.p;
-  if (p.D != q.D || p.r != q.r || p.coff != q.coff || p.rope != q.rope || p.eps != q.eps || p.rotate != q.rotate || p.variant != q.variant)
+  if (p.D != q.D || p.r != q.r || p.coff != q.coff || p.rope != q.rope || p.eps != q.eps || p.rotate != q.rotate || p.variant != q.variant ||
+      p.v41 != q.v41 || p.pooled_bf16 != q.pooled_bf16 || p.have_ape != q.have_ape || p.have_gate != q.have_gate)
     return false;
   const Case &a = *x.c, &b = *y.c;
   if (!same_bytes(a.input("norm_weight"), 0, b.input("norm_weight"), 0, p.D) ||
@@ -210,16 +237,16 @@ bool same_inputs(const CaseInfo& x, std::int64_t bx, std::int64_t rx, const Case
       if (!weights_checked) {
         if (a.input("wkv").shape() != b.input("wkv").shape() || a.input("x").dim(1) != b.input("x").dim(1) ||
             !same_bytes(a.input("wkv"), 0, b.input("wkv"), 0, a.input("wkv").numel()) ||
-            !same_bytes(a.input("wgate"), 0, b.input("wgate"), 0, a.input("wgate").numel()))
+            (p.have_gate && !same_bytes(a.input("wgate"), 0, b.input("wgate"), 0, a.input("wgate").numel())))
           return false;
         weights_checked = true;
       }
       if (!same_bytes(a.input("x"), u.token * p.H, b.input("x"), v.token * q.H, p.H)) return false;
     } else if (!same_bytes(a.input("kv_proj"), u.token * p.C2, b.input("kv_proj"), v.token * q.C2, p.C2) ||
-               !same_bytes(a.input("score_proj"), u.token * p.C2, b.input("score_proj"), v.token * q.C2, p.C2)) {
+               (p.have_gate && !same_bytes(a.input("score_proj"), u.token * p.C2, b.input("score_proj"), v.token * q.C2, p.C2))) {
       return false;
     }
-    if (!same_bytes(a.input("ape"), ap * p.C2, b.input("ape"), ap * q.C2, p.C2)) return false;
+    if (p.have_ape && !same_bytes(a.input("ape"), ap * p.C2, b.input("ape"), ap * q.C2, p.C2)) return false;
   }
   return true;
 }
@@ -312,7 +339,7 @@ Stage stage() {
   using DT = DType;
   Stage s;
   s.name = kName;
-  s.summary = "DeepSeek-V4 KV compressor (Ascend compressor op, TND): c4 overlap / c128 gating pools, RMSNorm, RoPE at jr, state cache";
+  s.summary = "DeepSeek-V4 / V4.1 KV compressor (Ascend compressor op, TND): c4 overlap / c128 (V4.1: c1 / c2) gating pools, RMSNorm, RoPE at jr, state cache";
   s.spec = "v4 §2, §5, §6";
   s.formula = "entry j of request b: C[c] = sum_rows softmax_rows(S[., c]) KV[., c] over the window rows (KV = x wkv^T, S = x wgate^T + ape); cmp_kv[j] = bf16(RoPE_jr(C / sqrt(mean C^2 + eps) * gamma)); state rows KV | S written through state_block_table";
   s.default_tolerance = "derived-bound";
@@ -322,7 +349,14 @@ Stage stage() {
       int_attr("rope_head_dim", 64, "RoPE dims (the last ones of D), interleaved pairs"),
       num_attr("norm_eps", 1e-6, "RMSNorm epsilon"),
       bool_attr("rotate", false, "indexer compressor (D = 128): Hadamard-128 after the cast (ascend-a3, ref; vllm-cuda applies none)"),
-      int_attr("cache_mode", 1, "1 = continuous state rows (block table[p / bs]), 2 = cycle ring of coff*r tokens")};
+      int_attr("cache_mode", 1, "1 = continuous state rows (block table[p / bs]), 2 = cycle ring of coff*r tokens"),
+      opt_str_attr("model", {"v4", "v41"},
+                   "v4 (default) or v41: DeepSeek-V4.1 (ratios 1 / 2, no overlap, no APE; the entry quantized to NVFP4 "
+                   "by ref and vllm-cuda, bf16 by ascend-a3's compressor_v2)"),
+      opt_bool_attr("pooled_bf16", "round the pooled value to bf16 before the norm (default: 1 for ref and for V4.1's "
+                                   "ratio 1 (a bf16 Linear), 0 otherwise: vLLM normalizes the fp32 pooled value)"),
+      opt_int_attr("ring_rows", "cache_mode 2: state rows per request in the ring, row p mod ring_rows (default coff * "
+                                "cmp_ratio; vLLM's ring capacity, 32 for the Ascend compressor_v2)")};
   s.default_profile = "ascend-a3";
   s.profile_doc = "ascend-a3: fp32 to the end, x/sqrt(mean+eps), one RNE cast (rotate: bf16(bf16(y@H)*128^-0.5)); ref: DeepSeek "
                   "inference (pooled kv -> bf16 before the norm, bf16 after norm and RoPE, FP8 ue8m0 QAT of the nope dims; "
@@ -331,10 +365,10 @@ Stage stage() {
   s.schema.inputs = {
       {"x", {DT::bf16}, {"T,H"}, true, "hidden states of the step's tokens (TND, requests packed)"},
       {"wkv", {DT::bf16}, {"C2,H"}, true, "kv projection [coff*D, H] (a-half first with overlap)"},
-      {"wgate", {DT::bf16}, {"C2,H"}, true, "gate projection [coff*D, H]"},
+      {"wgate", {DT::bf16}, {"C2,H"}, true, "gate projection [coff*D, H] (absent with cmp_ratio 1: no gate)"},
       {"kv_proj", {DT::f32}, {"T,C2"}, true, "instead of x/wkv/wgate: the per-token kv projections x.wkv^T"},
-      {"score_proj", {DT::f32}, {"T,C2"}, true, "instead of x/wkv/wgate: x.wgate^T (ape not added)"},
-      {"ape", {DT::f32}, {"cmp_ratio,C2"}, false, "position-in-group embedding added to the scores"},
+      {"score_proj", {DT::f32}, {"T,C2"}, true, "instead of x/wkv/wgate: x.wgate^T (ape not added; absent with cmp_ratio 1)"},
+      {"ape", {DT::f32}, {"cmp_ratio,C2"}, true, "position-in-group embedding added to the scores (absent: none, DeepSeek-V4.1)"},
       {"norm_weight", {DT::bf16}, {"D"}, false, "RMSNorm weight"},
       {"rope_sin", {DT::f32}, {"R,rope_head_dim"}, false, "sin per output row (position jr), interleave-duplicated; sin first as the op takes it"},
       {"rope_cos", {DT::f32}, {"R,rope_head_dim"}, false, "cos per output row"},

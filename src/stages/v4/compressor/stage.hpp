@@ -15,6 +15,11 @@
 //     -> FP4 e2m1 QAT (ue8m0, blocks of 32).
 //   variant vllm-cuda: ascend-a3's fp32 pipeline (rsqrt form: the same real value), then the ref's FP8 QAT of the
 //     nope dims (the value its fp8 cache holds).
+//   model v41 (spec v41 §4): r 1 or 2, coff 1, no APE (ape absent), r 1 without a gate (wgate / score_proj absent: the
+//     softmax of one row is 1); the pooled value rounded to bf16 before the norm when pooled_bf16 (ref, and r 1's
+//     bf16 Linear); then ref: bf16 norm and RoPE, NVFP4 QAT (blocks of 16, e4m3 scale e4m3(max(amax, 6 2^-9) / 6))
+//     of all D dims from the bf16 values; vllm-cuda: the fp32 pipeline and NVFP4 (vLLM's rule, div_rn) of the
+//     unrounded fp32 RoPE result; ascend-a3 (compressor_v2): one bf16 cast. cmp_kv = e2m1 * scale (exact in bf16).
 // Rows are packed request by request in increasing j; rope_sin/rope_cos hold one row per output row (the
 // compressor_metadata gather of position jr); rows past the emitted count are padding (undefined, never compared).
 //
@@ -43,6 +48,12 @@ struct Params : dsa::Params {
   std::int64_t r = 4, coff = 2, D = 512, C2 = 1024, H = 0, rope = 64, bs = 8, maxblk = 0, nblk = 0, B = 0, T = 0, R = 0;
   double eps = 1e-6;
   bool rotate = false, have_x = true;
+  // DeepSeek-V4.1 (attr model = v41, spec v41 §4): ratios 1 / 2, no overlap; the entry quantized to NVFP4 (ref: from
+  // the bf16 value, vllm-cuda: from the unrounded fp32 RoPE result; ascend-a3: bf16 out, no quantization).
+  bool v41 = false;
+  bool pooled_bf16 = false;            // C -> bf16 before the norm (ref; V4.1 ratio 1: the bf16 Linear); attr pooled_bf16
+  bool have_gate = true, have_ape = true;  // ratio 1 has no gate; V4.1 has no APE
+  std::int64_t ring = 0;               // cache_mode 2: ring rows per request (attr ring_rows; default coff * r)
   int cache_mode = 1;
   Variant variant = Variant::ascend_a3;
   std::string tolerance_policy() const override { return "derived-bound"; }

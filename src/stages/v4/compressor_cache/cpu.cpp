@@ -196,9 +196,9 @@ Expected run(const Case& c, const Params& p, Bug bug, int threads) {
           C[a] = ca * cosr[2 * i] - cb * sinr[2 * i], C[a + 1] = cb * cosr[2 * i] + ca * sinr[2 * i];
           eC[a] = eC[a + 1] = eC[a] + eC[a + 1];
         }
-        vc::norm_rope(D, p.rope, p.eps, false, C.data(), eC.data(), gamma, one.data(), zero.data(), y.data(), ey.data());
+        vc::norm_rope(D, p.rope, p.eps, false, false, C.data(), eC.data(), gamma, one.data(), zero.data(), y.data(), ey.data());
       } else {
-        vc::norm_rope(D, p.rope, p.eps, false, C.data(), eC.data(), gamma, cosr.data(), sinr.data(), y.data(), ey.data());
+        vc::norm_rope(D, p.rope, p.eps, false, false, C.data(), eC.data(), gamma, cosr.data(), sinr.data(), y.data(), ey.data());
       }
       if (bug == Bug::hadamard) {  // fp32 H128 * 128^-0.5 of the RoPE'd values before the bf16 cast
         std::vector<double> h(static_cast<std::size_t>(D));

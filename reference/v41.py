@@ -1,0 +1,108 @@
+"""DeepSeek-V4.1 stages (spec v41), modelled in numpy from the spec's definitions, never from the C++ reference.
+
+  compressor          v4.compressor with model v41 (§4): ratios 1 / 2, no overlap, no APE, ratio 1 without a gate;
+                      the pooled value rounded to bf16 before the norm (the reference; ratio 1's bf16 Linear), then
+                      the producer's NVFP4 (§3): ref from the bf16 RoPE result, vllm-cuda from the unrounded fp32 one;
+                      ascend-a3 (compressor_v2) one bf16 cast. State rows through a block table, continuous or a ring
+                      of `ring_rows` rows (row p mod ring_rows).
+
+Inputs are numpy arrays of values (bf16 tensors as float32 values), the case's tensor names.
+"""
+import numpy as np
+
+from . import fp4_codecs as fp4
+from . import numerics as num
+
+
+def _bf16(x):
+    return num.bf16_rne(x)  # float64 -> bf16 in one rounding
+
+
+def compressor(ins, ratio, variant="ascend-a3", ring_rows=None, cache_mode=1, eps=1e-6, rope=64, pooled_bf16=None,
+               bug=None):
+    """v4.compressor, model v41, closed form in float64. Per request b (tokens cu_seqlens[b] .. cu_seqlens[b+1],
+    positions p = start_pos[b] + i):
+
+        kv_p = fl32(x_p . wkv^T) (or kv_proj), score_p = fl32(x_p . wgate^T) (or score_proj; 0 without a gate)
+        state row of p = [kv_p | score_p] at table[b][q // bs], offset q % bs, q = p (continuous) or p mod ring_rows;
+            block 0 = not written
+        entry j when (p + 1) % ratio == 0: rows jr .. jr + r - 1 (before start_pos: the state cache's rows);
+            c = sum_rows softmax_rows(score) kv per channel (float64);
+            pooled_bf16 (default: ref, or ratio 1): c = bf16(c);
+            y = c / sqrt(mean c^2 + eps) * gamma; ref: y = bf16(y);
+            interleaved RoPE of the last `rope` dims with the case's row (cos / sin per output row);
+            ascend-a3: bf16(y); ref: NVFP4 "ref" of bf16(y), dequantized; vllm-cuda: NVFP4 "vllm" of fl32(y).
+
+    bug (seeded): "ape" (a V4 position-in-group embedding 0.5 * (-1)^(p + c) added to the scores of ratio 2).
+
+    Returns (cmp_kv float64 values [R, D] with NaN in padding rows, state_cache float32 after the step)."""
+    ref, vllm = variant == "ref", variant == "vllm-cuda"
+    if pooled_bf16 is None:
+        pooled_bf16 = ref or ratio == 1
+    gamma = np.asarray(ins["norm_weight"], np.float64)
+    D = gamma.shape[0]
+    cu = np.asarray(ins["cu_seqlens"]).astype(np.int64)
+    sp = np.asarray(ins["start_pos"]).astype(np.int64)
+    tab = np.asarray(ins["state_block_table"]).astype(np.int64)
+    st_in = np.asarray(ins["state_cache_in"], np.float32)
+    nblk, bs, W = st_in.shape
+    C2 = W // 2
+    if "x" in ins:
+        x = np.asarray(ins["x"], np.float64)
+        kv = (x @ np.asarray(ins["wkv"], np.float64).T).astype(np.float32)
+        sc = (x @ np.asarray(ins["wgate"], np.float64).T).astype(np.float32) if "wgate" in ins else np.zeros_like(kv)
+    else:
+        kv = np.asarray(ins["kv_proj"], np.float32)
+        sc = np.asarray(ins["score_proj"], np.float32) if "score_proj" in ins else np.zeros_like(kv)
+    ring = ring_rows or ratio
+    if bug == "ape":
+        pos = np.concatenate([sp[b] + np.arange(cu[b + 1] - cu[b]) for b in range(len(sp))])
+        sc = (sc + 0.5 * (-1.0) ** ((pos[:, None] + np.arange(C2)[None, :]) % 2)).astype(np.float32)
+
+    def slot(b, p):
+        q = p % ring if cache_mode == 2 else p
+        return tab[b, q // bs], q % bs
+
+    after = st_in.copy()
+    for b in range(len(sp)):
+        for t in range(cu[b], cu[b + 1]):
+            blk, off = slot(b, sp[b] + t - cu[b])
+            if blk > 0:
+                after[blk, off, :C2], after[blk, off, C2:] = kv[t], sc[t]
+    cos, sin = np.asarray(ins["rope_cos"], np.float64), np.asarray(ins["rope_sin"], np.float64)
+    R = cos.shape[0]
+    out = np.full((R, D), np.nan)
+    row = 0
+    for b in range(len(sp)):
+        s0, n = sp[b], cu[b + 1] - cu[b]
+        for j in range(s0 // ratio, (s0 + n) // ratio):
+            kvw, scw = [], []
+            for p in range(j * ratio, j * ratio + ratio):
+                if p >= s0:
+                    t = cu[b] + p - s0
+                    kvw.append(kv[t]), scw.append(sc[t])
+                else:
+                    blk, off = slot(b, p)
+                    kvw.append(st_in[blk, off, :C2]), scw.append(st_in[blk, off, C2:])
+            kvw, scw = np.array(kvw, np.float64), np.array(scw, np.float64)
+            with np.errstate(invalid="ignore", over="ignore"):
+                w = np.exp(scw - scw.max(axis=0))
+                w /= w.sum(axis=0)
+                c = (w * kvw).sum(axis=0)
+                if pooled_bf16:
+                    c = _bf16(c)
+                y = c / np.sqrt((c * c).sum() / D + eps) * gamma
+                if ref:
+                    y = _bf16(y)
+                a, e = y[D - rope::2].copy(), y[D - rope + 1::2].copy()
+                cs, sn = cos[row], sin[row]
+                y[D - rope::2] = a * cs[0::2] - e * sn[0::2]
+                y[D - rope + 1::2] = e * cs[1::2] + a * sn[1::2]
+            if ref or vllm:
+                src = _bf16(y).astype(np.float32) if ref else y.astype(np.float32)
+                packed, scales = fp4.nvfp4_quant(src.reshape(1, D), variant="ref" if ref else "vllm")
+                out[row] = fp4.dequant_nvfp4(packed, scales).reshape(D)
+            else:
+                out[row] = _bf16(y)
+            row += 1
+    return out, after
