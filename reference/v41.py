@@ -1,5 +1,7 @@
 """DeepSeek-V4.1 stages (spec v41), modelled in numpy from the spec's definitions, never from the C++ reference.
 
+  select              v41.select (§5): the indexer's top-k of compressed positions (ascending, + window, -1) and the
+                      two-level candidate blocks (publish; consumers choose inside the published blocks)
   compressor          v4.compressor with model v41 (§4): ratios 1 / 2, no overlap, no APE, ratio 1 without a gate;
                       the pooled value rounded to bf16 before the norm (the reference; ratio 1's bf16 Linear), then
                       the producer's NVFP4 (§3): ref from the bf16 RoPE result, vllm-cuda from the unrounded fp32 one;
@@ -106,3 +108,53 @@ def compressor(ins, ratio, variant="ascend-a3", ring_rows=None, cache_mode=1, ep
                 out[row] = _bf16(y)
             row += 1
     return out, after
+
+
+def select(scores, positions, k=512, window=128, ratio=1, block_size=8, topk_blocks=2048, publish=False,
+           candidate_blocks=None, short_rows="pad"):
+    """v41.select (spec v41 §5), from the definitions: row r (token position p = positions[r], p < 0 a padding row)
+    reaches the compressed positions j < (p + 1) // ratio. A consumer (candidate_blocks [S, M], -1 padded) keeps only
+    the positions whose block j // block_size is listed; the candidates are the kept positions with score > -inf. It
+    selects the top min(k, reach) by score (any tie choice; here: numpy's stable argsort on -score, so the lower
+    position wins a tie) and emits them ascending, + window, -1 after; short_rows "ref" (the REF quirk) fills a short
+    row up to min(k, reach) with the lowest reachable non-candidate positions.
+    publish: the blocks of the reachable positions (ceil(reach / block_size)), block score = max over its reachable
+    positions (NaN wins), the newest block pinned at +inf, -inf blocks dropped; the top min(topk_blocks, nblocks),
+    ascending, -1 after.
+    Returns (indices int32 [S, k], published int32 [S, topk_blocks] or None)."""
+    sc = np.asarray(scores, np.float64)
+    S = sc.shape[0]
+    out = np.full((S, k), -1, np.int32)
+    pub = np.full((S, topk_blocks), -1, np.int32) if publish else None
+
+    def top(vals, n):  # indices of the n largest (NaN first), stable
+        key = np.where(np.isnan(vals), -np.inf, -vals)
+        order = np.argsort(key, kind="stable")
+        nan_first = np.concatenate([order[np.isnan(vals[order])], order[~np.isnan(vals[order])]])
+        return nan_first[:n]
+
+    for r in range(S):
+        p = int(positions[r])
+        n = (p + 1) // ratio if p >= 0 else 0
+        row = sc[r, :n]
+        keep = np.ones(n, bool)
+        if candidate_blocks is not None:
+            blocks = {int(b) for b in candidate_blocks[r] if b >= 0}
+            keep = np.array([j // block_size in blocks for j in range(n)], bool)
+        keep &= ~(row == -np.inf)
+        cand = np.nonzero(keep)[0]
+        want = min(k, n)
+        sel = cand[top(row[cand], want)]
+        sel = np.sort(sel)
+        if short_rows == "ref" and len(sel) < want:
+            fill = [j for j in range(n) if not keep[j]][:want - len(sel)]
+            sel = np.sort(np.concatenate([sel, np.array(fill, np.int64)]))
+        out[r, :len(sel)] = sel + window
+        if publish and n:
+            nb = (n + block_size - 1) // block_size
+            bsc = np.array([np.max(row[b * block_size:(b + 1) * block_size]) for b in range(nb)])
+            bsc[nb - 1] = np.inf
+            ids = np.nonzero(~(bsc == -np.inf))[0]
+            chosen = np.sort(ids[top(bsc[ids], min(topk_blocks, len(ids)))])
+            pub[r, :len(chosen)] = chosen
+    return out, pub

@@ -120,6 +120,7 @@ class TopkJudge {
     // A fast-path row's order is positional by definition: sorted=1 orders the other rows only.
     const bool fast_row = t_.fast_path && tr.len <= t_.k;
     if (row_struct == 0 && sets(row, tr, sel) && t_.sorted && !fast_row) row_struct += score_order(row, tr, pos);
+    if (row_struct == 0 && t_.ascending) row_struct += index_order(row, tr);
     structure_ += row_struct;
   }
 
@@ -186,6 +187,18 @@ class TopkJudge {
                                std::to_string(t_.to_index(row, 0)) + " ..] in candidate order; pos " + std::to_string(i) +
                                " holds candidate " + std::to_string(pos[static_cast<std::size_t>(i)]) +
                                " (a kernel without the fast path, e.g. torch.topk: set attr fast_path=0)", true);
+        return 1;
+      }
+    return 0;
+  }
+
+  // ascending: the first min(k, len) entries in strictly increasing index order.
+  std::int64_t index_order(std::int64_t row, const TopkRow& tr) {
+    for (std::int64_t i = 0; i + 1 < tr.n; ++i)
+      if (out_.int_at(row * W_ + i + 1) <= out_.int_at(row * W_ + i)) {
+        note(row * W_ + i + 1, "row " + std::to_string(row) + ": not in ascending index order at pos " + std::to_string(i + 1) + " (" +
+                                   std::to_string(out_.int_at(row * W_ + i)) + " then " + std::to_string(out_.int_at(row * W_ + i + 1)) + ")",
+             true);
         return 1;
       }
     return 0;

@@ -120,6 +120,8 @@ void plausible_outputs(Case& c, const Expected& E, std::uint64_t seed) {
         std::stable_sort(sel.begin(), sel.end(), [&](std::int64_t a, std::int64_t b) {
           return tr.score[static_cast<std::size_t>(a)] > tr.score[static_cast<std::size_t>(b)];
         });
+      } else if (t.ascending) {
+        std::sort(sel.begin(), sel.end(), [&](std::int64_t a, std::int64_t b) { return t.to_index(row, a) < t.to_index(row, b); });
       } else {
         for (std::size_t i = sel.size(); i > 1; --i)
           std::swap(sel[i - 1], sel[static_cast<std::size_t>(r.randint(0, static_cast<std::int64_t>(i) - 1))]);

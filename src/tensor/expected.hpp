@@ -41,6 +41,7 @@ struct TopkRef {
   bool fast_path = true;             // len <= k: output must be exactly [0..len-1] (mapped) then -1
   bool short_rows_torch = false;     // len < k: the k - len trailing entries may name non-candidate columns of the
                                      // row (torch.topk over a -inf-masked row) instead of -1
+  bool ascending = false;            // the selected entries in strictly increasing index order (then the padding)
   // Said after "index where -1 padding is required" (how to declare a kernel that pads otherwise); "" = nothing.
   std::string short_rows_hint = "torch.topk output: set attrs short_rows=torch fast_path=0";
 };

@@ -389,6 +389,30 @@ def capture_torch_topk(logits: Any, lengths: Any, indices: Any, k: int, index_ba
     return capture_topk(logits, lengths, indices, k, index_base, row_starts, **kw)
 
 
+def capture_v41_select(scores: Any, positions: Any, indices: Any, published_blocks: Any = None, *,
+                       candidate_blocks: Any = None, k: int = 512, window: int = 128, cmp_ratio: int = 1,
+                       block_size: int = 8, topk_blocks: int = 2048, publish: Optional[bool] = None,
+                       short_rows: Optional[str] = None, name: Optional[str] = None, out: Out = None,
+                       attrs: Optional[Dict[str, Any]] = None) -> Case:
+    """v41.select: the DeepSeek-V4.1 indexer's selection (spec v41 §5) from its scores [S, N] (bf16 as the reference's
+    tensors, fp32 or fp16 kernels' logits; column j = compressed position j) and each row's token position
+    (positions [S], -1 = padding row): indices [S, >= k] = the chosen positions + window, ascending, -1 padded. The
+    candidate source layer (layer 20) also publishes: pass published_blocks [S, >= topk_blocks] (ascending block ids,
+    -1 padded; publish=True is implied). Consumer layers (24/28/32/36) pass the published lists they read as
+    candidate_blocks [S, M] (strictly increasing, -1 padded). short_rows="ref" declares the reference model's quirk
+    (short rows filled with reachable non-candidates instead of -1)."""
+    if publish is None:
+        publish = published_blocks is not None
+    ins = {"scores": _np(scores), "positions": _widen(_reshape(_np(positions), (-1,)), ["int32", "int64"]),
+           "candidate_blocks": _widen(_np(candidate_blocks), ["int32"]) if candidate_blocks is not None else None}
+    outs = {"indices": _widen(_np(indices), ["int32", "int64"]),
+            "published_blocks": _widen(_np(published_blocks), ["int32", "int64"]) if published_blocks is not None else None}
+    a = dict(k=int(k), window=int(window), cmp_ratio=int(cmp_ratio), block_size=int(block_size),
+             topk_blocks=int(topk_blocks), publish=bool(publish), short_rows=short_rows)
+    a.update(attrs or {})
+    return _emit(_case("v41.select", name, ins, outs, a), out)
+
+
 # ---- MLA cache writer and sparse MLA attention (FlashMLA) ----
 MLA_RECORD = 656  # bytes per token of the fp8 MLA cache: 512 e4m3 codes, 4 fp32 tile scales, 64 bf16 RoPE values
 MODEL1_RECORD = 584  # DeepSeek-V4 / FlashMLA MODEL1: per block, 576-byte token records then 8-byte scale records
@@ -1105,6 +1129,7 @@ STAGE_HELPERS: Dict[str, Callable[..., Case]] = {
     "v4.compressor_cache": capture_vllm_v4_compressor,
     "v4.indexer_prolog": capture_ascend_indexer_prolog,
     "v4.indexer": capture_ascend_qli,
+    "v41.select": capture_v41_select,
     "attn.v4_sparse": capture_ascend_sparse_attn,
     "attn.v4_out": capture_ascend_attn_out,
 }

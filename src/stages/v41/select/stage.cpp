@@ -1,0 +1,112 @@
+// v41.select: schema, parse (the DeepGEMM / REF contract of the candidate lists), table entry.
+#include <string>
+
+#include "stages/v41/select/stage.hpp"
+#include "stages/v41/table.hpp"
+
+namespace dsa::v41::select {
+namespace {
+
+const char* kName = "v41.select";
+
+Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& pr) {
+  Params p;
+  auto bad = [&](const std::string& t, const std::string& want, const std::string& found) { pr.push_back({c.file, c.name, t, want, found}); };
+  p.k = a.i("k");
+  p.window = a.i("window");
+  p.block_size = a.i("block_size");
+  p.topk_blocks = a.i("topk_blocks");
+  p.r = a.i("cmp_ratio");
+  p.publish = a.b("publish");
+  p.short_rows_ref = a.has("short_rows") && a.s("short_rows") == "ref";
+  const Tensor& sc = c.input("scores");
+  p.S = sc.dim(0), p.N = sc.dim(1);
+  if (p.k < 1 || p.k > (1 << 20)) bad("attr k", "in [1, 2^20] (512 in DeepSeek-V4.1)", std::to_string(p.k));
+  if (p.window < 0 || p.window > (std::int64_t{1} << 30)) bad("attr window", "in [0, 2^30] (the window length, 128)", std::to_string(p.window));
+  if (p.block_size < 1 || p.block_size > 4096) bad("attr block_size", "in [1, 4096] (8 in DeepSeek-V4.1)", std::to_string(p.block_size));
+  if (p.topk_blocks < 1 || p.topk_blocks > (1 << 20)) bad("attr topk_blocks", "in [1, 2^20] (2048 in DeepSeek-V4.1)", std::to_string(p.topk_blocks));
+  if (p.r < 1 || p.r > 65536) bad("attr cmp_ratio", "in [1, 65536] (1 or 2 in DeepSeek-V4.1)", std::to_string(p.r));
+  if (!pr.empty()) return p;
+  const Tensor& pos = c.input("positions");
+  for (std::int64_t r = 0; r < p.S; ++r) {
+    const std::int64_t q = pos.int_at(r);
+    if (q >= 0 && (q + 1) / p.r > p.N)
+      return bad("inputs/scores", "a column for every reachable position: (positions[r] + 1) / cmp_ratio <= N = " + std::to_string(p.N),
+                 "row " + std::to_string(r) + " at position " + std::to_string(q) + " reaches " + std::to_string((q + 1) / p.r)), p;
+    if (q + 1 > (std::int64_t{1} << 40)) return bad("inputs/positions", "< 2^40", "row " + std::to_string(r) + ": " + std::to_string(q)), p;
+  }
+  if (const Tensor* cb = c.input_opt("candidate_blocks")) {
+    if (p.publish) bad("inputs/candidate_blocks", "absent with publish = 1 (the candidate source layer scores every position)", "present");
+    p.M = cb->dim(1);
+    // The consumer's candidate list (DeepGEMM's sparse contract, spec v41 §5, B59): strictly increasing block ids,
+    // then -1 padding.
+    for (std::int64_t r = 0; r < p.S && pr.empty(); ++r) {
+      std::int64_t prev = -1;
+      bool pad = false;
+      for (std::int64_t i = 0; i < p.M; ++i) {
+        const std::int64_t b = cb->int_at(r * p.M + i);
+        const std::string at = "row " + std::to_string(r) + " entry " + std::to_string(i) + ": ";
+        if (b == -1) {
+          pad = true;
+          continue;
+        }
+        if (b < 0 || pad || b <= prev) {
+          bad("inputs/candidate_blocks", "strictly increasing block ids >= 0, then -1 padding (unsorted or repeated lists: B59)",
+              at + std::to_string(b) + (b >= 0 && b <= prev ? " after " + std::to_string(prev) : pad && b >= 0 ? " after -1 padding" : ""));
+          break;
+        }
+        prev = b;
+      }
+    }
+  }
+  for (const auto* g : {&c.outputs, &c.expected}) {
+    if (auto it = g->find("indices"); it != g->end() && it->second.rank() == 2 && it->second.dim(1) < p.k)
+      bad(std::string(g == &c.outputs ? "outputs" : "expected") + "/indices", "at least k = " + std::to_string(p.k) + " columns",
+          std::to_string(it->second.dim(1)));
+    if (auto it = g->find("published_blocks"); it != g->end()) {
+      if (!p.publish) bad(std::string(g == &c.outputs ? "outputs" : "expected") + "/published_blocks", "only with publish = 1", "present");
+      else if (it->second.rank() == 2 && it->second.dim(1) < p.topk_blocks)
+        bad(std::string(g == &c.outputs ? "outputs" : "expected") + "/published_blocks",
+            "at least topk_blocks = " + std::to_string(p.topk_blocks) + " columns", std::to_string(it->second.dim(1)));
+    }
+  }
+  return p;
+}
+
+}  // namespace
+
+Stage stage() {
+  using D = DType;
+  Stage s;
+  s.name = kName;
+  s.summary = "DeepSeek-V4.1 indexer selection: top-k of compressed positions in ascending order (+window, -1), two-level candidate blocks";
+  s.spec = "v41 §5";
+  s.formula = "indices[r] = ascending(top min(k, reach) of scores[r, j < reach] (consumers: j in a published block)) + window, -1 padded; "
+              "publish: published_blocks[r] = ascending(top min(topk_blocks, nblocks) blocks by max score, newest pinned, -inf dropped)";
+  s.schema.attrs = {
+      int_attr("k", 512, "top-k width (index_topk)"),
+      int_attr("window", 128, "added to every selected position (the compressed KV follows the sliding window)"),
+      int_attr("cmp_ratio", 1, "the layer's compress ratio: position p reaches j < (p + 1) / cmp_ratio"),
+      int_attr("block_size", 8, "positions per candidate block (candidate_block_size)"),
+      int_attr("topk_blocks", 2048, "blocks the candidate source publishes (candidate_topk_blocks)"),
+      bool_attr("publish", false, "1: the candidate source layer (also writes published_blocks)"),
+      opt_str_attr("short_rows", {"pad", "ref"},
+                   "a row with fewer candidates than min(k, reach): pad (default, engines) = -1; ref = the reference "
+                   "model's quirk, the rest filled with reachable non-candidate positions")};
+  s.schema.inputs = {
+      {"scores", {D::f32, D::bf16, D::fp16}, {"S,N"}, false, "index scores per query row and compressed position (REF: bf16)"},
+      {"positions", {D::i32, D::i64}, {"S"}, false, "each row's token position (-1: a padding row)"},
+      {"candidate_blocks", {D::i32}, {"S,M"}, true, "consumer layers: the published block ids per row, ascending, -1 padded"}};
+  s.schema.outputs = {
+      {{"indices", {D::i32, D::i64}, {"S,?"}, false, "selected positions + window, ascending, -1 padded"}, CompareKind::topk_set},
+      {{"published_blocks", {D::i32, D::i64}, {"S,?"}, true, "publish = 1: the published block ids, ascending, -1 padded"}, CompareKind::topk_set}};
+  s.parse = typed_parse(&parse);
+  s.impl[static_cast<std::size_t>(Backend::cpu)] = typed_impl(&cpu);
+  s.generators = generators();
+  s.goldens = goldens();
+  s.selftest = selftest_cases();
+  s.mutants = mutants();
+  return s;
+}
+
+}  // namespace dsa::v41::select
