@@ -153,6 +153,7 @@ class BoundedAccumulator {
   CheckResult finish() const;
   std::int64_t bound_failures() const { return bound_fail_; }  // finite elements outside the bound so far
   std::int64_t mask_mismatches() const { return mask_; }        // elements breaking the -inf mask so far
+  std::int64_t nonfinite_mismatches() const { return nonfinite_; }  // NaN / inf pattern differences so far
 
  private:
   struct PeerAcc {

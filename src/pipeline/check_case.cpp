@@ -56,10 +56,13 @@ class HypothesisSampler {
     const double* mag = has_m ? ref.magnitude.data<double>() : nullptr;
     int p = 24, emin = -126;
     detail::ulp_format(out.dtype(), p, emin);
+    // Non-finite values are the same value when both are NaN or both the same infinity.
+    auto same_nonfinite = [](double a, double b) { return (std::isnan(a) && std::isnan(b)) || (std::isinf(a) && a == b); };
     auto failing = [&](std::int64_t i) {
       if (def && !def[i]) return false;
       const double o = out.value(i), e = ref.value.value(i);
-      return std::isfinite(o) && std::isfinite(e) && std::fabs(o - e) > tol_.rtol * (mag ? mag[i] : std::fabs(e)) + tol_.atol;
+      if (!std::isfinite(o) || !std::isfinite(e)) return !same_nonfinite(o, e);  // a NONFINITE verdict's elements
+      return std::fabs(o - e) > tol_.rtol * (mag ? mag[i] : std::fabs(e)) + tol_.atol;
     };
     std::int64_t n_fail = -1;
     for (auto& H : hs_) {
@@ -80,16 +83,22 @@ class HypothesisSampler {
           H.stopped = true;
           break;
         }
-        if (!alt || !std::isfinite(alt->value)) continue;
+        if (!alt) continue;
         ++H.considered;
         // An element the bug leaves within the reference's own bound says nothing either way (a tiny perturbation
         // in the right direction would otherwise "match" an element just outside the bound): not sampled.
-        const double e = ref.value.value(i);
-        if (std::fabs(alt->value - e) <= tol_.rtol * (mag ? mag[i] : std::fabs(e)) + tol_.atol) continue;
+        const double e = ref.value.value(i), a = alt->value, o = out.value(i);
+        if (std::isfinite(a) && std::isfinite(e) && std::fabs(a - e) <= tol_.rtol * (mag ? mag[i] : std::fabs(e)) + tol_.atol) continue;
+        if (!std::isfinite(a) && same_nonfinite(a, e)) continue;
         ++H.tried;
-        // The buggy kernel errs like a correct one around its own value, then rounds to the output dtype.
-        const double slack = tol_.rtol * std::fabs(alt->magnitude) + tol_.atol + detail::ulp_at(alt->value, p, emin);
-        if (std::fabs(out.value(i) - alt->value) <= slack) ++H.matched;
+        // The buggy kernel errs like a correct one around its own value, then rounds to the output dtype; a
+        // non-finite value must be the same non-finite value.
+        if (!std::isfinite(a) || !std::isfinite(o)) {
+          H.matched += same_nonfinite(a, o) ? 1 : 0;
+          continue;
+        }
+        const double slack = tol_.rtol * std::fabs(alt->magnitude) + tol_.atol + detail::ulp_at(a, p, emin);
+        if (std::fabs(o - a) <= slack) ++H.matched, ++H.matched_finite;
       }
     }
   }
@@ -98,7 +107,9 @@ class HypothesisSampler {
     for (const auto& H : hs_)
       // The bug must move at least half of the sampled failing elements out of the bound (a bug that leaves most of
       // them in place does not explain the failure, however well it fits the few it moves) and fit 90 % of those.
-      if (H.tried > 0 && H.tried * 2 >= H.considered && H.matched * 10 >= H.tried * 9)
+      // A NaN matching a NaN tells bugs apart poorly (every misread of NaN-filled bytes gives NaN): at least one
+      // finite element must match too.
+      if (H.tried > 0 && H.tried * 2 >= H.considered && H.matched * 10 >= H.tried * 9 && H.matched_finite > 0)
         f.push_back(H.h->bug + kHypothesisMatch + " (" + H.h->doc + ") at " + std::to_string(H.matched) + " of " +
                     std::to_string(H.tried) + " sampled failing element(s)");
     return f;
@@ -110,6 +121,7 @@ class HypothesisSampler {
     std::int64_t tried, matched;
     bool stopped;
     std::int64_t considered = 0;  // sampled failing elements the bug defines a value for
+    std::int64_t matched_finite = 0;  // matches of a finite value
   };
   const BoundCase& b_;
   Tolerance tol_;
@@ -194,7 +206,8 @@ class BoundedJudge {
     }
   }
   void add(const Tensor& out, const RefTensor& ref) {
-    const std::int64_t fails_before = main_.bound_failures(), masks_before = main_.mask_mismatches();
+    const std::int64_t fails_before = main_.bound_failures(), masks_before = main_.mask_mismatches(),
+                       nf_before = main_.nonfinite_mismatches();
     main_.add(out, ref);
     if (main_.mask_mismatches() > masks_before) mask_.add(out, ref);  // only tiles whose mask differs
     if (emu_acc_) {
@@ -207,7 +220,8 @@ class BoundedJudge {
         if (out.bits(i) != em.bits(i) && !(std::isnan(x) && std::isnan(y))) ++diff_;
       }
     }
-    if (main_.bound_failures() > fails_before) hyp_.add(out, ref);  // hints only ever explain bound failures
+    // Hints only ever explain bound failures and NaN / inf pattern differences (a misread cache decodes NaN codes).
+    if (main_.bound_failures() > fails_before || main_.nonfinite_mismatches() > nf_before) hyp_.add(out, ref);
   }
   CheckResult finish() const {
     CheckResult r = main_.finish();
@@ -393,7 +407,7 @@ CheckResult compare_tensor(const BoundCase& b, const std::string& group, const T
       BoundedJudge j(b, group, ref, out.dtype(), o, out.shape());
       j.add(out, ref);
       r = j.finish();
-      if (r.verdict == Verdict::FAIL) hints = j.hints();
+      if (r.verdict == Verdict::FAIL || r.verdict == Verdict::NONFINITE) hints = j.hints();
 
     }
   } catch (const std::exception& e) {
@@ -542,7 +556,7 @@ std::vector<CheckResult> check_case_tiled(const BoundCase& b, const CheckOptions
   for (auto& g : groups) {
     CheckResult r = g.early ? *g.early : g.judge->finish();
     std::vector<std::string> hints, sanity;
-    if (!g.early && r.verdict == Verdict::FAIL) hints = g.judge->hints();
+    if (!g.early && (r.verdict == Verdict::FAIL || r.verdict == Verdict::NONFINITE)) hints = g.judge->hints();
     if (g.const_rows) sanity.push_back(cmp::constant_rows_finding(g.const_rows, g.first_const));
     finish_result(r, b, g.name, meta, hints, sanity);
     r.notes.push_back("streamed from the file in " + std::to_string(tiles) + " tile(s) of " + std::to_string(tile) + " row(s)");

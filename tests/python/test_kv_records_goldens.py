@@ -120,3 +120,20 @@ def test_swapped_nibbles_are_named(repo_root, tmp_path, run_cli):
     r = run_cli("check", edited(repo_root, tmp_path, name, outputs=out.reshape(want.shape)))
     assert r.returncode == 1, r.stdout + r.stderr
     assert "B52" in r.stdout and "e2m1 nibbles" in r.stdout, r.stdout
+
+
+def test_reader_bugs_are_named_by_their_hints_and_nan_alone_names_none(cli, tmp_path):
+    """Whole-case reader hypotheses of attn.sparse_mla_decode: a kernel ignoring the V41_FP4 extra scope is named by
+    its hint; a misread whose output is NaN everywhere (scale bytes read from code bytes overflow every key) is
+    explained by every misread hypothesis alike, so none is named."""
+    import subprocess
+    subprocess.run([cli, "selftest", "--only", "mla_decode_v41*", "--write", str(tmp_path)], check=True,
+                   capture_output=True, text=True, timeout=300)
+    p = subprocess.run([cli, "check", str(tmp_path / "selftest_mutants.h5")], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 1, p.stdout + p.stderr
+    lines = {ln.split()[1].split("/")[0] + "/" + ln.split()[1].split("/")[-1]: ln for ln in p.stdout.splitlines()
+             if ln.startswith(("FAIL", "NONFINITE"))}
+    assert "hint: v4 §9 extra scope ignored" in lines["mla_decode_v41_extra_ignored/out"], lines
+    for name in ("mla_decode_v41_read_as_v32_no_rope", "mla_decode_v41_order_swapped"):
+        assert lines[f"{name}/out"].startswith("NONFINITE"), lines
+        assert "hint:" not in lines[f"{name}/out"], lines[f"{name}/out"]

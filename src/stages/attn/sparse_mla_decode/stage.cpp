@@ -4,6 +4,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
 
 #include "engines/sparse_attn/softmax_scale.hpp"
 #include "engines/sparse_attn/structure.hpp"
@@ -149,6 +153,86 @@ void sanity(const Case& c, const std::string& tensor, const Tensor&, std::vector
                 "two (B25): the SM90 kernel rounds them to bf16 (dequant bf16_scale models it), SM100 readers to E8M0");
 }
 
+
+// A reader bug that changes the whole case (a misread cache, an ignored scope): the buggy kernel's output is the
+// reference of the changed case. `change` edits a copy of the case (false: the bug cannot show on it); `tweak` then
+// edits the re-parsed params. Computed once per case (the last case is kept) and read per sampled element.
+Hypothesis case_hypothesis(const std::string& tensor, const char* bug, const char* doc, std::function<bool(Case&)> change,
+                           std::function<void(Params&)> tweak = {}) {
+  struct Memo {
+    std::mutex m;
+    const Case* c = nullptr;
+    std::string key;
+    std::optional<Expected> e;
+  };
+  auto memo = std::make_shared<Memo>();
+  Hypothesis h{tensor, bug, doc, {}, {}};
+  h.value = [memo, change, tweak, tensor](const Case& c, const dsa::Params&, std::int64_t flat) -> std::optional<Hypothesis::Value> {
+    std::lock_guard<std::mutex> g(memo->m);
+    const std::string key = c.file + "\n" + c.name;
+    if (memo->c != &c || memo->key != key) {
+      memo->c = &c, memo->key = key, memo->e.reset();
+      Case x = c;
+      x.outputs.clear(), x.expected.clear();
+      BoundCase b;
+      if (change(x) && validate_case(x, false, &b).empty()) {
+        Params q = dynamic_cast<const Params&>(*b.params);
+        if (tweak) tweak(q);
+        memo->e = run(x, q, RefOptions{}, Backend::cpu);
+      }
+    }
+    if (!memo->e) return std::nullopt;
+    const RefTensor* t = memo->e->find(tensor);
+    if (!t || flat < 0 || flat >= t->value.numel()) return std::nullopt;
+    if (t->defined.defined() && !t->defined.data<std::uint8_t>()[flat]) return std::nullopt;
+    return Hypothesis::Value{t->value.value(flat), t->magnitude.defined() ? t->magnitude.value(flat) : 0.0};
+  };
+  return h;
+}
+
+bool has_layout(const Case& c, const char* name) { return c.has_attr("layout") && c.attr_str("layout") == name; }
+
+// The readers' bugs of the KV records (spec v41 §2.3, §2.4, §8 B56; v4 §9), as whole-case hypotheses.
+std::vector<Hypothesis> reader_hypotheses() {
+  std::vector<Hypothesis> hs;
+  for (const std::string t : {"out", "lse"}) {
+    hs.push_back(case_hypothesis(t, "B56", "528-byte V41 rows decoded as the V3.2-no-RoPE record (512 e4m3 + 4 fp32 scales)",
+                                 [](Case& x) { return has_layout(x, "v41_mxfp8_528"); }, [](Params& q) { q.misread_v32_no_rope = true; }));
+    hs.push_back(case_hypothesis(t, "v41 §2.3 record order", "the cache read in the other record order (page_segregated <-> token_interleaved)",
+                                 [](Case& x) {
+                                   const layouts::RecordFormat* f = x.has_attr("layout") ? layouts::find_record(x.attr_str("layout")) : nullptr;
+                                   if (!f || f->nparts() < 2) return false;
+                                   const bool inter = x.has_attr("record_order") && x.attr_str("record_order") == "token_interleaved";
+                                   x.attrs["record_order"] = std::string(inter ? "page_segregated" : "token_interleaved");
+                                   return true;
+                                 }));
+    hs.push_back(case_hypothesis(t, "v4 §9 extra scope ignored", "the extra KV scope (MODEL1 / V41_FP4 compressed KV) not attended",
+                                 [](Case& x) {
+                                   if (!x.input_opt("extra_k_cache")) return false;
+                                   drop_extra_scope(x);
+                                   return true;
+                                 }));
+    hs.push_back(case_hypothesis(t, "v41 §2.4 352 scale order", "the 352-byte record's scales read in natural order (not 8*(s&3)+(s>>2))",
+                                 [](Case& x) {
+                                   if (!has_layout(x, "flashmla_nvfp4_352")) return false;
+                                   Tensor& k = x.inputs.at("k_cache");
+                                   k = k.clone();  // the case's own bytes are never edited (tensors share storage)
+                                   scales_352_unpermuted(k);
+                                   return true;
+                                 }));
+    hs.push_back(case_hypothesis(t, "v4 §9 MODEL1 read as AoS", "the MODEL1 cache read as 584-byte AoS token records, not the per-block split",
+                                 [](Case& x) {
+                                   if (!has_layout(x, layouts::Model1KCache::kName)) return false;
+                                   for (const char* n : {"k_cache", "extra_k_cache"})
+                                     if (auto it = x.inputs.find(n); it != x.inputs.end()) {
+                                       it->second = it->second.clone();
+                                       model1_read_as_aos(it->second);
+                                     }
+                                   return true;
+                                 }));
+  }
+  return hs;
+}
 }  // namespace
 
 Stage stage() {
@@ -213,6 +297,7 @@ Stage stage() {
   s.mutants = mutants();
   // Known bugs as values: a failing output is tested against kernels with them (hints, never verdicts).
   s.hypotheses = mla_hypotheses({"out", "lse"}, &locate);
+  for (Hypothesis& h : reader_hypotheses()) s.hypotheses.push_back(std::move(h));
   return s;
 }
 

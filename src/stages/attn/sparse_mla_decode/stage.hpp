@@ -94,6 +94,12 @@ inline void dequant_key_model1(const std::uint8_t* cache, const layouts::Model1K
 // both): the rows' keys and values, the outputs and their bounds.
 Expected run(const Case& c, const Params& p, const RefOptions& opt, Backend backend);
 Expected cpu(const Case& c, const Params& p, const RefOptions& opt);
+// Reader bugs that change the whole case (mutants.cpp; also the hypotheses of stage.cpp): a kernel ignoring the extra
+// KV scope (the case without it); the 352-byte record's scales read in natural order (the cache rewritten so that the
+// correct reader sees what that reader sees); a MODEL1 cache read as 584-byte AoS records (likewise).
+void drop_extra_scope(Case& c);
+void scales_352_unpermuted(Tensor& k_cache);
+void model1_read_as_aos(Tensor& k_cache);
 // The Stage::hypotheses' view of element f of out / lse (engines/sparse_attn/mla_hypotheses.hpp).
 bool locate(const Case& c, const dsa::Params& p, const std::string& tensor, std::int64_t f, MlaElement& e);
 #ifdef DSA_CUDA_BACKEND
