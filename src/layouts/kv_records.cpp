@@ -46,6 +46,16 @@ const std::vector<RecordFormat>& record_formats() {
   return v;
 }
 
+std::string record_width_bug(std::int64_t found, const std::string& declared) {
+  const RecordFormat* f = find_record(declared);
+  if (!f || f->codec != RecCodec::nvfp4 || f->nope != 448) return "";
+  for (const auto& g : record_formats())
+    if (g.codec == RecCodec::nvfp4 && g.nope == 512 && g.record_bytes() == found)
+      return std::string("B57: the 512-wide NVFP4 geometry of ") + g.name + " on DeepSeek-V4's 448-wide NoPE record " + declared +
+             " (tokens past the first pages land in the wrong slots)";
+  return "";
+}
+
 const RecordFormat* find_record(const std::string& name) {
   for (const auto& f : record_formats())
     if (name == f.name) return &f;

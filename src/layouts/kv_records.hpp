@@ -86,6 +86,9 @@ struct RecordFormat {
 };
 
 const std::vector<RecordFormat>& record_formats();
+// A known bug a cache of `found` bytes per token shows where record `declared` is expected, or "": B57 (a 512-wide
+// NVFP4 record's geometry, 352 / 432 B, on V4's 448-wide NoPE record, rtx6kpro #22).
+std::string record_width_bug(std::int64_t found, const std::string& declared);
 const RecordFormat* find_record(const std::string& name);  // nullptr when unknown
 std::vector<std::string> record_names();
 

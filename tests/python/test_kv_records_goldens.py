@@ -103,6 +103,22 @@ def test_structure_errors(repo_root, tmp_path, run_cli):
     assert r.returncode == 2 and "has e4m3 scales, found 254" in r.stdout + r.stderr
     r = run_cli("check", edited(repo_root, tmp_path, "kv_nvfp4_384", attrs={"scale_fmt": "fp32_div"}))
     assert r.returncode == 2 and "scale_fmt" in r.stdout + r.stderr
+    # B57: a 448-wide NoPE record's cache laid out with a 512-wide NVFP4 record's geometry (432 B per token)
+    r = run_cli("check", edited(repo_root, tmp_path, "kv_nvfp4_384", cache_shape=(2, 32, 1, 432)))
+    assert r.returncode == 2 and "B57" in r.stdout + r.stderr and "nvfp4_432" in r.stdout + r.stderr, r.stdout + r.stderr
+
+
+def test_b57_geometry_is_named_by_the_reader(repo_root, tmp_path, run_cli):
+    """attn.sparse_mla_decode on a 384-byte record cache whose tokens are 432 bytes wide: exit 2 naming B57."""
+    p = tmp_path / "d.h5"
+    shutil.copy(repo_root / "golden" / "mla_decode_nvfp4_384.h5", p)
+    with h5py.File(p, "r+") as f:
+        g = f["mla_decode_nvfp4_384"]
+        del g["inputs"]["k_cache"]
+        d = g["inputs"].create_dataset("k_cache", data=np.zeros((2, 64, 1, 432), np.uint8))
+        d.attrs["dtype"] = "uint8"
+    r = run_cli("check", p)
+    assert r.returncode == 2 and "B57" in r.stdout + r.stderr and "inputs/k_cache" in r.stdout + r.stderr, r.stdout + r.stderr
 
 
 def test_swapped_nibbles_are_named(repo_root, tmp_path, run_cli):

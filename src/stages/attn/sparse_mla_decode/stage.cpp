@@ -63,8 +63,11 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& p) {
   // FlashMLA's flash_mla_with_kvcache: softmax_scale None -> q.shape[-1] ** -0.5 (576^-0.5 V3.2, 512^-0.5 MODEL1).
   r.softmax_scale = sparse_attn::softmax_scale(c, a, sparse_attn::inv_sqrt(q.dim(3)),
                                                "FlashMLA's default is q.shape[-1]^-0.5", p);
-  if (cache.dim(3) != rec)
-    p.push_back({c.file, c.name, "inputs/k_cache", std::to_string(rec) + "-byte records (layout " + a.s("layout") + ")", std::to_string(cache.dim(3))});
+  if (cache.dim(3) != rec) {
+    const std::string b57 = layouts::record_width_bug(cache.dim(3), a.s("layout"));
+    p.push_back({c.file, c.name, "inputs/k_cache", std::to_string(rec) + "-byte records (layout " + a.s("layout") + ")",
+                 std::to_string(cache.dim(3)) + (b57.empty() ? "" : "; " + b57)});
+  }
   if (q.dim(3) != dqk)
     p.push_back({c.file, c.name, "inputs/q", "d_qk = " + std::to_string(dqk) + " (layout " + a.s("layout") + ")", std::to_string(q.dim(3))});
   // Extra scope (FlashMLA @HEAD): cache and indices together, the cache in the same layout.

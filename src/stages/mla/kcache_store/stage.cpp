@@ -30,6 +30,7 @@ std::string width_found(std::int64_t w, const std::string& lay) {
   s += ")";
   if (w == layouts::Model1KCache::kRecord && layouts::find_record(lay) && layouts::find_record(lay)->codec == layouts::RecCodec::mxfp8)
     s += "; B48: the V4.1 window KV stored in the DeepSeek-V4 584-byte record (bf16 RoPE, 64-dim tiles) where " + lay + " is expected";
+  if (const std::string b57 = layouts::record_width_bug(w, lay); !b57.empty()) s += "; " + b57;
   return s;
 }
 
