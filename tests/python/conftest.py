@@ -11,6 +11,7 @@ import os
 import pathlib
 import subprocess
 
+import numpy as np
 import pytest
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -46,6 +47,23 @@ def numerics_tables_bin(build_dir) -> pathlib.Path:
     if not path.is_file():
         pytest.fail(f"dsa_numerics_tables not found at {path} (built by tests/CMakeLists.txt); set DSA_NUMERICS_TABLES")
     return path
+
+
+@pytest.fixture(scope="session")
+def fp4_tool(numerics_tables_bin, tmp_path_factory):
+    """`dsa_numerics_tables fp4 ARGS... IN OUT` on fp32 values x: returns the bytes it writes (uint8). The C++ FP4 /
+    MXFP8 codecs and KV records, for the tests against the numpy models (test_fp4_codecs, test_kv_records)."""
+    d = tmp_path_factory.mktemp("fp4")
+
+    def run(*args, x):
+        src, dst = d / "in.bin", d / "out.bin"
+        np.ascontiguousarray(x, dtype="<f4").tofile(src)
+        p = subprocess.run([str(numerics_tables_bin), "fp4", *map(str, args), str(src), str(dst)], capture_output=True,
+                           text=True, timeout=120)
+        assert p.returncode == 0, f"rc {p.returncode}\n{p.stdout}\n{p.stderr}"
+        return np.fromfile(dst, dtype=np.uint8)
+
+    return run
 
 
 @pytest.fixture(scope="session")

@@ -3,7 +3,6 @@ independent numpy model (reference/fp4_codecs.py), bit for bit: e2m1 over every 
 MXFP8 / NVFP4 / MXFP4 block quantizers over every producer option on blocks built to hit the hard cases -- exact ties
 at 0.25 / 0.75 / 1.75 / 3.5 of a power-of-two or e4m3 scale, sub-floor blocks, amax at scale boundaries, NaN and inf,
 and random bf16 data."""
-import subprocess
 
 import numpy as np
 import pytest
@@ -15,19 +14,8 @@ ZERO = ("keep", "clear", "lt_zero")
 
 
 @pytest.fixture(scope="module")
-def tables(build_dir, tmp_path_factory):
-    exe = build_dir / "dsa_numerics_tables"
-    if not exe.exists():
-        pytest.skip(f"{exe} not built")
-    d = tmp_path_factory.mktemp("fp4")
-
-    def run(*args, x):
-        src, dst = d / "in.bin", d / "out.bin"
-        np.ascontiguousarray(x, dtype="<f4").tofile(src)
-        subprocess.run([str(exe), "fp4", *map(str, args), str(src), str(dst)], check=True, timeout=120)
-        return np.fromfile(dst, dtype=np.uint8)
-
-    return run
+def tables(fp4_tool):
+    return fp4_tool  # dsa_numerics_tables fp4 (conftest.py)
 
 
 def all_bf16_as_f32():

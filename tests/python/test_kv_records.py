@@ -4,7 +4,6 @@ six records x both orders x two page sizes, with a partial last page, on bf16 to
 (N(0,1) * 2^k, exact e4m3 / e2m1 ties at every scale, zero and -0.0, sub-floor, huge, NaN and inf). Also: decoding
 the C++ bytes with the model's `load` gives the model's dequant (NaN-aware), and the bytes no token writes (the
 partial last page's tail, the sglang record's pad) keep the fill in both."""
-import subprocess
 import zlib
 
 import numpy as np
@@ -17,21 +16,9 @@ IDS = [f"{n}-{o}-P{P}" for n, o, P in CASES]
 
 
 @pytest.fixture(scope="module")
-def record_tool(build_dir, tmp_path_factory):
-    exe = build_dir / "dsa_numerics_tables"
-    if not exe.exists():
-        pytest.skip(f"{exe} not built")
-    d = tmp_path_factory.mktemp("kvrec")
-
-    def cache(name, order, P, x):
-        src, dst = d / "in.bin", d / "out.bin"
-        np.ascontiguousarray(x, dtype="<f4").tofile(src)
-        p = subprocess.run([str(exe), "fp4", "record", name, order, str(P), str(src), str(dst)],
-                           capture_output=True, text=True, timeout=120)
-        assert p.returncode == 0, f"rc {p.returncode}\n{p.stdout}\n{p.stderr}"
-        return np.fromfile(dst, dtype=np.uint8)
-
-    return cache
+def record_tool(fp4_tool):
+    """dsa_numerics_tables fp4 record NAME ORDER P (conftest.py's fp4_tool): the cache bytes of tokens x."""
+    return lambda name, order, P, x: fp4_tool("record", name, order, P, x=x)
 
 
 def bf16(a):
