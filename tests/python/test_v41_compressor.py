@@ -5,7 +5,6 @@ the Ascend compressor_v2's bf16 with its 32-row ring), in one prefill and in chu
 at ratio 1 is an input error (exit 2)."""
 import subprocess
 
-import h5py
 import ml_dtypes
 import numpy as np
 import pytest
@@ -20,17 +19,11 @@ D, H, BS, NB = 128, 32, 8, 8
 GOLDENS = ["v41c2_ref_nvfp4", "v41c1_vllm_nvfp4", "v41c2_ascend_ring32"]
 
 
-def _values(d):
-    a, dt = d[()], d.attrs.get("dtype")
-    dt = dt.decode() if isinstance(dt, bytes) else dt
-    return (a.astype(np.uint32) << 16).view(np.float32) if dt == "bf16" else a
-
-
 def load(path):
-    with h5py.File(path, "r") as f:
-        g = f[next(iter(f))]
-        return ({k: _values(g["inputs"][k]) for k in g["inputs"]}, {k: _values(g["expected"][k]) for k in g["expected"]},
-                {k: (v.decode() if isinstance(v, bytes) else v) for k, v in g.attrs.items()})
+    """The golden's inputs and expected tensors (bf16 as float32 values) and attrs, through the kit's reader."""
+    c = dsa_dump.read_dump(str(path))[0]
+    val = lambda t: t.astype(np.float32) if t.dtype == ml_dtypes.bfloat16 else t  # noqa: E731
+    return {k: val(v) for k, v in c.inputs.items()}, {k: val(v) for k, v in c.expected.items()}, dict(c.attrs)
 
 
 @pytest.mark.parametrize("name", GOLDENS)

@@ -11,6 +11,7 @@
 
 #include "engines/sparse_attn/softmax_scale.hpp"
 #include "engines/sparse_attn/structure.hpp"
+#include "stage/mutant_kit.hpp"
 #include "stages/attn/sparse_mla_decode/stage.hpp"
 #include "stages/attn/table.hpp"
 
@@ -218,19 +219,14 @@ std::vector<Hypothesis> reader_hypotheses() {
     hs.push_back(case_hypothesis(t, "v41 §2.4 352 scale order", "the 352-byte record's scales read in natural order (not 8*(s&3)+(s>>2))",
                                  [](Case& x) {
                                    if (!has_layout(x, "flashmla_nvfp4_352")) return false;
-                                   Tensor& k = x.inputs.at("k_cache");
-                                   k = k.clone();  // the case's own bytes are never edited (tensors share storage)
-                                   scales_352_unpermuted(k);
+                                   mutant::edit_input(x, "k_cache", scales_352_unpermuted);  // a clone: tensors share storage
                                    return true;
                                  }));
     hs.push_back(case_hypothesis(t, "v4 §9 MODEL1 read as AoS", "the MODEL1 cache read as 584-byte AoS token records, not the per-block split",
                                  [](Case& x) {
                                    if (!has_layout(x, layouts::Model1KCache::kName)) return false;
                                    for (const char* n : {"k_cache", "extra_k_cache"})
-                                     if (auto it = x.inputs.find(n); it != x.inputs.end()) {
-                                       it->second = it->second.clone();
-                                       model1_read_as_aos(it->second);
-                                     }
+                                     if (x.input_opt(n)) mutant::edit_input(x, n, model1_read_as_aos);
                                    return true;
                                  }));
   }

@@ -79,6 +79,13 @@ std::int64_t out_width(const Case& c, const char* name, std::int64_t k) {
 
 }  // namespace
 
+std::vector<std::int64_t> top_ascending(const std::vector<std::int64_t>& ids, const std::vector<double>& score, std::int64_t n) {
+  std::vector<std::int64_t> out;
+  for (auto q : engines::topk::topk_canonical(score.data(), static_cast<std::int64_t>(score.size()), n)) out.push_back(ids[static_cast<std::size_t>(q)]);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 std::int64_t reach(const Case& c, const Params& p, std::int64_t r) {
   const std::int64_t q = c.input("positions").int_at(r);
   return q < 0 ? 0 : (q + 1) / p.r;

@@ -3,7 +3,6 @@
 #include <cmath>
 #include <limits>
 
-#include "engines/topk/topk_canonical.hpp"
 #include "numerics/formats.hpp"
 #include "numerics/rng.hpp"
 #include "stages/v41/select/stage.hpp"
@@ -77,10 +76,7 @@ void gen(const GoldenSpec& s, std::uint64_t seed, int threads, Case& c) {
       std::vector<std::int64_t> ids;
       std::vector<double> bs;
       row_blocks(one, q, i, ids, bs);
-      std::vector<std::int64_t> sel = engines::topk::topk_canonical(bs.data(), static_cast<std::int64_t>(bs.size()), M);
-      std::vector<std::int64_t> out;
-      for (auto k : sel) out.push_back(ids[static_cast<std::size_t>(k)]);
-      std::sort(out.begin(), out.end());
+      const std::vector<std::int64_t> out = top_ascending(ids, bs, M);
       for (std::int64_t j = 0; j < M; ++j)
         cb.data<std::int32_t>()[i * M + j] = j < static_cast<std::int64_t>(out.size()) ? static_cast<std::int32_t>(out[static_cast<std::size_t>(j)]) : -1;
     }

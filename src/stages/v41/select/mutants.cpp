@@ -3,6 +3,7 @@
 // the published blocks; descending instead of ascending output; the window offset missing; the reference's short-row
 // quirk where an engine pads), each with the verdict it must get.
 #include <algorithm>
+#include <functional>
 #include <set>
 
 #include "engines/topk/topk_canonical.hpp"
@@ -36,27 +37,17 @@ std::vector<golden::GoldenSpec> selftest_cases() {
 
 namespace {
 
-// The case's rows with per-row emitted index lists (no padding): writes them into outputs/<name>, -1 padded.
-void write_rows(Case& c, const std::string& name, const std::vector<std::vector<std::int64_t>>& rows) {
-  Tensor& o = output(c, name);
-  const std::int64_t S = o.dim(0), W = o.dim(1);
-  for (std::int64_t r = 0; r < S; ++r)
-    for (std::int64_t j = 0; j < W; ++j) {
-      const auto& v = rows[static_cast<std::size_t>(r)];
-      iset(o, r * W + j, j < static_cast<std::int64_t>(v.size()) ? v[static_cast<std::size_t>(j)] : -1);
-    }
-}
-
-const Params& params_of(const Case& c, BoundCase& b) {
+// A kernel's output `name` row by row: row(p, r) = row r's emitted indices (no padding), written -1 padded.
+void rewrite_rows(Case& c, const std::string& name, const std::function<std::vector<std::int64_t>(const Params&, std::int64_t)>& row) {
+  BoundCase b;
   if (auto pr = validate_case(c, false, &b); !pr.empty()) throw SchemaError(pr.front());
-  return dynamic_cast<const Params&>(*b.params);
-}
-
-// The canonical pick of the top n of a row's candidates (positions, scores), as positions.
-std::vector<std::int64_t> pick(const std::vector<std::int64_t>& pos, const std::vector<double>& sc, std::int64_t n) {
-  std::vector<std::int64_t> out;
-  for (auto q : engines::topk::topk_canonical(sc.data(), static_cast<std::int64_t>(sc.size()), n)) out.push_back(pos[static_cast<std::size_t>(q)]);
-  return out;
+  const Params& p = dynamic_cast<const Params&>(*b.params);
+  Tensor& o = output(c, name);
+  const std::int64_t W = o.dim(1);
+  for (std::int64_t r = 0; r < p.S; ++r) {
+    const std::vector<std::int64_t> v = row(p, r);
+    for (std::int64_t j = 0; j < W; ++j) iset(o, r * W + j, j < static_cast<std::int64_t>(v.size()) ? v[static_cast<std::size_t>(j)] : -1);
+  }
 }
 
 }  // namespace
@@ -66,20 +57,14 @@ std::vector<Mutant> mutants() {
       {"v41sel_tail_block_dropped", "B58", "v41sel_pub", V{Verdict::FAIL, Verdict::STRUCTURE},
        "the partial newest block dropped instead of pinned (the tail not padded with -inf: only full blocks are ranked)",
        [](Case& c, const Expected&, std::uint64_t) {
-         BoundCase b;
-         const Params& p = params_of(c, b);
-         std::vector<std::vector<std::int64_t>> rows(static_cast<std::size_t>(p.S));
-         for (std::int64_t r = 0; r < p.S; ++r) {
+         rewrite_rows(c, "published_blocks", [&c](const Params& p, std::int64_t r) {
            std::vector<std::int64_t> ids;
            std::vector<double> sc;
            row_blocks(c, p, r, ids, sc);
            const std::int64_t n = reach(c, p, r);
            if (n % p.block_size != 0 && !ids.empty() && ids.back() == (n - 1) / p.block_size) ids.pop_back(), sc.pop_back();
-           auto v = pick(ids, sc, p.topk_blocks);
-           std::sort(v.begin(), v.end());
-           rows[static_cast<std::size_t>(r)] = v;
-         }
-         write_rows(c, "published_blocks", rows);
+           return top_ascending(ids, sc, p.topk_blocks);
+         });
        }},
       {"v41sel_mask_ignored", "v41 §5", "v41sel_cons", V{Verdict::FAIL, Verdict::STRUCTURE},
        "a consumer layer scoring every reachable position instead of only those of the published blocks",
@@ -88,14 +73,10 @@ std::vector<Mutant> mutants() {
        "the candidate buffer holds 64 columns: candidate column c >= 64 of the published list reads column c - 64 "
        "(valid-looking wrong positions)",
        [](Case& c, const Expected&, std::uint64_t) {
-         BoundCase b;
-         const Params& p = params_of(c, b);
-         const Tensor& cb = c.input("candidate_blocks");
-         const Tensor& scores = c.input("scores");
-         std::vector<std::vector<std::int64_t>> rows(static_cast<std::size_t>(p.S));
-         constexpr std::int64_t kCap = 64;
-         for (std::int64_t r = 0; r < p.S; ++r) {
+         rewrite_rows(c, "indices", [&c](const Params& p, std::int64_t r) {
            // the buffer's columns: position of column c = block[c / 8] * 8 + c % 8, wrapped at the buffer's end
+           constexpr std::int64_t kCap = 64;
+           const Tensor& cb = c.input("candidate_blocks");
            std::vector<std::int64_t> pos;
            std::vector<double> sc;
            std::set<std::int64_t> seen;
@@ -107,31 +88,26 @@ std::vector<Mutant> mutants() {
                const std::int64_t col = (i * p.block_size + o) % kCap;
                const std::int64_t j = cb.int_at(r * p.M + col / p.block_size) * p.block_size + col % p.block_size;
                if (j >= n || !seen.insert(j).second) continue;
-               pos.push_back(j), sc.push_back(scores.value(r * p.N + j));
+               pos.push_back(j), sc.push_back(c.input("scores").value(r * p.N + j));
              }
            }
-           auto v = pick(pos, sc, std::min(p.k, n));
-           std::sort(v.begin(), v.end());
+           std::vector<std::int64_t> v = top_ascending(pos, sc, std::min(p.k, n));
            for (auto& x : v) x += p.window;
-           rows[static_cast<std::size_t>(r)] = v;
-         }
-         write_rows(c, "indices", rows);
+           return v;
+         });
        }},
       {"v41sel_descending", "v41 §5", "v41sel_cons", V{Verdict::FAIL, Verdict::STRUCTURE},
        "the selection emitted in descending score order (torch.topk sorted) instead of ascending positions",
        [](Case& c, const Expected&, std::uint64_t) {
-         BoundCase b;
-         const Params& p = params_of(c, b);
-         std::vector<std::vector<std::int64_t>> rows(static_cast<std::size_t>(p.S));
-         for (std::int64_t r = 0; r < p.S; ++r) {
+         rewrite_rows(c, "indices", [&c](const Params& p, std::int64_t r) {
            std::vector<std::int64_t> pos;
            std::vector<double> sc;
            row_candidates(c, p, r, pos, sc);
-           auto v = pick(pos, sc, std::min(p.k, reach(c, p, r)));
-           for (auto& x : v) x += p.window;
-           rows[static_cast<std::size_t>(r)] = v;
-         }
-         write_rows(c, "indices", rows);
+           std::vector<std::int64_t> v;  // canonical (descending score) order, not sorted
+           for (auto q : engines::topk::topk_canonical(sc.data(), static_cast<std::int64_t>(sc.size()), std::min(p.k, reach(c, p, r))))
+             v.push_back(pos[static_cast<std::size_t>(q)] + p.window);
+           return v;
+         });
        }},
       {"v41sel_window_missing", "v41 §5", "v41sel_cons", V{Verdict::FAIL, Verdict::STRUCTURE},
        "the selected positions emitted without the window offset (indices into the compressed KV alone)",
@@ -139,19 +115,17 @@ std::vector<Mutant> mutants() {
       {"v41sel_short_row_filled", "v41 §5", "v41sel_cons_short", V{Verdict::FAIL, Verdict::STRUCTURE},
        "an engine declared as padding (-1) that fills short rows with reachable non-candidates, as the reference model does",
        [](Case& c, const Expected&, std::uint64_t) {
-         BoundCase b;
-         const Params& p = params_of(c, b);
-         std::vector<std::vector<std::int64_t>> rows(static_cast<std::size_t>(p.S));
-         for (std::int64_t r = 0; r < p.S; ++r) {
+         rewrite_rows(c, "indices", [&c](const Params& p, std::int64_t r) {
            std::vector<std::int64_t> pos;
            std::vector<double> sc;
            row_candidates(c, p, r, pos, sc);
            const std::int64_t want = std::min(p.k, reach(c, p, r));
            std::set<std::int64_t> s(pos.begin(), pos.end());
            for (std::int64_t j = 0; static_cast<std::int64_t>(s.size()) < want && j < reach(c, p, r); ++j) s.insert(j);
-           for (auto x : s) rows[static_cast<std::size_t>(r)].push_back(x + p.window);
-         }
-         write_rows(c, "indices", rows);
+           std::vector<std::int64_t> v;
+           for (auto x : s) v.push_back(x + p.window);
+           return v;
+         });
        }},
   };
 }

@@ -37,6 +37,10 @@ void row_candidates(const Case& c, const Params& p, std::int64_t r, std::vector<
 // Row r's blocks (ascending ids) with their block scores (the newest pinned at +inf; -inf blocks dropped).
 void row_blocks(const Case& c, const Params& p, std::int64_t r, std::vector<std::int64_t>& ids, std::vector<double>& score);
 
+// The canonical top n of a list (ids with their scores; engines/topk's order), returned as ids in ascending order:
+// what a row emits.
+std::vector<std::int64_t> top_ascending(const std::vector<std::int64_t>& ids, const std::vector<double>& score, std::int64_t n);
+
 Expected cpu(const Case& c, const Params& p, const RefOptions& opt);
 std::vector<golden::Generator> generators();
 std::vector<golden::GoldenSpec> goldens();
