@@ -198,8 +198,9 @@ def _amax(xb):
 
 
 # ---- MXFP8 (V41 window rows) ---------------------------------------------------------------------------------
-def mxfp8_quant(x_f32, rule="ref", byte_max=255):
+def mxfp8_quant(x_f32, rule="ref", byte_max=255, block=32):
     """MXFP8, block 32 (spec §3): returns (codes uint8 e4m3fn [..., D], scales uint8 ue8m0 [..., D // 32]).
+    block=128: the same rule over 128-dim blocks (the V4.1 indexer's FP8 K cache option, spec §5).
 
     rule "ref" (REF / vLLM): e = ceil(log2(fl32(max(amax, 1e-4) * fl32(1/448)))).
     rule "flashmla" (FlashMLA tests/quant.py, the floor on the scale): e = ceil(log2(max(fl32(amax / 448), 1e-4))).
@@ -207,7 +208,7 @@ def mxfp8_quant(x_f32, rule="ref", byte_max=255):
     Non-finite: see the module docstring (NaN block: byte 0xFF, codes 0x7F; inf: e = 128)."""
     if rule not in ("ref", "flashmla"):
         raise ValueError(f"mxfp8_quant: bad rule {rule}")
-    xb = _blocks(x_f32, 32)
+    xb = _blocks(x_f32, block)
     amax = _amax(xb)
     with np.errstate(all="ignore"):
         if rule == "ref":

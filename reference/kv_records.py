@@ -15,21 +15,26 @@ of *regions* (at most one region of each kind per record):
 | flashmla_nvfp4_352 | 512+64 | [codes 256, rope 64, scales 32]          | nvfp4 flashmla352 lt_zero  | e4m3 | -       |
 | nvfp4_384          | 448+64 | [codes 224, rope 128] [scales 28, pad 4] | nvfp4 "flashinfer384"      | bf16 | 0       |
 | nvfp4_432          | 512+64 | [codes 256, scales 32, pad 16, rope 128] | nvfp4 "lil432"             | bf16 | 0       |
+| nvfp4_432_v4       | 448+64 | [codes 256, scales 32, pad 16, rope 128] | nvfp4 "lil432"             | both | 0       |
 | v41_idx_mxfp4_68   | 64+64  | [codes 64] [scales 4]                    | mxfp4 "ref"                | q    | -       |
-(dims = nope+rope; rope q = quantized with the codes; pad 0 = written as zeros, NOT wr. = never written.)
+| v41_idx_fp8_132    | 64+64  | [codes 128] [scales 4]                   | fp8 (mxfp8 "ref", 128 dims)| q    | -       |
+(dims = nope+rope; rope q = quantized with the codes; both = quantized with the codes (quant covers all 512 dims) and
+a bf16 copy in the rope region, which load() returns; pad 0 = written as zeros, NOT wr. = never written.)
 
 * The codec row covers the quantized dims: all 512 for the V4.1 records (RoPE quantized with the NoPE), else the
   NoPE dims only. Codes: MXFP8 one e4m3 byte per dim; FP4 two nibbles per byte, dim 2i in the low nibble. Scales: one
   byte per block (mxfp8 / mxfp4: 32 dims, ue8m0; nvfp4: 16 dims, e4m3), in natural order, except flashmla_nvfp4_352
   where block s's scale sits at scale-region byte 8 * (s & 3) + (s >> 2) (FlashMLA PR #18 `_nvfp4_permute_sf`).
+* fp8 (the V4.1 indexer's FP8 option, spec §5 "[P x 128 e4m3 | P x 4 B fp32 2^e]"): the MXFP8 "ref" exponent rule
+  over one block of all 128 dims, codes e4m3(clamp(x * 2^-e, +-448)), the scale stored as the little-endian fp32
+  2^e; a block with a NaN: NaN (codes 0x7F); with inf but no NaN: +inf (e = 128, what exp2(ceil(log2(inf))) gives).
 * RoPE "bf16": the little-endian bits of bf16(x) (one RNE; a bit copy for bf16 input). RoPE "e4m3" (352 only): the
   unscaled e4m3 code of x, non-saturating (`rope_cast="e4m3"`, the FlashMLA test's torch cast: |x| > 464 -> NaN) or
   saturating (`rope_cast="e4m3_sat"`, vLLM's writer for the vllm352 producer).
 * Pad "written 0": the writer stores zeros there. "NOT written" (sglang 368: the scale store is masked to 14 slots,
   the pool is zero-allocated): store() leaves those cache bytes as they were; encode() returns 0 there and
   record_written() says which bytes are written.
-* Not modelled: the 432-B record's V4 writer variant (RoPE dims also quantized into [224, 256) / [284, 288)), the
-  380-B and b12x 368-B records, sglang's group_size 64 / 128, per-page padding or a page stride larger than a page.
+* Not modelled: the 380-B and b12x 368-B records, sglang's group_size 64 / 128, per-page padding or a page stride larger than a page.
 
 Orders (slot s = page * P + t):
   "token_interleaved"  slot s's record (parts concatenated) at s * record_bytes.
@@ -82,13 +87,20 @@ _SPEC = {
                       codec=dict(variant="flashinfer384", zero_sign="keep")),
     "v41_idx_mxfp4_68": dict(nope=64, rope_dims=64, fmt="mxfp4", quant=128, rope=None, pad=None,
                              parts=((("codes", 64),), (("scales", 4),)), codec=dict(variant="ref", zero_sign="keep")),
+    "v41_idx_fp8_132": dict(nope=64, rope_dims=64, fmt="fp8", quant=128, rope=None, pad=None,
+                            parts=((("codes", 128),), (("scales", 4),)), codec=dict(rule="ref")),
     "nvfp4_432": dict(nope=512, rope_dims=64, fmt="nvfp4", quant=512, rope="bf16", pad="zero",
                       parts=((("codes", 256), ("scales", 32), ("pad", 16), ("rope", 128)),),
                       codec=dict(variant="lil432", zero_sign="keep")),
+    "nvfp4_432_v4": dict(nope=448, rope_dims=64, fmt="nvfp4", quant=512, rope="bf16", pad="zero",
+                         parts=((("codes", 256), ("scales", 32), ("pad", 16), ("rope", 128)),),
+                         codec=dict(variant="lil432", zero_sign="keep")),
 }
 RECORDS = tuple(_SPEC)
-_BLOCK = {"mxfp8": 32, "nvfp4": 16, "mxfp4": 32}
+_BLOCK = {"mxfp8": 32, "nvfp4": 16, "mxfp4": 32, "fp8": 128}
+_SCALE_BYTES = {"fp8": 4}
 _OPTS = {"mxfp8": ("rule", "variant", "byte_max"),
+         "fp8": ("rule", "variant"),
          "nvfp4": ("variant", "tie", "zero_sign", "nan", "amax_floor"),
          "mxfp4": ("variant", "tie", "zero_sign", "nan", "amax_floor", "sglang_round")}
 
@@ -179,7 +191,7 @@ def _codec_opts(name, opts):
                 raise ValueError(f"{name}: rope_cast={v!r} (only flashmla_nvfp4_352 takes 'e4m3' | 'e4m3_sat')")
             rope_cast = v
         elif k in _OPTS[fmt]:
-            o["rule" if (fmt == "mxfp8" and k == "variant") else k] = v
+            o["rule" if (fmt in ("mxfp8", "fp8") and k == "variant") else k] = v
         else:
             raise ValueError(f"{name}: unknown codec option {k!r} (want {_OPTS[fmt] + ('rope_cast',)})")
     if fmt == "nvfp4" and "variant" in opts and "zero_sign" not in opts:
@@ -192,6 +204,13 @@ def _quant(name, xq, opts):
     fmt, o, _ = _codec_opts(name, opts)
     if fmt == "mxfp8":
         c, s = fc.mxfp8_quant(xq, **o)
+    elif fmt == "fp8":
+        c, b = fc.mxfp8_quant(xq, block=128, byte_max=255, **o)
+        xb = np.asarray(xq, np.float32).reshape(-1, 128)
+        with np.errstate(all="ignore"):
+            sc = np.ldexp(np.float32(1), np.minimum(b.astype(np.int64), 254) - 127).astype(np.float32)
+        sc = np.where(b == 255, np.where(np.isnan(xb).any(axis=1), np.float32(np.nan), np.float32(np.inf)), sc)
+        return np.asarray(c, np.uint8).reshape(-1), sc.astype("<f4").view(np.uint8).reshape(-1)
     elif fmt == "nvfp4":
         c, s = fc.nvfp4_quant(xq, **o)
     else:
@@ -200,7 +219,8 @@ def _quant(name, xq, opts):
 
 
 def _sf_perm(name, n):
-    """pos[s] = scale-region byte of block s (identity except for the 352-B record)."""
+    """pos[s] = scale-region position of block s (identity except for the 352-B record); for a record with 4-byte
+    scales, n counts bytes."""
     s = np.arange(n)
     return 8 * (s & 3) + (s >> 2) if name == "flashmla_nvfp4_352" else s
 
@@ -289,9 +309,14 @@ def load(cache, name, order, page_size, slot):
     sp = _spec(name)
     nope, rope = dims(name)
     g = read_regions(cache, name, order, page_size, slot)
+    out = np.empty(nope + rope, np.float32)
+    if sp["fmt"] == "fp8":
+        sc = g["scales"].view("<f4").astype(np.float32)
+        with np.errstate(all="ignore"):
+            out[:sp["quant"]] = (fc.e4m3_decode(g["codes"]).reshape(-1, 128) * sc[:, None]).reshape(-1)
+        return out
     sc = g["scales"][_sf_perm(name, g["scales"].size)]
     deq = {"mxfp8": fc.dequant_mxfp8, "nvfp4": fc.dequant_nvfp4, "mxfp4": fc.dequant_mxfp4}[sp["fmt"]]
-    out = np.empty(nope + rope, np.float32)
     out[:sp["quant"]] = deq(g["codes"], sc)
     if sp["rope"] == "bf16":
         out[nope:] = g["rope"].view("<u2").astype(np.uint16).view(fc.BF16).astype(np.float32)
@@ -326,10 +351,10 @@ def locate(offset, name, order, page_size):
         b -= w
     nope = sp["nope"]
     if region == "codes":
-        d = (b, b) if sp["fmt"] == "mxfp8" else (2 * b, 2 * b + 1)
+        d = (b, b) if sp["fmt"] in ("mxfp8", "fp8") else (2 * b, 2 * b + 1)
     elif region == "scales":
         n = sp["quant"] // _BLOCK[sp["fmt"]]
-        blk = int(np.nonzero(_sf_perm(name, n) == b)[0][0])
+        blk = int(np.nonzero(_sf_perm(name, n) == b // _SCALE_BYTES.get(sp["fmt"], 1))[0][0])
         d = (blk * _BLOCK[sp["fmt"]], (blk + 1) * _BLOCK[sp["fmt"]] - 1)
     elif region == "rope":
         k = b // 2 if sp["rope"] == "bf16" else b

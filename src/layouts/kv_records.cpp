@@ -1,5 +1,7 @@
 #include "layouts/kv_records.hpp"
 
+#include <cstring>
+
 #include "numerics/half_core.hpp"
 
 namespace dsa::layouts {
@@ -39,9 +41,15 @@ const std::vector<RecordFormat>& record_formats() {
       {"v41_idx_mxfp4_68",
        "DeepSeek-V4.1 indexer K cache (vLLM indexer_k_store, DeepGEMM fp8_fp4 logits): per page the tokens' 64 bytes of e2m1 codes of the 128 dims (RoPE dims 64..127 quantized too), then their 4 ue8m0 scales of 32 dims (spec v41 §5; page_segregated)",
        64, 64, RecCodec::mxfp4, RopeStore::quantized, ScaleOrder::natural, {{{K::codes, 64, 0}, {K::scales, 4, 1}}}, 2, 512, false},
+      {"v41_idx_fp8_132",
+       "DeepSeek-V4.1 indexer K cache, FP8 option: per page the tokens' 128 e4m3 codes (RoPE dims 64..127 quantized too), then their fp32 scales 2^e of the 128 dims (spec v41 §5; page_segregated; the bytes of V3.2's planar indexer cache)",
+       64, 64, RecCodec::fp8, RopeStore::quantized, ScaleOrder::natural, {{{K::codes, 128, 0}, {K::scales, 4, 1}}}, 2, 512, false},
       {"nvfp4_432",
        "local-inference-lab vLLM NVFP4 cache (d 576): 256 bytes of e2m1 NoPE codes, 32 e4m3 scales of 16 dims, 16 pad, 64 bf16 RoPE (spec v41 §2.4)",
        512, 64, RecCodec::nvfp4, RopeStore::bf16, ScaleOrder::natural, {{{K::codes, 256}, {K::scales, 32}, {K::pad, 16}, {K::rope, 128}}}, 4, 0, false},
+      {"nvfp4_432_v4",
+       "local-inference-lab vLLM / b12x DeepSeek-V4 NVFP4 cache (d 512): 256 bytes of e2m1 codes of all 512 dims (RoPE dims 448..511 quantized too), 32 e4m3 scales of 16 dims, 16 pad, a bf16 copy of the 64 RoPE dims (read by the decode) (docs/research_fp4_records.md §4)",
+       448, 64, RecCodec::nvfp4, RopeStore::both, ScaleOrder::natural, {{{K::codes, 256}, {K::scales, 32}, {K::pad, 16}, {K::rope, 128}}}, 4, 0, false},
   };
   return v;
 }
@@ -162,19 +170,20 @@ std::string KvRecord::describe(std::int64_t byte) const {
   const Region& rg = f->regions[static_cast<std::size_t>(ri)];
   switch (rg.kind) {
     case RegionKind::codes:
-      if (f->codec == RecCodec::mxfp8)
+      if (!f->fp4())
         return where + "dim " + std::to_string(off) + " (e4m3 code, scale " + std::to_string(off / f->block()) + ")";
       return where + "dims " + std::to_string(2 * off) + "," + std::to_string(2 * off + 1) + " (e2m1 nibbles, scale " +
              std::to_string(2 * off / f->block()) + ")";
     case RegionKind::scales: {
-      const int s = f->scale_of_pos(static_cast<int>(off));
-      if (s < 0) return where + "scale row pad byte " + std::to_string(off - f->nscales());
+      const int sbytes = f->scale_bytes();
+      const int s = f->scale_of_pos(static_cast<int>(off / sbytes));
+      if (s < 0) return where + "scale row pad byte " + std::to_string(off - f->nscales() * sbytes);
       const std::int64_t lo = static_cast<std::int64_t>(s) * f->block();
-      return where + "scale " + std::to_string(s) + " (" + f->scale_format() + ", dims " + std::to_string(lo) + ".." +
-             std::to_string(lo + f->block() - 1) + ")";
+      return where + "scale " + std::to_string(s) + (sbytes > 1 ? " byte " + std::to_string(off % sbytes) : std::string()) + " (" +
+             f->scale_format() + ", dims " + std::to_string(lo) + ".." + std::to_string(lo + f->block() - 1) + ")";
     }
     case RegionKind::rope: {
-      const bool bf = f->rope_store == RopeStore::bf16;
+      const bool bf = f->rope_bf16();
       const std::int64_t d = bf ? off / 2 : off;
       return where + "rope dim " + std::to_string(d) + (bf ? " byte " + std::to_string(off % 2) + " (bf16)" : " (e4m3, unscaled)") +
              " = dim " + std::to_string(f->nope + d);
@@ -192,7 +201,7 @@ RecordQuant producer_quant(const RecordFormat& f) {
     q.e2m1.zero = fp4core::ZeroSign::lt_zero;
   }
   if (n == "nvfp4_384") q.nv4 = fp4core::Nv4Rule::flashinfer384;
-  if (n == "nvfp4_432") q.nv4 = fp4core::Nv4Rule::lil432;
+  if (n == "nvfp4_432" || n == "nvfp4_432_v4") q.nv4 = fp4core::Nv4Rule::lil432;
   return q;
 }
 
@@ -207,15 +216,21 @@ void store_record(const KvRecord& r, const float* x, std::int64_t slot, std::uin
       case RecCodec::mxfp8: fp4core::mxfp8_block(x + B * b, codes + B * b, &sb, q.mx8, q.byte_max); break;
       case RecCodec::nvfp4: fp4core::nvfp4_block(x + B * b, codes + B * b / 2, &sb, q.nv4, q.e2m1); break;
       case RecCodec::mxfp4: fp4core::mxfp4_block(x + B * b, codes + B * b / 2, &sb, q.mx4, q.e2m1); break;
+      case RecCodec::fp8: fp4core::mxfp8_block(x + B * b, codes + B * b, &sb, q.mx8, 255, B); break;
     }
-    scales[f.scale_pos(b)] = sb;
+    if (f.codec == RecCodec::fp8) {
+      const float sc = fp4core::fp8_pow2_scale(x + B * b, B, sb);
+      std::memcpy(scales + 4 * f.scale_pos(b), &sc, 4);  // little-endian hosts only (as the whole tool)
+    } else {
+      scales[f.scale_pos(b)] = sb;
+    }
     if (q.codes_unrounded_scale) {  // B53: codes from the unrounded scale
       const float* xb = x + B * b;
       const float amax = fp8core::block_amax(xb, B);
-      const float su = f.codec == RecCodec::mxfp8 ? amax / 448.0f : amax / 6.0f;
+      const float su = f.fp4() ? amax / 6.0f : amax / 448.0f;
       for (int i = 0; i < B; ++i) {
         const float v = su > 0.0f ? xb[i] / su : 0.0f;
-        if (f.codec == RecCodec::mxfp8) {
+        if (!f.fp4()) {
           codes[B * b + i] = fp8core::f32_to_e4m3(fp4core::clampf(v, -448.0f, 448.0f));
         } else {
           std::uint8_t& byte = codes[(B * b + i) / 2];
@@ -244,7 +259,7 @@ void store_record(const KvRecord& r, const float* x, std::int64_t slot, std::uin
       }
     } else if (rg.kind == RegionKind::scales) {
       for (int k = 0; k < rg.bytes; ++k)
-        if (f.scale_of_pos(k) < 0) p[k] = 0;
+        if (f.scale_of_pos(k / f.scale_bytes()) < 0) p[k] = 0;
     }
   }
 }
@@ -254,6 +269,12 @@ void load_record(const KvRecord& r, const std::uint8_t* cache, std::int64_t slot
   const std::uint8_t* codes = cache + r.region_offset(slot, f.region_index(RegionKind::codes));
   const std::uint8_t* scales = cache + r.region_offset(slot, f.region_index(RegionKind::scales));
   for (int d = 0; d < f.qdims(); ++d) {
+    if (f.codec == RecCodec::fp8) {
+      float sc;
+      std::memcpy(&sc, scales + 4 * f.scale_pos(d / f.block()), 4);
+      out[d] = halfcore::e4m3_to_f32(codes[d]) * sc;
+      continue;
+    }
     const std::uint8_t sb = scales[f.scale_pos(d / f.block())];
     if (f.codec == RecCodec::mxfp8) {
       out[d] = halfcore::e4m3_to_f32(codes[d]) * fp4core::ue8m0_decode(sb);
@@ -262,7 +283,7 @@ void load_record(const KvRecord& r, const std::uint8_t* cache, std::int64_t slot
       out[d] = fp4core::e2m1_to_f32(nib) * (f.codec == RecCodec::nvfp4 ? halfcore::e4m3_to_f32(sb) : fp4core::ue8m0_decode(sb));
     }
   }
-  if (f.rope_store == RopeStore::quantized) return;
+  if (f.rope_store == RopeStore::quantized) return;  // `both`: the bf16 copy replaces the RoPE dims' codes
   const std::uint8_t* p = cache + r.region_offset(slot, f.region_index(RegionKind::rope));
   for (int d = 0; d < f.rope; ++d)
     out[f.nope + d] = f.rope_store == RopeStore::e4m3 ? halfcore::e4m3_to_f32(p[d])
@@ -320,15 +341,16 @@ RecordParams parse_record_params(const Case& c, const AttrReader& a, const Recor
     p.push_back({c.file, c.name, "attr " + attr, why, a.s(attr)});
   };
   if (a.has("record_order")) r.rec.order = *parse_record_order(a.s("record_order"));
-  const bool fp4 = f.codec != RecCodec::mxfp8;
+  const bool fp4 = f.fp4();
   if (a.has("mxfp8_rule")) {
-    if (f.codec != RecCodec::mxfp8) bad("mxfp8_rule", std::string("no mxfp8_rule: ") + f.name + " is not an MXFP8 record");
+    if (fp4) bad("mxfp8_rule", std::string("no mxfp8_rule: ") + f.name + " is not an MXFP8 or FP8 record");
     r.quant.mx8 = a.s("mxfp8_rule") == "flashmla" ? fp4core::Mx8Rule::flashmla : fp4core::Mx8Rule::ref;
   }
   if (a.has("scale_byte_max")) {
     const std::int64_t bm = a.i("scale_byte_max");
-    if (f.codec == RecCodec::nvfp4)
-      p.push_back({c.file, c.name, "attr scale_byte_max", std::string("no scale_byte_max: ") + f.name + " has e4m3 scales", std::to_string(bm)});
+    if (f.codec == RecCodec::nvfp4 || f.codec == RecCodec::fp8)
+      p.push_back({c.file, c.name, "attr scale_byte_max", std::string("no scale_byte_max: ") + f.name + " has " + f.scale_format() + " scales",
+                   std::to_string(bm)});
     if (bm < 1 || bm > 255) p.push_back({c.file, c.name, "attr scale_byte_max", "1..255", std::to_string(bm)});
     r.quant.byte_max = static_cast<int>(bm < 1 || bm > 255 ? 255 : bm);
   }
@@ -362,21 +384,21 @@ RecordParams parse_record_params(const Case& c, const AttrReader& a, const Recor
 std::string describe_record_params(const RecordParams& r) {
   const RecordFormat& f = *r.rec.f;
   std::string s = std::string(f.name) + " " + record_order_names()[static_cast<std::size_t>(r.rec.order)] + ", ";
-  if (f.codec == RecCodec::mxfp8)
+  if (f.codec == RecCodec::mxfp8 || f.codec == RecCodec::fp8)
     s += std::string("mxfp8_rule ") + (r.quant.mx8 == fp4core::Mx8Rule::ref ? "ref" : "flashmla") +
-         ", scale_byte_max " + std::to_string(r.quant.byte_max);
+         (f.codec == RecCodec::mxfp8 ? ", scale_byte_max " + std::to_string(r.quant.byte_max) : std::string());
   else if (f.codec == RecCodec::nvfp4)
     s += std::string("nvfp4_rule ") + nv4_name(r.quant.nv4);
   else
     s += std::string("mxfp4_rule ") + (r.quant.mx4 == fp4core::Mx4Rule::ref ? "ref" : r.quant.mx4 == fp4core::Mx4Rule::nearest ? "nearest" : "ref_floor_1e4");
-  if (f.codec != RecCodec::mxfp8) {
+  if (f.fp4()) {
     const auto& e = r.quant.e2m1;
     s += std::string(", e2m1 ") + (e.tie == fp4core::Tie::rne ? "rne" : "half_down") + " / " +
          (e.zero == fp4core::ZeroSign::keep ? "keep" : e.zero == fp4core::ZeroSign::clear ? "clear" : "lt_zero") + " / " +
          (e.nan == fp4core::NanCode::zero ? "zero" : "max");
   }
   if (f.rope_store == RopeStore::e4m3) s += r.quant.rope_sat ? ", rope_cast e4m3_sat" : ", rope_cast e4m3";
-  if (f.rope_store != RopeStore::bf16) s += r.rope_bf16_source ? ", quant_source bf16" : ", quant_source fp32";
+  if (f.rope_store != RopeStore::bf16) s += r.rope_bf16_source ? ", quant_source bf16" : ", quant_source fp32";  // codes of RoPE dims
   return s;
 }
 

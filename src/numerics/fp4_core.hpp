@@ -129,11 +129,13 @@ DSA_HD inline float exp2i(int e) {
 DSA_HD inline float clampf(float v, float lo, float hi) { return v < lo ? lo : (v > hi ? hi : v); }  // NaN stays
 
 // ---- MXFP8: n elements (a multiple of 32) -> n e4m3 codes + n/32 ue8m0 bytes ----
-DSA_HD inline void mxfp8_block(const float* x, std::uint8_t* codes, std::uint8_t* scale_byte, Mx8Rule rule, int byte_max) {
-  const float amax = fp8core::block_amax(x, 32);
+// n = 128 for the V4.1 indexer's FP8 option (one power-of-two scale per 128 dims, stored as the fp32 ue8m0_decode of
+// the byte: 2^e, or NaN for 0xFF).
+DSA_HD inline void mxfp8_block(const float* x, std::uint8_t* codes, std::uint8_t* scale_byte, Mx8Rule rule, int byte_max, int n = 32) {
+  const float amax = fp8core::block_amax(x, n);
   if (is_nan(amax)) {
     *scale_byte = 0xFF;
-    for (int i = 0; i < 32; ++i) codes[i] = 0x7F;  // +NaN (the sign of x * NaN is not portable)
+    for (int i = 0; i < n; ++i) codes[i] = 0x7F;  // +NaN (the sign of x * NaN is not portable)
     return;
   }
   float t;
@@ -147,7 +149,7 @@ DSA_HD inline void mxfp8_block(const float* x, std::uint8_t* codes, std::uint8_t
   byte = byte < 0 ? 0 : (byte > byte_max ? byte_max : byte);
   *scale_byte = static_cast<std::uint8_t>(byte);
   const float inv = exp2i(-e);  // 2^-e, exact (e in [-22, 128] here: t >= 1e-4 / 448)
-  for (int i = 0; i < 32; ++i) codes[i] = fp8core::f32_to_e4m3(clampf(x[i] * inv, -448.0f, 448.0f));
+  for (int i = 0; i < n; ++i) codes[i] = fp8core::f32_to_e4m3(clampf(x[i] * inv, -448.0f, 448.0f));
 }
 
 // e4m3 with saturation (CUDA __nv_fp8_e4m3(float), PTX cvt.rn.satfinite): finite or infinite values beyond 448 give
@@ -251,5 +253,12 @@ DSA_HD inline void mxfp4_block(const float* x, std::uint8_t* packed, std::uint8_
 
 // Dequantized values (exact in bf16, spec §2): MXFP8 code * 2^(byte - 127); NVFP4 e2m1 * e4m3; MXFP4 e2m1 * 2^(byte - 127).
 DSA_HD inline float ue8m0_decode(std::uint8_t b) { return b == 0xFF ? fp8core::quiet_nan() : exp2i(static_cast<int>(b) - 127); }
+
+// The fp32 scale of the V4.1 indexer's FP8 option (mxfp8_block over n elements, byte_max 255, gave byte b): 2^(b-127);
+// a block with a NaN: NaN; an inf block (e = 128): +inf, what exp2(ceil(log2(inf))) gives.
+DSA_HD inline float fp8_pow2_scale(const float* x, int n, std::uint8_t b) {
+  if (b != 0xFF) return exp2i(static_cast<int>(b) - 127);
+  return is_nan(fp8core::block_amax(x, n)) ? fp8core::quiet_nan() : from_bits(0x7F800000u);
+}
 
 }  // namespace dsa::fp4core

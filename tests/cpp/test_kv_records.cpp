@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <set>
 #include <vector>
@@ -28,14 +29,14 @@ const RecordFormat& fmt(const char* n) {
 TEST_CASE("kv records: sizes and regions add up for every record") {
   const std::vector<std::pair<const char*, int>> want{{"v41_mxfp8_528", 528}, {"v41_nvfp4_288", 288}, {"sglang_mxfp4_368", 368},
                                                       {"flashmla_nvfp4_352", 352}, {"nvfp4_384", 384}, {"nvfp4_432", 432},
-                                                      {"v41_idx_mxfp4_68", 68}};
+                                                      {"v41_idx_mxfp4_68", 68}, {"v41_idx_fp8_132", 132}, {"nvfp4_432_v4", 432}};
   CHECK(record_formats().size() == want.size());
   for (const auto& [n, bytes] : want) {
     const RecordFormat& f = fmt(n);
     CAPTURE(n);
     CHECK(f.record_bytes() == bytes);
     CHECK(f.regions[static_cast<std::size_t>(f.region_index(RegionKind::codes))].bytes == f.code_bytes());
-    CHECK(f.regions[static_cast<std::size_t>(f.region_index(RegionKind::scales))].bytes >= f.nscales());
+    CHECK(f.regions[static_cast<std::size_t>(f.region_index(RegionKind::scales))].bytes >= f.nscales() * f.scale_bytes());
     if (f.rope_store != RopeStore::quantized)
       CHECK(f.regions[static_cast<std::size_t>(f.region_index(RegionKind::rope))].bytes == f.rope_bytes());
     else
@@ -111,6 +112,11 @@ TEST_CASE("kv records: describe names page, token, dim, scale, rope or pad") {
   CHECK(q.describe(q.region_offset(7, 3) + 2) == "page 0 token 7 pad byte 2");
   CHECK(q.describe(q.region_offset(7, 2) + 27) == "page 0 token 7 scale 27 (e4m3, dims 432..447)");
   CHECK(q.describe(q.region_offset(7, 1) + 1) == "page 0 token 7 rope dim 0 byte 1 (bf16) = dim 448");
+  const KvRecord i8{&fmt("v41_idx_fp8_132"), RecordOrder::page_segregated, 128};
+  CHECK(i8.region_offset(130, 1) == 132 * 128 + 128 * 128 + 2 * 4);
+  CHECK(i8.describe(i8.region_offset(130, 1) + 3) == "page 1 token 2 scale 0 byte 3 (fp32 2^e, dims 0..127)");
+  CHECK(i8.describe(i8.region_offset(130, 0) + 100) == "page 1 token 2 dim 100 (e4m3 code, scale 0)");
+  CHECK(i8.page_problem().empty());
 }
 
 TEST_CASE("kv records: store writes only the token's bytes, load gives the exact dequantized values") {
@@ -140,8 +146,11 @@ TEST_CASE("kv records: store writes only the token's bytes, load gives the exact
       load_record(r, cache.data(), slot, y.data());
       for (int blk = 0; blk < f.nscales(); ++blk) {  // the same values as the block quantizer's own dequant
         const float* xb = x.data() + blk * f.block();
-        std::uint8_t codes[32], sb;
-        if (f.codec == RecCodec::mxfp8) {
+        std::uint8_t codes[128], sb;
+        if (f.codec == RecCodec::fp8) {  // one fp32 2^e per 128 dims, the MXFP8 rule's exponent
+          fp4core::mxfp8_block(xb, codes, &sb, qo.mx8, 255, 128);
+          for (int i = 0; i < 128; ++i) CHECK(y[static_cast<std::size_t>(blk * 128 + i)] == num::e4m3_to_f32(codes[i]) * std::ldexp(1.0f, sb - 127));
+        } else if (f.codec == RecCodec::mxfp8) {
           fp4core::mxfp8_block(xb, codes, &sb, qo.mx8, qo.byte_max);
           for (int i = 0; i < 32; ++i) CHECK(y[static_cast<std::size_t>(blk * 32 + i)] == num::e4m3_to_f32(codes[i]) * std::ldexp(1.0f, sb - 127));
         } else {
@@ -149,16 +158,41 @@ TEST_CASE("kv records: store writes only the token's bytes, load gives the exact
           else fp4core::mxfp4_block(xb, codes, &sb, qo.mx4, qo.e2m1);
           const float s = f.codec == RecCodec::nvfp4 ? num::e4m3_to_f32(sb) : std::ldexp(1.0f, sb - 127);
           for (int i = 0; i < f.block(); ++i)
+            if (f.rope_store != RopeStore::both || blk * f.block() + i < f.nope)  // `both`: load gives the RoPE copy
             CHECK(y[static_cast<std::size_t>(blk * f.block() + i)] ==
                   fp4core::e2m1_to_f32(static_cast<std::uint8_t>((codes[i / 2] >> (4 * (i % 2))) & 0xF)) * s);
         }
       }
-      for (int d = f.qdims(); d < f.dim(); ++d)  // rope stored beside the codes: bf16 exact, e4m3 one rounding
-        CHECK(y[static_cast<std::size_t>(d)] == (f.rope_store == RopeStore::bf16 ? x[static_cast<std::size_t>(d)]
+      for (int d = f.rope_store == RopeStore::both ? f.nope : f.qdims(); d < f.dim(); ++d)  // rope beside the codes: bf16 exact, e4m3 one rounding
+        CHECK(y[static_cast<std::size_t>(d)] == (f.rope_bf16() ? x[static_cast<std::size_t>(d)]
                                                                                  : num::e4m3_to_f32(fp8core::f32_to_e4m3(x[static_cast<std::size_t>(d)]))));
       // and close to x: MXFP8 within 2^-4 relative of the block's scale, the fp4 codecs within a step of 6 levels
       double worst = 0;
       for (int d = 0; d < f.dim(); ++d) worst = std::max(worst, std::fabs(static_cast<double>(y[static_cast<std::size_t>(d)]) - x[static_cast<std::size_t>(d)]));
-      CHECK(worst < (f.codec == RecCodec::mxfp8 ? 0.6 : 4.0));
+      CHECK(worst < (f.fp4() ? 4.0 : 0.6));
     }
+}
+
+TEST_CASE("kv records: the FP8 option's fp32 scale is 2^e, +inf for an inf block, NaN for a NaN block") {
+  const KvRecord r{&fmt("v41_idx_fp8_132"), RecordOrder::page_segregated, 128};
+  std::vector<std::uint8_t> cache(static_cast<std::size_t>(r.page_bytes()), 0);
+  auto scale_of = [&](std::int64_t slot) {
+    float s;
+    std::memcpy(&s, cache.data() + r.region_offset(slot, 1), 4);
+    return s;
+  };
+  std::vector<float> x(128, 0.0f);
+  x[5] = 448.0f * 8.0f;  // amax 448 * 2^3: e = 3 exactly
+  store_record(r, x.data(), 0, cache.data(), producer_quant(r.f[0]));
+  CHECK(scale_of(0) == 8.0f);
+  CHECK(cache[static_cast<std::size_t>(r.region_offset(0, 0) + 5)] == 0x7E);  // 448
+  x[5] = 0.0f;  // all zero: the amax floor 1e-4 gives 2^ceil(log2(1e-4 / 448)) = 2^-22
+  store_record(r, x.data(), 1, cache.data(), producer_quant(r.f[0]));
+  CHECK(scale_of(1) == std::ldexp(1.0f, -22));
+  x[7] = INFINITY;
+  store_record(r, x.data(), 2, cache.data(), producer_quant(r.f[0]));
+  CHECK(std::isinf(scale_of(2)));
+  x[8] = NAN;
+  store_record(r, x.data(), 3, cache.data(), producer_quant(r.f[0]));
+  CHECK(std::isnan(scale_of(3)));
 }

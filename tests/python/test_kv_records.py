@@ -48,7 +48,8 @@ def tie_token(rng, dim, block, top, j):
 def hard_tokens(name, n, rng):
     nope, rope = rec.dims(name)
     dim = nope + rope
-    block, top = {"v41_mxfp8_528": (32, 448)}.get(name, (32 if name in ("sglang_mxfp4_368", "v41_idx_mxfp4_68") else 16, 6))
+    block, top = {"v41_mxfp8_528": (32, 448), "v41_idx_fp8_132": (128, 448)}.get(
+        name, (32 if name in ("sglang_mxfp4_368", "v41_idx_mxfp4_68") else 16, 6))
     x = np.empty((n, dim), np.float32)
     for s in range(n):
         x[s] = bf16(rng.standard_normal(dim).astype(np.float32) * np.float32(2.0 ** int(rng.integers(-24, 17))))

@@ -13,7 +13,7 @@ from reference import kv_records as rec
 GOLDENS = ["kv_v41_mxfp8_528", "kv_v41_mxfp8_528_flashmla_gfx950", "kv_v41_mxfp8_528_fp32_rope", "kv_v41_nvfp4_288",
            "kv_v41_nvfp4_288_vllm_interleaved", "kv_v41_nvfp4_288_flashmla_nan", "kv_v41_nvfp4_288_deepgemm_util",
            "kv_sglang_mxfp4_368", "kv_flashmla_nvfp4_352", "kv_flashmla_nvfp4_352_vllm", "kv_nvfp4_384", "kv_nvfp4_432",
-           "kv_v41_idx_mxfp4_68", "kv_v41_idx_mxfp4_68_floor_1e4"]
+           "kv_v41_idx_mxfp4_68", "kv_v41_idx_mxfp4_68_floor_1e4", "kv_v41_idx_fp8_132", "kv_nvfp4_432_v4"]
 
 
 def load(path):

@@ -12,9 +12,10 @@ from reference import kv_records as kr
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
 SIZES = {"v41_mxfp8_528": 528, "v41_nvfp4_288": 288, "sglang_mxfp4_368": 368, "flashmla_nvfp4_352": 352,
-         "nvfp4_384": 384, "nvfp4_432": 432, "v41_idx_mxfp4_68": 68}
+         "nvfp4_384": 384, "nvfp4_432": 432, "v41_idx_mxfp4_68": 68, "v41_idx_fp8_132": 132, "nvfp4_432_v4": 432}
 DIMS = {"v41_mxfp8_528": (448, 64), "v41_nvfp4_288": (448, 64), "sglang_mxfp4_368": (448, 64),
-        "flashmla_nvfp4_352": (512, 64), "nvfp4_384": (448, 64), "nvfp4_432": (512, 64), "v41_idx_mxfp4_68": (64, 64)}
+        "flashmla_nvfp4_352": (512, 64), "nvfp4_384": (448, 64), "nvfp4_432": (512, 64), "v41_idx_mxfp4_68": (64, 64),
+        "v41_idx_fp8_132": (64, 64), "nvfp4_432_v4": (448, 64)}
 
 
 def test_sizes_and_parts():
@@ -171,6 +172,19 @@ def test_load_is_the_codec_dequant(name, order):
         elif name == "v41_idx_mxfp4_68":
             quant = 128
             want = fc.dequant_mxfp4(*fc.mxfp4_quant(x[s], "ref"))
+        elif name == "v41_idx_fp8_132":  # by hand: one scale 2^e, e = ceil(log2(max(amax, 1e-4) * fl32(1/448)))
+            quant = 128
+            t = np.float32(max(float(np.abs(x[s]).max()), np.float32(1e-4))) * np.float32(1 / 448)
+            m, e = np.frexp(np.float64(t))
+            e = int(e) - 1 if m == 0.5 else int(e)  # ceil(log2(t)): t = 2^k gives k
+            sc = np.float32(2.0 ** e)
+            codes = (x[s] / sc).astype(ml_dtypes.float8_e4m3fn)
+            want = codes.astype(np.float32) * sc
+            so = (s // 2) * 264 + (2 * 128 + 4 * (s % 2) if order == "page_segregated" else 132 * (s % 2) + 128)
+            assert np.frombuffer(c[so:so + 4].tobytes(), "<f4")[0] == sc  # pages of 2 tokens: 264 bytes
+        elif name == "nvfp4_432_v4":  # all 512 dims coded; load returns the bf16 RoPE copy
+            quant = nope
+            want = fc.dequant_nvfp4(*fc.nvfp4_quant(x[s], "lil432"))[:nope]
         else:
             v = {"v41_nvfp4_288": "ref", "flashmla_nvfp4_352": "flashmla352", "nvfp4_384": "flashinfer384",
                  "nvfp4_432": "lil432"}[name]

@@ -421,7 +421,7 @@ MODEL1_RECORD = 584  # DeepSeek-V4 / FlashMLA MODEL1: per block, 576-byte token 
 # (b12x has a different 368-byte record; 352 is also the data stride inside the 384-byte page): name their layout.
 KV_RECORDS = {"v41_mxfp8_528": (528, 448), "v41_nvfp4_288": (288, 448), "sglang_mxfp4_368": (368, 448),
               "flashmla_nvfp4_352": (352, 512), "nvfp4_384": (384, 448), "nvfp4_432": (432, 512),
-              "v41_idx_mxfp4_68": (68, 64)}
+              "nvfp4_432_v4": (432, 448), "v41_idx_mxfp4_68": (68, 64), "v41_idx_fp8_132": (132, 64)}
 _BY_WIDTH = {528: "v41_mxfp8_528", 288: "v41_nvfp4_288"}
 
 
@@ -659,12 +659,14 @@ def capture_vllm_v41_cache_store(kv_c: Any, k_pe: Any, slot_mapping: Any, kv_cac
 
 
 def capture_vllm_v41_indexer_k_store(k: Any, slot_mapping: Any, kv_cache_in: Any, kv_cache: Any, *,
-                                     page_size: Optional[int] = None, name: Optional[str] = None, out: Out = None,
-                                     attrs: Optional[Dict[str, Any]] = None, **extra_attrs: Any) -> Case:
+                                     page_size: Optional[int] = None, fp8: bool = False, name: Optional[str] = None,
+                                     out: Out = None, attrs: Optional[Dict[str, Any]] = None, **extra_attrs: Any) -> Case:
     """mla.kcache_store with layout v41_idx_mxfp4_68: vLLM's DeepSeek-V4.1 indexer K store (indexer_k_store.py) of
     k [T, 128] bf16 (k_norm(wk(latent)) with RoPE on dims 64..127) into the MXFP4 cache [pages, page_size, 68]
     (per page: the tokens' 64 code bytes, then their 4 ue8m0 scales; pages a multiple of 512 bytes, so page_size a
-    multiple of 128). The record is split as the stage takes it: kv_c = dims 0..63, k_pe = dims 64..127."""
+    multiple of 128). `fp8=True`: the FP8 option, layout v41_idx_fp8_132 ([pages, page_size, 132]: per page the
+    tokens' 128 e4m3 codes, then their fp32 2^e scales). The record is split as the stage takes it: kv_c = dims
+    0..63, k_pe = dims 64..127."""
     k = _np(k)
     k = _reshape(k, (-1, _shape(k)[-1]))
     if _shape(k)[-1] != 128:
@@ -674,7 +676,8 @@ def capture_vllm_v41_indexer_k_store(k: Any, slot_mapping: Any, kv_cache_in: Any
     else:
         lo, hi = k[:, :64], k[:, 64:]
     return capture_mla_kcache_store(lo, hi, slot_mapping, kv_cache_in, kv_cache, page_size=page_size,
-                                    layout="v41_idx_mxfp4_68", name=name, out=out, attrs=attrs, **extra_attrs)
+                                    layout="v41_idx_fp8_132" if fp8 else "v41_idx_mxfp4_68", name=name, out=out,
+                                    attrs=attrs, **extra_attrs)
 
 
 def capture_sglang_mxfp4_k_cache(k_nope: Any, k_rope: Any, loc: Any, cache_in: Any, cache_out: Any, *,

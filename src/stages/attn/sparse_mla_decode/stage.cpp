@@ -34,6 +34,9 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& p) {
   std::int64_t rec = r.model1 ? layouts::Model1KCache::kRecord : L::kRecord, dqk = r.model1 ? 512 : 576, xrec_bytes = rec;
   std::string xlay = a.has("extra_layout") ? a.s("extra_layout") : a.s("layout");
   if (const layouts::RecordFormat* f = layouts::find_record(a.s("layout"))) {
+    if (f->dim() == 128)
+      p.push_back({c.file, c.name, "attr layout", "an attention cache layout: " + a.s("layout") + " is the V4.1 indexer's K cache "
+                   "(its logits read it, not the sparse attention)", a.s("layout")});
     if (f->name == std::string("v41_nvfp4_288"))
       p.push_back({c.file, c.name, "attr layout", "a main-cache layout: v41_nvfp4_288 (FlashMLA V41_FP4) is legal only as "
                    "extra_layout next to a v41_mxfp8_528 main cache", a.s("layout")});

@@ -118,7 +118,7 @@ Expected cpu_record(const Case& c, const Params& p, RecordBug bug, int threads) 
       if (s >= capacity) continue;
     }
     layouts::store_record(q.rp.rec, x.data() + t * dim, s, out, qq);
-    if (bug == B::nibbles_swapped && f.codec != layouts::RecCodec::mxfp8) {
+    if (bug == B::nibbles_swapped && f.fp4()) {
       std::uint8_t* cb = out + q.rp.rec.region_offset(s, ci);
       for (int k = 0; k < f.code_bytes(); ++k) cb[k] = static_cast<std::uint8_t>((cb[k] >> 4) | (cb[k] << 4));
     }

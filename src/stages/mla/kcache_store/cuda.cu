@@ -58,11 +58,18 @@ __global__ void store_records_kernel(std::uint8_t* cache, CudaRecordStore s) {
   std::uint8_t sb = 0;
   if (s.codec == 0) fp4core::mxfp8_block(x, cache + codes + b * s.block, &sb, static_cast<fp4core::Mx8Rule>(s.mx8), s.byte_max);
   else if (s.codec == 1) fp4core::nvfp4_block(x, cache + codes + b * s.block / 2, &sb, static_cast<fp4core::Nv4Rule>(s.nv4), eo);
-  else fp4core::mxfp4_block(x, cache + codes + b * s.block / 2, &sb, static_cast<fp4core::Mx4Rule>(s.mx4), eo);
-  cache[scales + (s.interleave4x8 ? 8 * (b & 3) + (b >> 2) : b)] = sb;
+  else if (s.codec == 2) fp4core::mxfp4_block(x, cache + codes + b * s.block / 2, &sb, static_cast<fp4core::Mx4Rule>(s.mx4), eo);
+  else fp4core::mxfp8_block(x, cache + codes + b * s.block, &sb, static_cast<fp4core::Mx8Rule>(s.mx8), 255, s.block);
+  const int sw = s.codec == 3 ? 4 : 1;  // bytes of one scale (3 = layouts::RecCodec::fp8: fp32 2^e)
+  if (s.codec == 3) {
+    const float sc = fp4core::fp8_pow2_scale(x, s.block, sb);
+    memcpy(cache + scales + 4 * b, &sc, 4);
+  } else {
+    cache[scales + (s.interleave4x8 ? 8 * (b & 3) + (b >> 2) : b)] = sb;
+  }
   if (b != 0) return;
   if (!s.interleave4x8)
-    for (int k = s.nscales; k < scale_bytes; ++k) cache[scales + k] = 0;  // a scale row's unused bytes
+    for (int k = s.nscales * sw; k < scale_bytes; ++k) cache[scales + k] = 0;  // a scale row's unused bytes
   for (int i = 0; i < s.nregions; ++i)
     if (s.region_kind[i] == 3 && !s.pad_untouched)
       for (int k = 0; k < s.region_bytes[i]; ++k) cache[off[i] + k] = 0;

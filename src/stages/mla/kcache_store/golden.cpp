@@ -118,7 +118,7 @@ void gen_kv_record(const GoldenSpec& s, const layouts::RecordFormat& f, std::uin
   const std::int64_t T = s.dim("T", 28), P = s.dim("P", 2), ps = s.model.page_size;
   if (P < 2 || T > (P - 1) * ps) throw std::invalid_argument(s.name + ": needs P >= 2 and T <= (P - 1) * page_size (page 0 is the null page)");
   const int dim = f.dim(), blk = f.block();
-  const bool mx8 = f.codec == layouts::RecCodec::mxfp8, mx4 = f.codec == layouts::RecCodec::mxfp4;
+  const bool mx8 = !f.fp4(), mx4 = f.codec == layouts::RecCodec::mxfp4;
   const bool pe32 = s.param("k_pe_f32", 0.0) != 0.0;
   Tensor kc(DType::bf16, {T, f.nope}), pe(pe32 ? DType::f32 : DType::bf16, {T, f.rope});
   for_rows(root, kKv, T, threads, [&](std::int64_t t, Rng& rng) {
@@ -254,6 +254,16 @@ std::vector<GoldenSpec> goldens() {
        .dims = {{"T", 32}, {"P", 2}},
        .attrs = {{"layout", S("v41_idx_mxfp4_68")}, {"page_size", I(128)}, {"mxfp4_rule", S("ref_floor_1e4")}},
        .doc = "vLLM's MXFP4 indexer K store before #41015: the amax floor 1e-4 (blocks below it: scale byte 112, zero codes)"},
+      {.name = "kv_v41_idx_fp8_132", .stage = st, .generator = g, .seed = 625, .model = {.page_size = 128},
+       .dims = {{"T", 40}, {"P", 2}}, .attrs = {{"layout", S("v41_idx_fp8_132")}, {"page_size", I(128)}},
+       .poison = {{"kv_c", 3, 5, golden::kNaN}, {"k_pe", 4, 60, golden::kInf}},
+       .doc = "the V4.1 indexer K cache's FP8 option: per 128-token page the 128 e4m3 codes, then one fp32 2^e per token "
+              "(the MXFP8 rule over all 128 dims, amax floor 1e-4 on amax); a NaN token: NaN scale and 0x7F codes, an inf "
+              "one: +inf scale"},
+      {.name = "kv_nvfp4_432_v4", .stage = st, .generator = g, .seed = 626, .model = {.page_size = 16}, .dims = {{"T", 14}, {"P", 2}},
+       .attrs = {{"layout", S("nvfp4_432_v4")}, {"page_size", I(16)}},
+       .doc = "the 432-byte record's DeepSeek-V4 writer: all 512 dims in e2m1 (the RoPE dims 448..511 from their bf16 values, "
+              "scales 28..31) and a bf16 copy of the RoPE dims at byte 304; amax * fl32(1/6), no floor, 16 zero pad bytes"},
       {.name = "kv_nvfp4_432", .stage = st, .generator = g, .seed = 622, .model = {.page_size = 32}, .dims = {{"T", 24}, {"P", 2}},
        .attrs = {{"layout", S("nvfp4_432")}, {"page_size", I(32)}},
        .doc = "local-inference-lab vLLM's 576-d NVFP4 record: amax * fl32(1/6), no floor, saturating, 16 zero pad bytes"},

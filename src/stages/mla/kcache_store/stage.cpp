@@ -28,7 +28,7 @@ std::string width_found(std::int64_t w, const std::string& lay) {
   s += " (the width of ";
   for (std::size_t i = 0; i < same.size(); ++i) s += (i ? ", " : "") + same[i];
   s += ")";
-  if (w == layouts::Model1KCache::kRecord && layouts::find_record(lay) && layouts::find_record(lay)->codec == layouts::RecCodec::mxfp8)
+  if (w == layouts::Model1KCache::kRecord && layouts::find_record(lay) && layouts::find_record(lay)->codec == layouts::RecCodec::mxfp8 && layouts::find_record(lay)->nope == 448)
     s += "; B48: the V4.1 window KV stored in the DeepSeek-V4 584-byte record (bf16 RoPE, 64-dim tiles) where " + lay + " is expected";
   if (const std::string b57 = layouts::record_width_bug(w, lay); !b57.empty()) s += "; " + b57;
   return s;
@@ -151,7 +151,7 @@ std::vector<Hypothesis> record_hypotheses() {
       const auto& p = dynamic_cast<const Params&>(pp);
       if (!p.record) return std::nullopt;
       const layouts::RecordFormat& f = *p.rp.rec.f;
-      const bool fp4 = f.codec != layouts::RecCodec::mxfp8;
+      const bool fp4 = f.fp4();
       if ((bug == B::tie_flip || bug == B::zero_flip || bug == B::nibbles_swapped) && !fp4) return std::nullopt;
       if (bug == B::rope_fp32 && (c.input("k_pe").dtype() != DType::f32 || !p.rp.rope_bf16_source)) return std::nullopt;
       if (bug == B::order_swapped && f.nparts() < 2) return std::nullopt;
@@ -184,12 +184,13 @@ Stage stage() {
                "cache byte layout: mla_fp8_656 (V3.2: 656-byte token records), model1_fp8_584 (DeepSeek-V4 / FlashMLA MODEL1: "
                "576-byte token records then 8-byte e8m0 scale records per block), or a kv record of layouts/kv_records.hpp "
                "(v41_mxfp8_528, v41_nvfp4_288, sglang_mxfp4_368, flashmla_nvfp4_352, nvfp4_384, nvfp4_432; and "
-               "v41_idx_mxfp4_68, the V4.1 indexer K cache: kv_c = dims 0..63, k_pe = the RoPE dims 64..127)")};
+               "v41_idx_mxfp4_68 / v41_idx_fp8_132, the V4.1 indexer K cache (MXFP4, or its FP8 option): kv_c = dims 0..63, "
+               "k_pe = the RoPE dims 64..127)")};
   for (auto& at : layouts::record_attrs()) s.schema.attrs.push_back(std::move(at));
   s.schema.inputs = {{"kv_c", {D::bf16}, {"T,?"}, false, "latent c per token (after kv_norm): 512 dims (mla_fp8_656, the 576-d records), 448 NoPE dims (model1_fp8_584, the V4 / V4.1 records)"},
                      {"k_pe", {D::bf16, D::f32}, {"T,64"}, false, "RoPE part per token (after rotary): bf16; f32 (the unrounded rotary output) for the kv records, quantized as given with quant_source fp32"},
                      {"slot_mapping", {D::i32, D::i64}, {"T"}, false, "cache slot page*page_size+offset per token; -1 = padded token, skipped"},
-                     {"kv_cache_in", {D::u8}, {"P,page_size,1,rec"}, false, "cache bytes before the store (the layout's bytes per token: 656, 584, 528, 288, 368, 352, 384, 432)"}};
+                     {"kv_cache_in", {D::u8}, {"P,page_size,1,rec"}, false, "cache bytes before the store (the layout's bytes per token: 656, 584, 528, 288, 368, 352, 384, 432, 68, 132)"}};
   s.schema.outputs = {{{"kv_cache", {D::u8}, {"P,page_size,1,rec"}, false, "cache bytes after the store"}, CompareKind::bytes}};
   s.parse = typed_parse(&parse);
   s.impl[static_cast<std::size_t>(Backend::cpu)] = typed_impl(&cpu);
