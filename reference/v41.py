@@ -7,12 +7,16 @@
                       the producer's NVFP4 (§3): ref from the bf16 RoPE result, vllm-cuda from the unrounded fp32 one;
                       ascend-a3 (compressor_v2) one bf16 cast. State rows through a block table, continuous or a ring
                       of `ring_rows` rows (row p mod ring_rows).
+  indexer_k           v41.indexer_k (§5): vLLM's K store, emulated in float32 as its Triton kernel computes (sum of
+                      squares, 1 / sqrt, bf16 after the norm and after RoPE at the group start), then the 68-byte
+                      MXFP4 or 132-byte FP8 record (reference/kv_records.py) into the paged cache
 
 Inputs are numpy arrays of values (bf16 tensors as float32 values), the case's tensor names.
 """
 import numpy as np
 
 from . import fp4_codecs as fp4
+from . import kv_records
 from . import numerics as num
 
 
@@ -158,3 +162,45 @@ def select(scores, positions, k=512, window=128, ratio=1, block_size=8, topk_blo
             chosen = np.sort(ids[top(bsc[ids], min(topk_blocks, len(ids)))])
             pub[r, :len(chosen)] = chosen
     return out, pub
+
+
+def indexer_k(ins, ratio=2, eps=1e-6, layout=None, rope="interleaved", group_rope=True, rstd_scale=1.0):
+    """v41.indexer_k: vLLM's indexer_k_norm_rope_store in float32 (numpy's own summation order and a correctly
+    rounded 1 / sqrt, where the kernel has Triton's tree sum and approximate rsqrt: a few fp32 ulps apart, within the
+    stage's bound). For token t with slot s >= 0 and (p + 1) % ratio == 0:
+
+        k = bf16(fl32(fl32(k_pre * fl32(1 / sqrt(fl32(sum k_pre^2 / 128 + eps)))) * w))
+        dims 64..127, pair i = (64 + 2i, 65 + 2i) (rope="halves": (64 + i, 96 + i), a seeded bug), at g = (p // r) r
+        (group_rope=False: at p, a seeded bug): e' = fl32(e c - o s), o' = fl32(o c + e s), then bf16
+        record v41_idx_mxfp4_68 (layout None and a 68-byte cache) or v41_idx_fp8_132 at slot s, page_segregated.
+
+    rstd_scale: the 1 / sqrt multiplied by it (an approximate rsqrt a few ulps off, as the kernel's may be).
+    Returns the cache (uint8, the shape of k_cache_in)."""
+    kp = np.asarray(ins["k_pre"], np.float32)
+    pos = np.asarray(ins["positions"]).astype(np.int64)
+    cs = np.asarray(ins["cos_sin_cache"], np.float32)
+    w = np.asarray(ins["norm_weight"], np.float32)
+    km = np.asarray(ins["kv_slot_mapping"]).astype(np.int64)
+    cache = np.array(ins["k_cache_in"], np.uint8, copy=True)
+    nblk, P, rec = cache.shape
+    name = layout or ("v41_idx_fp8_132" if rec == 132 else "v41_idx_mxfp4_68")
+    flat = cache.reshape(-1)
+    f32 = np.float32
+    for t in range(kp.shape[0]):
+        p, s = int(pos[t]), int(km[t])
+        if s < 0 or (p + 1) % ratio:
+            continue
+        x = kp[t]
+        with np.errstate(all="ignore"):
+            var = f32(np.sum(x * x, dtype=f32) / f32(128))
+            r = f32(f32(f32(1) / np.sqrt(f32(var + f32(eps)))) * f32(rstd_scale))
+            k = fp4.round_bf16(((x * r).astype(f32) * w).astype(f32))
+            g = (p // ratio) * ratio if group_rope else p
+            c, sn = cs[g, :32], cs[g, 32:]
+            idx_e = 64 + 2 * np.arange(32) if rope == "interleaved" else 64 + np.arange(32)
+            idx_o = idx_e + 1 if rope == "interleaved" else 96 + np.arange(32)
+            e, o = k[idx_e].copy(), k[idx_o].copy()
+            k[idx_e] = fp4.round_bf16(((e * c).astype(f32) - (o * sn).astype(f32)).astype(f32))
+            k[idx_o] = fp4.round_bf16(((o * c).astype(f32) + (e * sn).astype(f32)).astype(f32))
+        kv_records.store(flat, name, "page_segregated", P, s, k)
+    return cache

@@ -809,6 +809,40 @@ def capture_vllm_v4_compressor(kv_score: Any, ape: Any, rms_norm_weight: Any, co
     return _emit(_case("v4.compressor_cache", name, ins, outs, a), out)
 
 
+def capture_vllm_v41_indexer_k(k_pre: Any, positions: Any, cos_sin_cache: Any, rms_norm_weight: Any, k_cache_in: Any,
+                               kv_slot_mapping: Any, k_cache: Any = None, *, compress_ratio: int, rms_norm_eps: float = 1e-6,
+                               use_fp4_cache: Optional[bool] = None, name: Optional[str] = None, out: Out = None,
+                               attrs: Optional[Dict[str, Any]] = None) -> Case:
+    """v41.indexer_k: vLLM's DeepSeek-V4.1 indexer K store ``indexer_k_norm_rope_store(k_pre, positions,
+    cos_sin_cache, rms_norm_weight, rms_norm_eps, k_cache, kv_slot_mapping, compress_ratio, use_fp4_cache)``
+    (vllm/models/deepseek_v41/common/ops/indexer_k_store.py): k_norm, RoPE at the group start, MXFP4 (68-byte
+    records) or the FP8 option (132) into the paged indexer K cache. Pass the kernel's arguments with a copy of the
+    cache taken before the call (`k_cache_in`) and the cache after it (`k_cache`), [nblk, page, rec] uint8.
+    k_pre's and positions' first len(kv_slot_mapping) rows are used (the kernel's num_tokens). `use_fp4_cache`: the
+    record (layout attr v41_idx_mxfp4_68 / v41_idx_fp8_132); None = the one of the cache's width."""
+    T = int(_shape(_np(kv_slot_mapping))[0])
+
+    def rows(x: Any) -> Any:
+        x = _np(x)
+        return x[:T] if _shape(x)[0] != T else x
+
+    def ints(x: Any) -> Any:
+        return _widen(_reshape(rows(x), (-1,)), ["int64", "int32"])
+
+    ins = {"k_pre": rows(k_pre), "positions": ints(positions), "cos_sin_cache": _np(cos_sin_cache),
+           "norm_weight": _np(rms_norm_weight), "kv_slot_mapping": ints(kv_slot_mapping), "k_cache_in": _np(k_cache_in)}
+    w = _last_dim(k_cache_in)
+    if use_fp4_cache is not None and w != (68 if use_fp4_cache else 132):
+        raise ValueError(f"capture_vllm_v41_indexer_k: use_fp4_cache={use_fp4_cache} but the cache has {w} bytes per slot "
+                         f"({'68' if use_fp4_cache else '132'} expected)")
+    a: Dict[str, Any] = dict(cmp_ratio=int(compress_ratio), norm_eps=float(rms_norm_eps))
+    if use_fp4_cache is not None:
+        a["layout"] = "v41_idx_mxfp4_68" if use_fp4_cache else "v41_idx_fp8_132"
+    a.update(attrs or {})
+    outs = {"k_cache": _np(k_cache)} if k_cache is not None else {}
+    return _emit(_case("v41.indexer_k", name, ins, outs, a), out)
+
+
 def capture_ascend_qli(query: Any, key: Any, weights: Any, query_dequant_scale: Any, key_dequant_scale: Any,
                        output: Any = None, *, actual_seq_lengths_query: Any, actual_seq_lengths_key: Any,
                        block_table: Any, metadata: Any = None, query_quant_mode: int = 0, key_quant_mode: int = 0,
@@ -1133,6 +1167,7 @@ STAGE_HELPERS: Dict[str, Callable[..., Case]] = {
     "v4.indexer_prolog": capture_ascend_indexer_prolog,
     "v4.indexer": capture_ascend_qli,
     "v41.select": capture_v41_select,
+    "v41.indexer_k": capture_vllm_v41_indexer_k,
     "attn.v4_sparse": capture_ascend_sparse_attn,
     "attn.v4_out": capture_ascend_attn_out,
 }

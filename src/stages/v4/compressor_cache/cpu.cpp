@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "engines/quant/byte_cands.hpp"
 #include "engines/quant/quant_core.hpp"
 #include "layouts/indexer_kcache.hpp"
 #include "layouts/mla_kcache.hpp"
@@ -24,73 +25,16 @@ namespace dsa::v4::compressor_cache {
 namespace {
 
 using Cands = std::map<std::int64_t, std::vector<std::uint64_t>>;
+using quant::bf16_cands;
+using quant::ByteOut;
 
-// The bf16 values a kernel within `e` of the exact v can round to: bf16(v) first, then bf16(v - e), bf16(v + e).
-std::vector<std::uint16_t> bf16_cands(double v, double e) {
-  std::vector<std::uint16_t> c{num::f64_to_bf16(v)};
-  if (e > 0 && std::isfinite(v))
-    for (double x : {v - e, v + e}) {
-      const std::uint16_t b = num::f64_to_bf16(x);
-      if (std::find(c.begin(), c.end(), b) == c.end()) c.push_back(b);
-    }
-  return c;
-}
-
-// Per-thread output of one entry: byte offset -> (reference byte, other accepted bytes).
-struct ByteOut {
-  std::vector<std::pair<std::int64_t, std::uint8_t>> ref;
-  std::vector<std::pair<std::int64_t, std::vector<std::uint8_t>>> alt;
-  void put(std::int64_t off, std::uint8_t v, const std::vector<std::uint8_t>& all) {
-    ref.emplace_back(off, v);
-    std::vector<std::uint8_t> o;
-    for (auto b : all)
-      if (b != v && std::find(o.begin(), o.end(), b) == o.end()) o.push_back(b);
-    if (!o.empty()) alt.emplace_back(off, std::move(o));
-  }
-};
-
-// One quantization block of n values (exact y, bound ey): codes at code_off(i), the scale through put_scale(s_ref,
-// all scales). rule: the producer's ScaleRule (ue8m0; the scale_fp32 bug: fp32_mul).
+// One ue8m0 / fp8 block of n values (engines/quant/byte_cands): codes at code_off(i), the scale through
+// put_scale(reference scale, every candidate scale).
 template <class CodeOff, class PutScale>
 void quant_block(const double* y, const double* ey, std::int64_t n, const quant::ScaleRule& rule, ByteOut& o, CodeOff code_off, PutScale put_scale) {
-  const quant::QuantParams qp{rule, quant::ScaleApply::div, true};
-  std::vector<std::vector<std::uint16_t>> cands(static_cast<std::size_t>(n));
-  float amax = 0, lo = 0, hi = 0;
-  bool nan = false;
-  for (std::int64_t i = 0; i < n; ++i) {
-    cands[i] = bf16_cands(y[i], ey[i]);
-    float mn = std::numeric_limits<float>::infinity(), mx = 0;
-    for (auto b : cands[i]) {
-      const float a = std::fabs(num::bf16_to_f32(b));
-      nan |= std::isnan(a);
-      mn = std::min(mn, a), mx = std::max(mx, a);
-    }
-    amax = std::max(amax, std::fabs(num::bf16_to_f32(cands[i][0])));
-    lo = std::max(lo, mn), hi = std::max(hi, mx);
-  }
-  const float nanv = std::numeric_limits<float>::quiet_NaN();
-  const quant::BlockScale ref = quant::block_scale(nan ? nanv : amax, qp);
-  std::vector<quant::BlockScale> all{ref};
-  if (!nan)
-    for (float a : {lo, hi}) {
-      const quant::BlockScale b = quant::block_scale(a, qp);
-      bool seen = false;
-      for (const auto& x : all) seen |= x.s == b.s;
-      if (!seen) all.push_back(b);
-    }
-  for (std::int64_t i = 0; i < n; ++i) {
-    auto code = [&](std::uint16_t b, const quant::BlockScale& s) {
-      const std::uint8_t k = quant::encode(num::bf16_to_f32(b), s, qp);
-      return (k & 0x7F) == 0x7F ? std::uint8_t{0x7F} : k;  // NaN: the CUDA cast's code
-    };
-    std::vector<std::uint8_t> ks;
-    for (const auto& s : all)
-      for (auto b : cands[i]) ks.push_back(code(b, s));
-    o.put(code_off(i), code(cands[i][0], ref), ks);
-  }
-  std::vector<float> ss;
-  for (const auto& s : all) ss.push_back(s.s);
-  put_scale(ref.s, ss);
+  const quant::Fp8Cands q = quant::fp8_block_cands(y, ey, n, rule);
+  for (std::int64_t i = 0; i < n; ++i) o.put(code_off(i), q.codes[static_cast<std::size_t>(i)][0], q.codes[static_cast<std::size_t>(i)]);
+  put_scale(q.scale, q.scales);
 }
 
 }  // namespace
@@ -236,15 +180,7 @@ Expected run(const Case& c, const Params& p, Bug bug, int threads) {
       } else {
         const std::int64_t page = slot / p.kbs, off = slot % p.kbs, sc = ik.scale_offset(page, off);
         quant_block(y.data(), ey.data(), D, rule, o, [&](std::int64_t i) { return ik.value_offset(page, off, i); },
-                    [&](float s, const std::vector<float>& all) {
-                      std::uint32_t u, v;
-                      std::memcpy(&u, &s, 4);
-                      for (int byte = 0; byte < 4; ++byte) {
-                        std::vector<std::uint8_t> bs;
-                        for (float x : all) std::memcpy(&v, &x, 4), bs.push_back(static_cast<std::uint8_t>(v >> (8 * byte)));
-                        o.put(sc + byte, static_cast<std::uint8_t>(u >> (8 * byte)), bs);  // little-endian fp32
-                      }
-                    });
+                    [&](float s, const std::vector<float>& all) { o.put_f32(sc, s, all); });
       }
     }
   }
