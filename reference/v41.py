@@ -10,6 +10,8 @@
   indexer_k           v41.indexer_k (§5): vLLM's K store, emulated in float32 as its Triton kernel computes (sum of
                       squares, 1 / sqrt, bf16 after the norm and after RoPE at the group start), then the 68-byte
                       MXFP4 or 132-byte FP8 record (reference/kv_records.py) into the paged cache
+  fp4_logits          v41.logits (§5): DeepGEMM's fp8_fp4_mqa_logits (ragged) and fp8_fp4_paged_sparse_mqa_logits
+                      (column c = blocks[c // sbk] * sbk + c % sbk) on MXFP4 q and k, in float64
 
 Inputs are numpy arrays of values (bf16 tensors as float32 values), the case's tensor names.
 """
@@ -204,3 +206,58 @@ def indexer_k(ins, ratio=2, eps=1e-6, layout=None, rope="interleaved", group_rop
             k[idx_o] = fp4.round_bf16(((o * c).astype(f32) + (e * sn).astype(f32)).astype(f32))
         kv_records.store(flat, name, "page_segregated", P, s, k)
     return cache
+
+
+def _mx4_rows(codes_u8, sf_i32):
+    """MXFP4 rows [..., D/2] bytes + int32 [...] of packed ue8m0 bytes -> float64 [..., D] (fp4_codecs' dequant)."""
+    codes = np.asarray(codes_u8, np.uint8)
+    D = 2 * codes.shape[-1]
+    sf = np.asarray(sf_i32).astype(np.int64) & 0xFFFFFFFF
+    sbytes = np.stack([(sf >> (8 * k)) & 0xFF for k in range(D // 32)], axis=-1).astype(np.uint8)
+    return fp4.dequant_mxfp4(codes, sbytes).astype(np.float64)
+
+
+def fp4_logits(ins, clean_logits=True, sparse_block_kv=8, bf16=False):
+    """v41.logits: logit[r, col] = sum_h w[r, h] relu(q[r, h] . k[key]) in float64 (exact products, float64 sums).
+    Ragged (kv_fp4): key = col, defined in [ks[r], ke[r]). Paged sparse (kv_cache [pages, P, 1, 68], the
+    v41_idx_mxfp4_68 records page_segregated): position = blocks[r, col // sbk] * sbk + col % sbk, key = the slot
+    block_table[r, pos // P] * P + pos % P; a -1 block or a position >= context_lens[r] is undefined. Undefined
+    columns: -inf with clean_logits, else NaN (not compared). Returns float64 [R, cols] (bf16: rounded RNE)."""
+    q = _mx4_rows(ins["q_fp4"], ins["q_sf"])                      # [R, H, D]
+    w = np.asarray(ins["weights"], np.float64)                    # [R, H]
+    R, H, D = q.shape
+    fill = -np.inf if clean_logits else np.nan
+    if "kv_fp4" in ins:
+        k = _mx4_rows(ins["kv_fp4"], ins["kv_sf"])                # [N, D]
+        N = k.shape[0]
+        with np.errstate(all="ignore"):
+            s = np.einsum("rhd,nd->rhn", q, k)
+            out = np.einsum("rh,rhn->rn", w, np.where(s < 0, 0.0, s))
+        cols = np.arange(N)
+        ok = (cols[None, :] >= np.asarray(ins["ks"])[:, None]) & (cols[None, :] < np.asarray(ins["ke"])[:, None])
+        out = np.where(ok, out, fill)
+    else:
+        cache = np.asarray(ins["kv_cache"], np.uint8)
+        pages, P = cache.shape[0], cache.shape[1]
+        flat = cache.reshape(-1)
+        bt = np.asarray(ins["block_table"]).astype(np.int64)
+        sb = np.asarray(ins["sparse_blocks"]).astype(np.int64)
+        cl = np.asarray(ins["context_lens"]).astype(np.int64)
+        nsb = sb.shape[1]
+        out = np.full((R, nsb * sparse_block_kv), fill)
+        for r in range(R):
+            for col in range(nsb * sparse_block_kv):
+                b = sb[r, col // sparse_block_kv]
+                pos = b * sparse_block_kv + col % sparse_block_kv
+                if b < 0 or pos >= cl[r]:
+                    continue
+                slot = bt[r, pos // P] * P + pos % P
+                regs = kv_records.read_regions(flat, "v41_idx_mxfp4_68", "page_segregated", P, int(slot))
+                k = fp4.dequant_mxfp4(regs["codes"], regs["scales"]).astype(np.float64)
+                with np.errstate(all="ignore"):
+                    s = q[r] @ k
+                    out[r, col] = np.dot(w[r], np.where(s < 0, 0.0, s))
+    if bf16:
+        with np.errstate(all="ignore"):
+            out = np.where(np.isfinite(out), num.bf16_rne(np.where(np.isfinite(out), out, 0.0)), out)
+    return out

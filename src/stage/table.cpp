@@ -28,6 +28,7 @@ const std::vector<Stage>& stages() {
       v4::indexer_prolog::stage(),        // v4.indexer_prolog        Ascend indexer q/k int8 quant, weights, scatter (v4 §3.1-3.4)
       v4::indexer::stage(),               // v4.indexer               Ascend quant lightning indexer (v4 §3.5)
       v41::indexer_k::stage(),            // v41.indexer_k            V4.1 indexer K store: k_norm, RoPE, MXFP4 / FP8 (vLLM) (v41 §5)
+      v41::logits::stage(),               // v41.logits               V4.1 FP4 indexer logits: DeepGEMM ragged and paged sparse (v41 §5)
       v41::select::stage(),               // v41.select               V4.1 indexer selection, two-level candidates (v41 §5)
       attn::v4_sparse::stage(),           // attn.v4_sparse           Ascend sliding window + compressed KV + sinks (v4 §4)
       attn::v4_out::stage(),              // attn.v4_out              inverse RoPE + grouped o-projection (v4 §4.4)

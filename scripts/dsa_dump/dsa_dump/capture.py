@@ -843,6 +843,63 @@ def capture_vllm_v41_indexer_k(k_pre: Any, positions: Any, cos_sin_cache: Any, r
     return _emit(_case("v41.indexer_k", name, ins, outs, a), out)
 
 
+def _fp4_pair(x: Any, fn: str, what: str) -> Any:
+    if not isinstance(x, (tuple, list)) or len(x) != 2:
+        raise TypeError(f"{fn}: {what} is the kernel's (values, scales) pair")
+    return _np(x[0]), _np(x[1])
+
+
+def _squeeze1(x: Any, ndim: int) -> Any:
+    """Drops DeepGEMM's singleton dim 1 ([rows, 1, ...] -> [rows, ...]) when the tensor has ndim + 1 dims."""
+    shp = _shape(x)
+    return _reshape(x, (shp[0],) + tuple(shp[2:])) if len(shp) == ndim + 1 and shp[1] == 1 else x
+
+
+def capture_fp8_fp4_mqa_logits(q: Any, kv: Any, weights: Any, ks: Any, ke: Any, logits: Any = None, *,
+                               clean_logits: bool = True, name: Optional[str] = None, out: Out = None,
+                               attrs: Optional[Dict[str, Any]] = None) -> Case:
+    """v41.logits, ragged: DeepGEMM ``fp8_fp4_mqa_logits(q=(q_fp4, q_sf), kv=(kv_fp4, kv_sf), weights, ks, ke,
+    clean_logits, ...)`` on MXFP4 operands: q_fp4 uint8 [S, H, D/2] (dim 2i in the low nibble), q_sf int32 [S, H]
+    (D/32 ue8m0 bytes, little-endian), kv_fp4 [N, D/2], kv_sf int32 [N], weights [S, H] f32 / bf16, logits [S, N]
+    f32 / bf16 (bf16 weights need bf16 logits)."""
+    fn = "capture_fp8_fp4_mqa_logits"
+    q_fp4, q_sf = _fp4_pair(q, fn, "q")
+    kv_fp4, kv_sf = _fp4_pair(kv, fn, "kv")
+    ins = {"q_fp4": _as_bytes(q_fp4), "q_sf": _np(q_sf), "weights": _np(weights), "kv_fp4": _as_bytes(kv_fp4),
+           "kv_sf": _reshape(_np(kv_sf), (-1,)), "ks": _reshape(_np(ks), (-1,)), "ke": _reshape(_np(ke), (-1,))}
+    a: Dict[str, Any] = dict(clean_logits=bool(clean_logits))
+    if logits is not None and "bfloat16" in str(getattr(_np(logits), "dtype", "")):
+        a["logits_dtype"] = "bf16"
+    a.update(attrs or {})
+    return _emit(_case("v41.logits", name, ins, {"logits": _np(logits)} if logits is not None else {}, a), out)
+
+
+def capture_fp8_fp4_paged_sparse_mqa_logits(q: Any, kv_cache: Any, weights: Any, context_lens: Any, block_table: Any,
+                                            sparse_blocks: Any, logits: Any = None, *, sparse_block_kv: int = 8,
+                                            next_n: int = 1, clean_logits: bool = True, name: Optional[str] = None,
+                                            out: Out = None, attrs: Optional[Dict[str, Any]] = None) -> Case:
+    """v41.logits, paged sparse: DeepGEMM 2.8 ``fp8_fp4_paged_sparse_mqa_logits((q_fp4, q_sf), kv_cache, weights,
+    metadata, num_max_sparse_blocks, sparse_block_kv)``: q_fp4 uint8 [rows, 1, H, 64] (or [rows, H, 64]), q_sf int32
+    [rows, 1, H], kv_cache uint8 [pages, page, 1, 68] (the V4.1 indexer K cache: per page the codes, then the
+    scales), weights [rows, H] bf16, the rows' context lengths, block table and candidate block lists [rows,
+    num_max_sparse_blocks] (strictly increasing, -1 padded), logits bf16 [rows, num_max_sparse_blocks * sparse_block_kv].
+    next_n 2: MTP row pairs (DeepGEMM's kBlockQ 2)."""
+    fn = "capture_fp8_fp4_paged_sparse_mqa_logits"
+    q_fp4, q_sf = _fp4_pair(q, fn, "q")
+    kc = _as_bytes(_np(kv_cache))
+    shp = _shape(kc)
+    if len(shp) == 3:
+        kc = _reshape(kc, (shp[0], shp[1], 1, shp[2]))
+    ins = {"q_fp4": _squeeze1(_as_bytes(q_fp4), 3), "q_sf": _squeeze1(_np(q_sf), 2), "weights": _np(weights),
+           "kv_cache": kc, "context_lens": _reshape(_np(context_lens), (-1,)), "block_table": _np(block_table),
+           "sparse_blocks": _np(sparse_blocks)}
+    a: Dict[str, Any] = dict(sparse_block_kv=int(sparse_block_kv), next_n=int(next_n), clean_logits=bool(clean_logits))
+    if logits is None or "bfloat16" in str(getattr(_np(logits), "dtype", "")):
+        a["logits_dtype"] = "bf16"
+    a.update(attrs or {})
+    return _emit(_case("v41.logits", name, ins, {"logits": _np(logits)} if logits is not None else {}, a), out)
+
+
 def capture_ascend_qli(query: Any, key: Any, weights: Any, query_dequant_scale: Any, key_dequant_scale: Any,
                        output: Any = None, *, actual_seq_lengths_query: Any, actual_seq_lengths_key: Any,
                        block_table: Any, metadata: Any = None, query_quant_mode: int = 0, key_quant_mode: int = 0,
@@ -1168,6 +1225,7 @@ STAGE_HELPERS: Dict[str, Callable[..., Case]] = {
     "v4.indexer": capture_ascend_qli,
     "v41.select": capture_v41_select,
     "v41.indexer_k": capture_vllm_v41_indexer_k,
+    "v41.logits": capture_fp8_fp4_paged_sparse_mqa_logits,
     "attn.v4_sparse": capture_ascend_sparse_attn,
     "attn.v4_out": capture_ascend_attn_out,
 }

@@ -5,4 +5,5 @@
 namespace dsa::v41 {
 namespace select { Stage stage(); }
 namespace indexer_k { Stage stage(); }
+namespace logits { Stage stage(); }
 }  // namespace dsa::v41

@@ -1,0 +1,145 @@
+// v41.logits reference: each logit in fp64 from the exactly dequantized MXFP4 operands (e2m1 x 2^e products are
+// exact; the fp64 sums' own error is below 2^-40 of the bound) with its derived bound; -inf / undefined columns by
+// the variant's rules. Rows in parallel (each logit is independent: any thread count gives the same bytes).
+#include <omp.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "numerics/formats.hpp"
+#include "numerics/fp4_core.hpp"
+#include "stages/v41/logits/stage.hpp"
+
+namespace dsa::v41::logits {
+namespace {
+
+// Value of dim d of an MXFP4 row: codes (D/2 bytes, dim 2i low nibble) and its int32 of ue8m0 bytes.
+double mx4(const std::uint8_t* codes, std::uint32_t sf, std::int64_t d, Bug bug) {
+  const int shift = (bug == Bug::nibbles_swapped ? 1 - static_cast<int>(d % 2) : static_cast<int>(d % 2)) * 4;
+  const std::uint8_t nib = static_cast<std::uint8_t>((codes[d / 2] >> shift) & 0xF);
+  return static_cast<double>(fp4core::e2m1_to_f32(nib)) *
+         static_cast<double>(fp4core::ue8m0_decode(static_cast<std::uint8_t>((sf >> (8 * (d / 32))) & 0xFF)));
+}
+
+std::uint32_t sf_at(const Tensor& t, std::int64_t i) { return static_cast<std::uint32_t>(t.data<std::int32_t>()[i]); }
+
+double weight(const Tensor& w, std::int64_t i) {
+  return w.dtype() == DType::bf16 ? num::bf16_to_f64(w.data<std::uint16_t>()[i]) : static_cast<double>(w.data<float>()[i]);
+}
+
+}  // namespace
+
+std::optional<std::pair<double, double>> logit(const Case& c, const Params& p, std::int64_t r, std::int64_t col, Bug bug) {
+  const double ninf = -std::numeric_limits<double>::infinity();
+  const std::uint8_t* kcodes = nullptr;
+  std::uint32_t ksf = 0;
+  if (!p.paged) {
+    const std::int64_t lo = c.input("ks").int_at(r), hi = c.input("ke").int_at(r);
+    if (col < lo || col >= hi) return p.clean ? std::optional<std::pair<double, double>>({ninf, 0.0}) : std::nullopt;
+    kcodes = c.input("kv_fp4").data<std::uint8_t>() + col * (p.D / 2);
+    ksf = bug == Bug::kv_scale_ignored ? 0x7F7F7F7Fu : sf_at(c.input("kv_sf"), col);
+  } else {
+    const std::int64_t b = c.input("sparse_blocks").int_at(r * p.nsb + col / p.sbk), len = c.input("context_lens").int_at(r);
+    std::int64_t pos = b * p.sbk + col % p.sbk;
+    if (b < 0 || pos >= len) return p.clean ? std::optional<std::pair<double, double>>({ninf, 0.0}) : std::nullopt;
+    if (bug == Bug::sparse_map_ignored) pos = col % len;  // the key of position c (its mask still the list's)
+    const std::int64_t ps = p.rec.page_size;
+    const std::int64_t slot = c.input("block_table").int_at(r * p.maxp + pos / ps) * ps + pos % ps;
+    const std::uint8_t* cache = c.input("kv_cache").data<std::uint8_t>();
+    kcodes = cache + p.rec.region_offset(slot, 0);
+    const std::uint8_t* s = cache + p.rec.region_offset(slot, 1);
+    ksf = bug == Bug::kv_scale_ignored ? 0x7F7F7F7Fu : static_cast<std::uint32_t>(s[0] | (s[1] << 8) | (s[2] << 16) | (static_cast<std::uint32_t>(s[3]) << 24));
+  }
+  const Tensor& q = c.input("q_fp4");
+  const Tensor& w = c.input("weights");
+  double v = 0, mag = 0, wabs = 0;
+  for (std::int64_t h = 0; h < p.H; ++h) {
+    const std::uint8_t* qc = q.data<std::uint8_t>() + (r * p.H + h) * (p.D / 2);
+    const std::uint32_t qsf = sf_at(c.input("q_sf"), r * p.H + h);
+    double dot = 0, adot = 0;
+    for (std::int64_t d = 0; d < p.D; ++d) {
+      const double prod = mx4(qc, qsf, d, Bug::none) * mx4(kcodes, ksf, d, bug);  // B52: the keys' writer packs the other way
+      dot += prod;
+      adot += std::fabs(prod);
+    }
+    const double wh = weight(w, r * p.H + h);
+    const double rl = bug == Bug::no_relu ? dot : (dot < 0 ? 0.0 : dot);  // NaN kept
+    v += wh * rl;
+    mag += std::fabs(wh) * adot;
+    wabs += std::fabs(wh);
+  }
+  const double out_round = p.bf16 ? 0x1p-8 : 0x1p-24;
+  const double m = static_cast<double>(p.D + p.H + 2) * 0x1p-24 * mag + static_cast<double>(p.D) * wabs * 0x1p-126 + 2 * out_round * std::fabs(v);
+  return std::pair<double, double>{v, m};
+}
+
+Expected run(const Case& c, const Params& p, Bug bug, int threads) {
+  const DType dt = p.bf16 ? DType::bf16 : DType::f32;
+  Tensor val(dt, {p.R, p.cols}), mag(DType::f64, {p.R, p.cols}), def(DType::u8, {p.R, p.cols});
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+  for (std::int64_t r = 0; r < p.R; ++r)
+    for (std::int64_t col = 0; col < p.cols; ++col) {
+      const std::int64_t f = r * p.cols + col;
+      const auto l = logit(c, p, r, col, bug);
+      const double v = l ? l->first : 0.0;
+      if (p.bf16) val.data<std::uint16_t>()[f] = num::f64_to_bf16(v);
+      else val.data<float>()[f] = static_cast<float>(v);
+      mag.data<double>()[f] = l ? l->second : 0.0;
+      def.data<std::uint8_t>()[f] = l ? 1 : 0;
+    }
+  RefTensor t;
+  t.name = "logits";
+  t.kind = CompareKind::bounded;
+  t.value = val;
+  t.magnitude = mag;
+  t.defined = def;
+  t.mask_must_match = p.clean;
+  const Params pp = p;
+  const std::int64_t cols = p.cols;
+  const Tensor sb = p.paged ? c.input("sparse_blocks") : Tensor();
+  t.describe = [pp, cols, sb](std::int64_t f) {
+    const std::int64_t r = f / cols, col = f % cols;
+    std::string s = "row " + std::to_string(r) + " col " + std::to_string(col);
+    if (pp.paged) {
+      const std::int64_t b = sb.int_at(r * pp.nsb + col / pp.sbk);
+      s += b < 0 ? " (a -1 block)" : " (block " + std::to_string(b) + ", position " + std::to_string(b * pp.sbk + col % pp.sbk) + ")";
+    } else {
+      s += " (key " + std::to_string(col) + ")";
+    }
+    return s;
+  };
+  Expected e;
+  e.tensors.push_back(std::move(t));
+  return e;
+}
+
+Expected cpu(const Case& c, const Params& p, const RefOptions& opt) { return run(c, p, Bug::none, opt.thread_count()); }
+
+std::vector<Hypothesis> hypotheses() {
+  struct H {
+    Bug bug;
+    const char* id;
+    const char* doc;
+  };
+  const std::vector<H> hs{
+      {Bug::no_relu, "B4", "head scores summed without the ReLU"},
+      {Bug::nibbles_swapped, "B52", "e2m1 nibbles read high-first (dim 2i in the high nibble) where the codec packs dim 2i low"},
+      {Bug::kv_scale_ignored, "B6", "the keys' ue8m0 scales not applied (every key block read at scale 1)"},
+      {Bug::sparse_map_ignored, "v41 §5", "column c read as position c instead of blocks[c / sparse_block_kv] * sparse_block_kv + c % sparse_block_kv"},
+  };
+  std::vector<Hypothesis> v;
+  for (const H& h : hs)
+    v.push_back({"logits", h.id, h.doc,
+                 [bug = h.bug](const Case& c, const dsa::Params& pb, std::int64_t f) -> std::optional<Hypothesis::Value> {
+                   const auto& p = static_cast<const Params&>(pb);
+                   if (bug == Bug::sparse_map_ignored && !p.paged) return std::nullopt;
+                   const auto l = logit(c, p, f / p.cols, f % p.cols, bug);
+                   if (!l || std::isinf(l->first)) return std::nullopt;
+                   return Hypothesis::Value{l->first, l->second};
+                 },
+                 {}});
+  return v;
+}
+
+}  // namespace dsa::v41::logits
