@@ -12,6 +12,8 @@
                       MXFP4 or 132-byte FP8 record (reference/kv_records.py) into the paged cache
   fp4_logits          v41.logits (§5): DeepGEMM's fp8_fp4_mqa_logits (ragged) and fp8_fp4_paged_sparse_mqa_logits
                       (column c = blocks[c // sbk] * sbk + c % sbk) on MXFP4 q and k, in float64
+  indexer_q_mxfp4     v4.indexer_prolog kernel vllm-cuda q_format mxfp4 (§5): vLLM's V4.1 MXFP4 indexer q path in
+                      float32 (GPT-J RoPE at the token's position, bf16, MXFP4 "ref" per 32 dims; weights * ss * hs)
 
 Inputs are numpy arrays of values (bf16 tensors as float32 values), the case's tensor names.
 """
@@ -261,3 +263,28 @@ def fp4_logits(ins, clean_logits=True, sparse_block_kv=8, bf16=False):
         with np.errstate(all="ignore"):
             out = np.where(np.isfinite(out), num.bf16_rne(np.where(np.isfinite(out), out, 0.0)), out)
     return out
+
+
+def indexer_q_mxfp4(ins, softmax_scale=None, head_scale=None):
+    """vLLM fused_indexer_q_rope_quant(use_fp4=True) in float32: index_q [T, H, 128]; dims 64..127 as pairs
+    (64 + 2i, 65 + 2i) rotated at the token's position (e' = fl32(e c - o s), o' = fl32(o c + e s), then bf16),
+    the nope dims as given; each 32-block MXFP4 "ref" (fp4_codecs). weights_out = fl32(fl32(w * ss) * hs), ss =
+    128^-0.5 and hs = H^-0.5 by default (2^-6 for V4.1's 32 heads). Returns (q_fp4 uint8 [T, H, 64], q_fp4_scale
+    uint8 [T, H, 4], weights_out float32 [T, H])."""
+    q = np.array(ins["index_q"], np.float32, copy=True)
+    T, H, D = q.shape
+    pos = np.asarray(ins["positions"]).astype(np.int64)
+    cs = np.asarray(ins["cos_sin_cache"], np.float32)
+    ss = np.float32(D ** -0.5 if softmax_scale is None else softmax_scale)
+    hs = np.float32(H ** -0.5 if head_scale is None else head_scale)
+    f32 = np.float32
+    c = cs[pos, :32][:, None, :]
+    sn = cs[pos, 32:][:, None, :]
+    e, o = q[:, :, 64::2].copy(), q[:, :, 65::2].copy()
+    with np.errstate(all="ignore"):
+        q[:, :, 64::2] = fp4.round_bf16(((e * c).astype(f32) - (o * sn).astype(f32)).astype(f32))
+        q[:, :, 65::2] = fp4.round_bf16(((o * c).astype(f32) + (e * sn).astype(f32)).astype(f32))
+    codes, scales = fp4.mxfp4_quant(q.reshape(T * H, D), "ref")
+    w = np.asarray(ins["index_weights"], np.float32)
+    wo = ((w * ss).astype(f32) * hs).astype(f32)
+    return (np.asarray(codes, np.uint8).reshape(T, H, D // 2), np.asarray(scales, np.uint8).reshape(T, H, D // 32), wo)

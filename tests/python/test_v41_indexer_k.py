@@ -124,3 +124,26 @@ def test_kit_capture_round_trip(dsa_check_bin, repo_root, tmp_path):
     with pytest.raises(ValueError, match="132"):
         dsa_dump.capture_vllm_v41_indexer_k(raw["k_pre"], raw["positions"], raw["cos_sin_cache"], raw["norm_weight"],
                                             raw["k_cache_in"], raw["kv_slot_mapping"], compress_ratio=2, use_fp4_cache=False)
+
+
+def test_mxfp4_q_path_is_the_numpy_models(repo_root, dsa_check_bin, tmp_path):
+    """v4.indexer_prolog kernel vllm-cuda q_format mxfp4 (the V4.1 q path): the golden's bytes are the numpy model's;
+    swapped nibbles fail; vLLM's two-step weight fold of 32 heads is within fp32 ulps of the REF's exact 2^-6."""
+    src = repo_root / "golden" / "v41ip_vllm_q_mxfp4.h5"
+    ins, exp, at = load(src)
+    q4, qs, wo = v41.indexer_q_mxfp4(ins)
+    assert np.array_equal(q4, exp["q_fp4"]) and np.array_equal(qs, exp["q_fp4_scale"])
+    assert np.array_equal(wo.view(np.uint32), exp["weights_out"].view(np.uint32))
+    # vLLM multiplies by fl32(128^-0.5) and then by fl32(32^-0.5): a few fp32 ulps from the REF's exact w * 2^-6
+    w6 = np.asarray(ins["index_weights"], np.float32) * np.float32(2.0 ** -6)
+    np.testing.assert_allclose(wo, w6, rtol=2.0 ** -21)
+    assert not np.array_equal(wo, w6)
+    f = tmp_path / "q.h5"
+    shutil.copy(src, f)
+    with h5py.File(f, "r+") as h:
+        g = h[next(iter(h))].require_group("outputs")
+        for n, v in (("q_fp4", ((q4 >> 4) | (q4 << 4)).astype(np.uint8)), ("q_fp4_scale", qs), ("weights_out", wo)):
+            d = g.create_dataset(n, data=v)
+            d.attrs["dtype"] = "u8" if v.dtype == np.uint8 else "f32"
+    p = subprocess.run([str(dsa_check_bin), "check", str(f)], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 1 and "q_fp4" in p.stdout, p.stdout

@@ -6,8 +6,11 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
+#include <memory>
 #include <string>
 
+#include "engines/quant/byte_cands.hpp"
 #include "numerics/formats.hpp"
 #include "numerics/hadamard.hpp"
 #include "stages/v4/indexer_prolog/stage.hpp"
@@ -68,8 +71,80 @@ Expected run(const Case& c, const Params& p, Bug bug, int threads) {
 
 namespace {
 
+// Kernel vllm-cuda with q_format mxfp4 (DeepSeek-V4.1, fused_indexer_q_rope_quant(use_fp4=True)): per (token,
+// head) the nope dims' 32-blocks from the bf16 input (exact), the RoPE dims (GPT-J pairs at the token's position)
+// computed in fp32 and rounded to bf16, each 32-block MXFP4 (ceil rule, floor 6 * 2^-126); weights_out = fl32(fl32(w
+// * softmax_scale) * head_scale). The RoPE values in fp64 with the fp32 kernel's bound (2^-23 (|x_e c| + |x_o s|),
+// an FMA included): their bytes with candidates (engines/quant/byte_cands). Host code both backends run.
+Expected run_vllm_mxfp4(const Case& c, const Params& p) {
+  const Tensor& x = c.input("index_q");
+  const Tensor& pos = c.input("positions");
+  const Tensor& cache = c.input("cos_sin_cache");
+  const Tensor& wt = c.input("index_weights");
+  const i64 T = x.dim(0), H = x.dim(1), D = x.dim(2), W = cache.dim(1), nope = D - 64;
+  auto cval = [&](i64 i) { return cache.dtype() == DType::bf16 ? num::bf16_to_f64(cache.data<std::uint16_t>()[i]) : static_cast<double>(cache.data<float>()[i]); };
+  Tensor q4(DType::u8, {T, H, D / 2}), qs(DType::u8, {T, H, D / 32}), wo(DType::f32, {T, H}), wb(DType::f64, {T, H});
+  std::vector<quant::ByteOut> outs(static_cast<std::size_t>(T * H));
+#pragma omp parallel for schedule(static)
+  for (i64 row = 0; row < T * H; ++row) {
+    const i64 t = row / H, ps = pos.int_at(t);
+    std::vector<double> y(static_cast<std::size_t>(D)), ey(y.size(), 0.0);
+    for (i64 d = 0; d < D; ++d) y[static_cast<std::size_t>(d)] = num::bf16_to_f64(x.data<std::uint16_t>()[row * D + d]);
+    for (i64 i = 0; i < 32; ++i) {
+      const double cs = cval(ps * W + i), sn = cval(ps * W + W / 2 + i);
+      const double e = y[static_cast<std::size_t>(nope + 2 * i)], o = y[static_cast<std::size_t>(nope + 2 * i + 1)];
+      y[static_cast<std::size_t>(nope + 2 * i)] = e * cs - o * sn;
+      y[static_cast<std::size_t>(nope + 2 * i + 1)] = o * cs + e * sn;
+      ey[static_cast<std::size_t>(nope + 2 * i)] = 0x1p-23 * (std::fabs(e * cs) + std::fabs(o * sn));
+      ey[static_cast<std::size_t>(nope + 2 * i + 1)] = 0x1p-23 * (std::fabs(o * cs) + std::fabs(e * sn));
+    }
+    for (i64 b = 0; b < D / 32; ++b)
+      quant::mxfp4_block_cands(y.data() + 32 * b, ey.data() + 32 * b, fp4core::Mx4Rule::ref, {}, outs[static_cast<std::size_t>(row)],
+                               row * (D / 2) + 16 * b, (T * H * D / 2) + row * (D / 32) + b);  // scale bytes after all code bytes
+    const float w = wt.dtype() == DType::bf16 ? num::bf16_to_f32(wt.data<std::uint16_t>()[row]) : wt.data<float>()[row];
+    wo.data<float>()[row] = (w * static_cast<float>(p.softmax_scale)) * static_cast<float>(p.head_scale);
+    wb.data<double>()[row] = 0;
+  }
+  auto c4 = std::make_shared<std::map<std::int64_t, std::vector<std::uint64_t>>>(), cs = std::make_shared<std::map<std::int64_t, std::vector<std::uint64_t>>>();
+  const i64 nq = T * H * D / 2;
+  for (const auto& o : outs) {
+    for (const auto& [off, v] : o.ref) (off < nq ? q4.data<std::uint8_t>()[off] : qs.data<std::uint8_t>()[off - nq]) = v;
+    for (const auto& [off, alt] : o.alt)
+      for (auto b : alt) (off < nq ? (*c4)[off] : (*cs)[off - nq]).push_back(b);
+  }
+  Expected e;
+  RefTensor a;
+  a.name = "q_fp4";
+  a.value = q4;
+  if (!c4->empty()) a.candidates = c4;
+  a.describe = [H, D](i64 f) {
+    return "token " + std::to_string(f / (H * D / 2)) + " head " + std::to_string(f / (D / 2) % H) + " dims " + std::to_string(2 * (f % (D / 2))) + "," +
+           std::to_string(2 * (f % (D / 2)) + 1);
+  };
+  RefTensor s;
+  s.name = "q_fp4_scale";
+  s.value = qs;
+  if (!cs->empty()) s.candidates = cs;
+  s.describe = [H, D](i64 f) {
+    const i64 nb = D / 32;
+    return "token " + std::to_string(f / (H * nb)) + " head " + std::to_string(f / nb % H) + " scale " + std::to_string(f % nb) + " (dims " +
+           std::to_string(32 * (f % nb)) + ".." + std::to_string(32 * (f % nb) + 31) + ")";
+  };
+  RefTensor b;
+  b.name = "weights_out";
+  b.kind = CompareKind::bounded;
+  b.value = wo;
+  b.magnitude = wb;
+  b.describe = [H](i64 f) { return "token " + std::to_string(f / H) + " head " + std::to_string(f % H); };
+  e.tensors.push_back(std::move(a));
+  e.tensors.push_back(std::move(s));
+  e.tensors.push_back(std::move(b));
+  return e;
+}
+
 // Kernel vllm-cuda: the fp8 indexer q path (core.hpp vllm_q_row), the cos / sin rows gathered at the positions.
 Expected run_vllm(const Case& c, const Params& p, const RowLoops& loops) {
+  if (p.mxfp4) return run_vllm_mxfp4(c, p);
   const Tensor& x = c.input("index_q");
   const Tensor& pos = c.input("positions");
   const Tensor& cache = c.input("cos_sin_cache");

@@ -155,6 +155,11 @@ std::vector<GoldenSpec> goldens() {
        .params = {{"pre", 1}}, .attrs = {{"hadamard", S("ascend")}},
        .doc = "the query path from the wq_b output: interleaved RoPE on the last 64 dims with a V4 table, bf16(q @ H^T), "
               "bf16(x 128^-0.5), then the int8 quant; values whose rounding the kernel's fp32 order decides carry a bound"},
+      {.name = "v41ip_vllm_q_mxfp4", .stage = st, .generator = "v4ip.vllm_q", .seed = 1306, .dims = {{"T", 2}, {"H", 32}, {"P", 16}},
+       .attrs = {{"kernel", S("vllm-cuda")}, {"q_format", S("mxfp4")}},
+       .doc = "kernel vllm-cuda, DeepSeek-V4.1's MXFP4 q path (fused_indexer_q_rope_quant use_fp4): 32 heads (weights folded "
+              "by 128^-0.5 * 32^-0.5 = 2^-6 exactly), the nope blocks from bf16, the GPT-J RoPE dims rounded to bf16, 4 "
+              "ue8m0 blocks per head; an all-zero head (scale byte 1, the 6*2^-126 floor)"},
       {.name = "v4ip_vllm_q", .stage = st, .generator = "v4ip.vllm_q", .seed = 1305, .dims = {{"T", 6}, {"H", 64}, {"P", 160}},
        .attrs = {{"kernel", S("vllm-cuda")}},
        .doc = "kernel vllm-cuda: fused_indexer_q_rope_quant FP8 (GPT-J RoPE at each token's position, pow2 scale by IEEE "

@@ -20,6 +20,9 @@ std::vector<golden::GoldenSpec> selftest_cases() {
       {.name = "v4ip_pre", .stage = "v4.indexer_prolog", .generator = "v4ip.rows", .seed = 52,
        .dims = {{"T", 3}, {"H", 4}, {"D", 64}, {"R", 0}}, .params = {{"pre", 1}},
        .doc = "the query path from q_pre (RoPE + Hadamard + quant)"},
+      {.name = "v41ip_vq_mxfp4", .stage = "v4.indexer_prolog", .generator = "v4ip.vllm_q", .seed = 54,
+       .dims = {{"T", 3}, {"H", 32}, {"P", 64}}, .attrs = {{"kernel", golden::S("vllm-cuda")}, {"q_format", golden::S("mxfp4")}},
+       .doc = "kernel vllm-cuda, q_format mxfp4: the V4.1 MXFP4 indexer q path"},
       {.name = "v4ip_vq", .stage = "v4.indexer_prolog", .generator = "v4ip.vllm_q", .seed = 53,
        .dims = {{"T", 4}, {"H", 32}, {"P", 512}}, .attrs = {{"kernel", golden::S("vllm-cuda")}},
        .doc = "kernel vllm-cuda: the fp8 indexer q path (fused_indexer_q_rope_quant FP8)"},
@@ -34,6 +37,22 @@ std::function<void(Case&, const Expected&, std::uint64_t)> with_bug(Bug bug) { r
 
 std::vector<Mutant> mutants() {
   return {
+      {"v41ip_vq_mxfp4_nibbles_swapped", "B52", "v41ip_vq_mxfp4", V{Verdict::FAIL},
+       "vllm-cuda q, MXFP4: the e2m1 nibbles of every byte swapped (an AMD low-first instruction read as PTX's high-first)",
+       [](Case& c, const Expected&, std::uint64_t) {
+         Tensor& q = output(c, "q_fp4");
+         for (std::int64_t i = 0; i < q.numel(); ++i) {
+           std::uint8_t& b = q.data<std::uint8_t>()[i];
+           b = static_cast<std::uint8_t>((b >> 4) | (b << 4));
+         }
+       }},
+      {"v41ip_vq_mxfp4_scale_nearest", "v41 §3", "v41ip_vq_mxfp4", V{Verdict::FAIL},
+       "vllm-cuda q, MXFP4: the exponent rounded to nearest (sglang's rule) where the V4.1 q path takes the ceiling: "
+       "one byte lower wherever log2(amax / 6) rounds down",
+       [](Case& c, const Expected&, std::uint64_t) {
+         Tensor& s = output(c, "q_fp4_scale");
+         for (std::int64_t i = 0; i < s.numel(); i += 3) s.data<std::uint8_t>()[i] = static_cast<std::uint8_t>(s.data<std::uint8_t>()[i] - 1);
+       }},
       // (amax / 127 instead of amax * fl32(1/127) is not observable on A3: the fp16 scales agree for every bf16 amax,
       // tested exhaustively in ctest "v4.indexer_prolog: ...")
       {"v4ip_scale_fp32", "v4 §3.4", "v4ip", V{Verdict::DTYPE}, "query scale stored as fp32 instead of fp16",

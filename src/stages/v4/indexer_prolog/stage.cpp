@@ -18,6 +18,8 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& pr) {
   p.amax_zero = a.s("amax_zero") == "scale0" ? AmaxZero::scale0 : AmaxZero::scale1;
   p.hadamard = a.s("hadamard") == "fwht" ? HadamardKind::fwht : HadamardKind::ascend;
   p.vllm = a.profile() == &profiles::vllm_cuda();
+  p.mxfp4 = a.has("q_format") && a.s("q_format") == "mxfp4";
+  if (a.has("q_format") && !p.vllm) bad("attr q_format", "only with attr kernel = vllm-cuda (fused_indexer_q_rope_quant)", a.s("q_format"));
   // Absent: derived as vLLM derives them, head_dim^-0.5 and n_head^-0.5 of the query's shape (set below).
   const bool has_sm = c.has_attr("softmax_scale"), has_hs = c.has_attr("head_scale");
   if (has_sm) p.softmax_scale = a.f("softmax_scale");
@@ -31,8 +33,10 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& pr) {
     for (const auto* g : {&c.outputs, &c.expected})
       for (const auto& [n, t] : *g) {
         (void)t;
-        if (n != "q_fp8" && n != "weights_out")
-          bad(std::string(g == &c.outputs ? "outputs/" : "expected/") + n, "q_fp8 or weights_out with kernel vllm-cuda", n);
+        const bool ok = n == "weights_out" || (p.mxfp4 ? n == "q_fp4" || n == "q_fp4_scale" : n == "q_fp8");
+        if (!ok)
+          bad(std::string(g == &c.outputs ? "outputs/" : "expected/") + n,
+              p.mxfp4 ? "q_fp4, q_fp4_scale or weights_out with q_format mxfp4" : "q_fp8 or weights_out with kernel vllm-cuda", n);
       }
     if (!std::isfinite(p.softmax_scale) || !std::isfinite(p.head_scale))
       bad("attr softmax_scale, head_scale", "finite numbers", std::to_string(p.softmax_scale) + ", " + std::to_string(p.head_scale));
@@ -59,7 +63,7 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& pr) {
   }
   for (const char* n : kVllmIn)
     if (c.input_opt(n)) bad(std::string("inputs/") + n, "only with attr kernel = vllm-cuda (the fp8 indexer q path)", "present");
-  for (const char* n : {"q_fp8", "weights_out"})
+  for (const char* n : {"q_fp8", "weights_out", "q_fp4", "q_fp4_scale"})
     if (c.outputs.count(n) || c.expected.count(n)) bad(std::string("outputs/") + n, "only with attr kernel = vllm-cuda", "present");
   const Tensor* pre = c.input_opt("q_pre");
   const Tensor* cs = c.input_opt("rope_cos");
@@ -154,7 +158,11 @@ Stage stage() {
                              "head_dim^-0.5 of index_q, as vLLM derives it)"},
                     AttrSpec{"head_scale", AttrType::number, false, std::nullopt, {},
                              "kernel vllm-cuda: index_weights_head_scale of the weight fold, fp32 (absent: n_head^-0.5 "
-                             "of index_q's heads, as vLLM derives it)"}};
+                             "of index_q's heads, as vLLM derives it)"},
+                    opt_str_attr("q_format", {"fp8", "mxfp4"},
+                                 "kernel vllm-cuda: fp8 (q_fp8, the pow2 q scale folded into weights_out; absent) or mxfp4 "
+                                 "(use_fp4, DeepSeek-V4.1: q_fp4 + ue8m0 q_fp4_scale per 32 dims, weights_out = w * "
+                                 "softmax_scale * head_scale)")};
   s.schema.inputs = {
       {"q", {DT::bf16}, {"T,H,D"}, true, "the rotated query (after RoPE and the Hadamard), bf16"},
       {"q_pre", {DT::bf16}, {"T,H,D"}, true, "or: the query before RoPE and the Hadamard (wq_b output), bf16"},
@@ -180,8 +188,12 @@ Stage stage() {
                       {{"q_fp8", {DT::fp8_e4m3fn}, {"T,H,D"}, false,
                         "kernel vllm-cuda: e4m3 query codes (scale folded into weights_out); exact but for the flips Triton's approximations allow"},
                        CompareKind::bounded},
-                      {{"weights_out", {DT::f32}, {"T,H"}, false, "kernel vllm-cuda: fl32(fl32(fl32(w * s) * softmax_scale) * head_scale)"},
-                       CompareKind::bounded}};
+                      {{"weights_out", {DT::f32}, {"T,H"}, false, "kernel vllm-cuda: fl32(fl32(fl32(w * s) * softmax_scale) * head_scale) (mxfp4: without s)"},
+                       CompareKind::bounded},
+                      {{"q_fp4", {DT::u8}, {"T,H,?"}, false,
+                        "kernel vllm-cuda, q_format mxfp4: e2m1 codes [T, H, D/2] (dim 2i low nibble); bytes, with candidates where the fp32 RoPE can flip a bf16 rounding"},
+                       CompareKind::bytes},
+                      {{"q_fp4_scale", {DT::u8}, {"T,H,?"}, false, "kernel vllm-cuda, q_format mxfp4: ue8m0 bytes [T, H, D/32]"}, CompareKind::bytes}};
   s.default_profile = "ascend-a3";
   s.profile_doc = "ascend-a3 (A2/A3): int8 codes, fp16 scales and weights; vllm-cuda: the fp8 indexer q path "
                   "(fused_indexer_q_rope_quant FP8: RoPE, pow2 scale folded into fp32 weights, no Hadamard)";

@@ -48,6 +48,7 @@ namespace dsa::v4::indexer_prolog {
 
 struct Params : dsa::Params {
   bool vllm = false;  // attr kernel = vllm-cuda: the fp8 indexer q path (core.hpp vllm_q_row) instead of the A3 paths
+  bool mxfp4 = false;  // vllm-cuda with attr q_format = mxfp4: the MXFP4 q path of DeepSeek-V4.1 (cpu.cpp run_vllm_mxfp4)
   double softmax_scale = 0, head_scale = 0;  // vllm-cuda's weight fold (fp32 in the kernel; parse derives absent ones)
   AmaxZero amax_zero = AmaxZero::scale1;
   bool pairs = true;  // slot_mapping as [block, offset] pairs (else flat slots)
