@@ -111,3 +111,15 @@ def test_contract_violations_exit_2(dsa_check_bin, repo_root, tmp_path, name, ed
     f = edited(repo_root, tmp_path, name, edit)
     p = subprocess.run([str(dsa_check_bin), "check", str(f)], capture_output=True, text=True, timeout=120)
     assert p.returncode == 2 and want in p.stdout + p.stderr, p.stdout + p.stderr
+
+
+def test_q_scale_as_bytes_and_3d_cache(dsa_check_bin, repo_root, tmp_path):
+    """vLLM hands the paged kernel its q_scale as uint8 [rows, H, 4] and the cache as [pages, page, 68]: the same case."""
+    ins, _, at, raw = load(repo_root / "golden" / "v41lg_sparse_mtp.h5")
+    sf = raw["q_sf"].astype(np.uint32).view(np.uint8).reshape(raw["q_sf"].shape + (4,))
+    kc = raw["kv_cache"].reshape(raw["kv_cache"].shape[0], raw["kv_cache"].shape[1], 68)
+    f = tmp_path / "b.h5"
+    dsa_dump.capture_fp8_fp4_paged_sparse_mqa_logits((raw["q_fp4"], sf), kc, raw["weights"], raw["context_lens"], raw["block_table"],
+                                                     raw["sparse_blocks"], as_dtype(model(ins, at), at), next_n=2, out=str(f))
+    p = subprocess.run([str(dsa_check_bin), "check", str(f)], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr

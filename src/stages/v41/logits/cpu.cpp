@@ -22,7 +22,14 @@ double mx4(const std::uint8_t* codes, std::uint32_t sf, std::int64_t d, Bug bug)
          static_cast<double>(fp4core::ue8m0_decode(static_cast<std::uint8_t>((sf >> (8 * (d / 32))) & 0xFF)));
 }
 
-std::uint32_t sf_at(const Tensor& t, std::int64_t i) { return static_cast<std::uint32_t>(t.data<std::int32_t>()[i]); }
+// The packed scale bytes of (row, head) i: an int32, or D/32 bytes of a uint8 [R, H, D/32] tensor.
+std::uint32_t sf_at(const Tensor& t, std::int64_t i) {
+  if (t.dtype() == DType::i32) return static_cast<std::uint32_t>(t.data<std::int32_t>()[i]);
+  const std::int64_t n = t.dim(-1);
+  std::uint32_t v = 0;
+  for (std::int64_t k = 0; k < n && k < 4; ++k) v |= static_cast<std::uint32_t>(t.data<std::uint8_t>()[i * n + k]) << (8 * k);
+  return v;
+}
 
 double weight(const Tensor& w, std::int64_t i) {
   return w.dtype() == DType::bf16 ? num::bf16_to_f64(w.data<std::uint16_t>()[i]) : static_cast<double>(w.data<float>()[i]);

@@ -24,7 +24,11 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& pr) {
   p.R = q.dim(0), p.H = q.dim(1), p.D = 2 * q.dim(2);
   if (p.H < 8 || p.H > 64) bad("inputs/q_fp4", "H in 8..64 heads (DeepGEMM's FP4 logits)", S(p.H));
   if (p.D != 64 && p.D != 128) bad("inputs/q_fp4", "D / 2 = 32 or 64 packed bytes per head (D 64 or 128)", S(q.dim(2)));
-  if (qs.dim(0) != p.R || qs.dim(1) != p.H) bad("inputs/q_sf", "[R, H] = [" + S(p.R) + ", " + S(p.H) + "] (int32: D/32 ue8m0 bytes)", shape_str(qs.shape()));
+  const bool sf_ok = qs.dim(0) == p.R && qs.dim(1) == p.H &&
+                     (qs.dtype() == DType::i32 ? qs.rank() == 2 : qs.rank() == 3 && qs.dim(2) == p.D / 32);
+  if (!sf_ok)
+    bad("inputs/q_sf", "int32 [R, H] = [" + S(p.R) + ", " + S(p.H) + "] or uint8 [R, H, D/32] = [" + S(p.R) + ", " + S(p.H) + ", " + S(p.D / 32) + "]",
+        shape_str(qs.shape()));
   if (w.dim(0) != p.R || w.dim(1) != p.H) bad("inputs/weights", "[R, H] = [" + S(p.R) + ", " + S(p.H) + "]", shape_str(w.shape()));
   if (w.dtype() == DType::bf16 && !p.bf16) bad("attr logits_dtype", "bf16 with bf16 weights (DeepGEMM: bf16 weights need bf16 logits)", "float32");
   const bool ragged = c.input_opt("kv_fp4") != nullptr;
@@ -62,7 +66,7 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& pr) {
   const Tensor& sb = c.input("sparse_blocks");
   const Tensor& cl = c.input("context_lens");
   if (p.D != 128) bad("inputs/q_fp4", "D 128 (the paged sparse kernel's 68-byte pages: 64 code bytes + 4 scales)", S(p.D));
-  if (kc.dim(3) != 68) bad("inputs/kv_cache", "[pages, page_size, 1, 68] (v41_idx_mxfp4_68 records)", shape_str(kc.shape()));
+  if (kc.dim(-1) != 68) bad("inputs/kv_cache", "[pages, page_size, (1,) 68] (v41_idx_mxfp4_68 records)", shape_str(kc.shape()));
   if (p.sbk != 8 && p.sbk != 16) bad("attr sparse_block_kv", "8 or 16", S(p.sbk));
   if (p.next_n != 1 && p.next_n != 2) bad("attr next_n", "1 or 2 (queries per request row pair)", S(p.next_n));
   p.nsb = sb.dim(1);
@@ -125,13 +129,15 @@ Stage stage() {
       int_attr("next_n", 1, "paged sparse: query rows per request (2: row pairs share block tables and lists, DeepGEMM's kBlockQ 2)")};
   s.schema.inputs = {
       {"q_fp4", {DT::u8}, {"R,H,?"}, false, "MXFP4 queries, two e2m1 codes per byte (dim 2i low nibble) [R, H, D/2]"},
-      {"q_sf", {DT::i32}, {"R,H"}, false, "per (row, head) D/32 ue8m0 scale bytes packed little-endian in an int32"},
+      {"q_sf", {DT::i32, DT::u8}, {"R,H", "R,H,?"}, false,
+       "per (row, head) D/32 ue8m0 scale bytes: packed little-endian in an int32 [R, H] (DeepGEMM) or as bytes [R, H, D/32] (vLLM's q_scale)"},
       {"weights", {DT::f32, DT::bf16}, {"R,H"}, false, "head weights (the indexer's weights_proj output with its 2^-6 fold)"},
       {"kv_fp4", {DT::u8}, {"N,?"}, true, "ragged: MXFP4 keys [N, D/2]"},
       {"kv_sf", {DT::i32}, {"N"}, true, "ragged: per key D/32 ue8m0 bytes in an int32"},
       {"ks", {DT::i32}, {"R"}, true, "ragged: first key of each row"},
       {"ke", {DT::i32}, {"R"}, true, "ragged: one past the last key of each row"},
-      {"kv_cache", {DT::u8}, {"pages,page_size,1,68"}, true, "paged: the V4.1 indexer K cache (v41_idx_mxfp4_68: per page the codes, then the scales)"},
+      {"kv_cache", {DT::u8}, {"pages,page_size,1,68", "pages,page_size,68"}, true,
+       "paged: the V4.1 indexer K cache (v41_idx_mxfp4_68: per page the codes, then the scales)"},
       {"context_lens", {DT::i32}, {"R"}, true, "paged: positions each row's sequence holds"},
       {"block_table", {DT::i32}, {"R,maxp"}, true, "paged: each row's pages"},
       {"sparse_blocks", {DT::i32}, {"R,nsb"}, true, "paged: the row's candidate blocks of sparse_block_kv positions, strictly increasing, -1 padded"}};
