@@ -139,3 +139,32 @@ def test_consumer_lists_breaking_the_contract_are_input_errors(cli, tmp_path, ed
     rc, txt = run_check(cli, path)
     assert rc == 2, txt
     assert "inputs/candidate_blocks" in txt and "B59" in txt
+
+
+def test_consumer_on_deepgemm_sparse_logits(repo_root, dsa_check_bin, tmp_path):
+    """scores_layout candidates: a consumer fed DeepGEMM's sparse logits (column c = list[c // 8] * 8 + c % 8) selects
+    what the model selects on the same scores laid out by position; reading the columns as positions fails."""
+    ins, exp, at = load(repo_root / "golden" / "v41sel_consumer_sparse_logits.h5")
+    sp, cb, pos = ins["scores"], ins["candidate_blocks"], ins["positions"]
+    assert sp.shape[1] == cb.shape[1] * 8
+    N = 400
+    sc = np.full((sp.shape[0], N), -np.inf, np.float32)
+    for r in range(sp.shape[0]):
+        for e, b in enumerate(cb[r]):
+            if b >= 0:
+                for o in range(8):
+                    if b * 8 + o < N:
+                        sc[r, b * 8 + o] = sp[r, e * 8 + o]
+    idx, _ = v41.select(sc, pos, k=int(at["k"]), window=int(at["window"]), candidate_blocks=cb)
+    for r in range(len(idx)):
+        assert tie_equal(sc[r], idx[r], exp["indices"][r], int(at["window"])), f"row {r}"
+    # The same file without the layout attr: the 96 sparse columns read as positions cannot cover the rows' reach.
+    import shutil
+
+    import h5py
+    f = tmp_path / "pos.h5"
+    shutil.copy(repo_root / "golden" / "v41sel_consumer_sparse_logits.h5", f)
+    with h5py.File(f, "r+") as h:
+        del h[next(iter(h))].attrs["scores_layout"]
+    p = subprocess.run([str(dsa_check_bin), "check", str(f)], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and "a column for every reachable position" in p.stdout + p.stderr, p.stdout + p.stderr

@@ -86,6 +86,10 @@ std::vector<std::int64_t> top_ascending(const std::vector<std::int64_t>& ids, co
   return out;
 }
 
+std::int64_t score_col(const Params& p, std::int64_t entry, std::int64_t j) {
+  return p.cand_layout ? entry * p.block_size + j % p.block_size : j;
+}
+
 std::int64_t reach(const Case& c, const Params& p, std::int64_t r) {
   const std::int64_t q = c.input("positions").int_at(r);
   return q < 0 ? 0 : (q + 1) / p.r;
@@ -95,20 +99,20 @@ void row_candidates(const Case& c, const Params& p, std::int64_t r, std::vector<
   const Tensor& sc = c.input("scores");
   const Tensor* cb = c.input_opt("candidate_blocks");
   const std::int64_t n = reach(c, p, r);
-  std::vector<char> allowed;
+  std::vector<std::int64_t> slot;  // block -> 1 + its entry in the row's list (0: not published)
   if (cb) {
-    allowed.assign(static_cast<std::size_t>((n + p.block_size - 1) / p.block_size), 0);
+    slot.assign(static_cast<std::size_t>((n + p.block_size - 1) / p.block_size), 0);
     for (std::int64_t i = 0; i < p.M; ++i) {
       const std::int64_t b = cb->int_at(r * p.M + i);
-      if (b >= 0 && b < static_cast<std::int64_t>(allowed.size())) allowed[static_cast<std::size_t>(b)] = 1;
+      if (b >= 0 && b < static_cast<std::int64_t>(slot.size())) slot[static_cast<std::size_t>(b)] = i + 1;
     }
   }
   pos.clear(), score.clear();
   for (std::int64_t j = 0; j < n; ++j) {
     // The REF quirk is a top-k over the masked row: every reachable position is a candidate, masked ones at -inf
     // (any of them may complete a short row, all tied); engines drop them.
-    const bool masked = cb && !allowed[static_cast<std::size_t>(j / p.block_size)];
-    const double v = masked ? -kInf : sc.value(r * p.N + j);
+    const std::int64_t e = cb ? slot[static_cast<std::size_t>(j / p.block_size)] : 1;
+    const double v = e == 0 ? -kInf : sc.value(r * p.N + score_col(p, e - 1, j));
     if (v == -kInf && !p.short_rows_ref) continue;
     pos.push_back(j), score.push_back(v);
   }
@@ -153,7 +157,12 @@ Expected cpu(const Case& c, const Params& p, const RefOptions& opt) {
   if (chained) {
     cb.resize(static_cast<std::size_t>(S));
     for (std::int64_t r = 0; r < S; ++r)
-      for (auto j : cand->ids[static_cast<std::size_t>(r)]) cb[static_cast<std::size_t>(r)].push_back(ib->second.value(r * p.N + j));
+      for (auto j : cand->ids[static_cast<std::size_t>(r)]) {
+        std::int64_t e = 0;  // the entry of j's block in the row's list (scores_layout candidates)
+        if (p.cand_layout)
+          while (e < p.M && c.input("candidate_blocks").int_at(r * p.M + e) != j / p.block_size) ++e;
+        cb[static_cast<std::size_t>(r)].push_back(ib->second.value(r * p.N + score_col(p, e, j)));
+      }
   }
   // k per row is min(k, reach): a row with fewer candidates than that pads (engines) or fills (REF quirk).
   RefTensor t = package("indices", S, out_width(c, "indices", p.k), p.k, cs, cand, chained ? &cb : nullptr);

@@ -81,6 +81,16 @@ void gen(const GoldenSpec& s, std::uint64_t seed, int threads, Case& c) {
         cb.data<std::int32_t>()[i * M + j] = j < static_cast<std::int64_t>(out.size()) ? static_cast<std::int32_t>(out[static_cast<std::size_t>(j)]) : -1;
     }
     c.inputs["candidate_blocks"] = cb;
+    if (s.param("sparse_scores", 0) != 0) {  // the consumer's DeepGEMM sparse logits: column e * bs + o = position cb[e] * bs + o
+      Tensor sp(DType::bf16, {S_, M * bsz});
+      for (std::int64_t i = 0; i < S_; ++i)
+        for (std::int64_t e = 0; e < M; ++e)
+          for (std::int64_t o = 0; o < bsz; ++o) {
+            const std::int64_t b = cb.data<std::int32_t>()[i * M + e], j = b * bsz + o;
+            sp.data<std::uint16_t>()[(i * M + e) * bsz + o] = b < 0 || j >= reach[static_cast<std::size_t>(i)] ? std::uint16_t{0xFF80} : sc.data<std::uint16_t>()[i * N + j];
+          }
+      c.inputs["scores"] = sp;
+    }
   }
 }
 
@@ -111,6 +121,11 @@ std::vector<GoldenSpec> goldens() {
        .attrs = {{"k", I(64)}},
        .doc = "a consumer layer choosing inside 6 published blocks (48 positions < k = 64: every row short, -1 padded), "
               "rows whose reach has fewer blocks than the cap"},
+      {.name = "v41sel_consumer_sparse_logits", .stage = st, .generator = g, .seed = 1106, .dims = {{"S", 4}, {"N", 400}},
+       .lists = {{"positions", {399, 200, 60, 9}}}, .params = {{"consumer", 1}, {"pub_blocks", 12}, {"sparse_scores", 1}},
+       .attrs = {{"k", I(32)}, {"scores_layout", S("candidates")}},
+       .doc = "a consumer fed DeepGEMM's sparse logits directly (scores_layout candidates: column c = block list[c / 8] * 8 + c % "
+              "8; the partial newest block and -1 entries at -inf): the same selection as on position-indexed scores"},
       {.name = "v41sel_consumer_ref_quirk", .stage = st, .generator = g, .seed = 1103, .dims = {{"S", 4}, {"N", 600}},
        .lists = {{"positions", {599, 250, 90, 20}}}, .params = {{"consumer", 1}, {"pub_blocks", 5}, {"neg_inf", 1}},
        .attrs = {{"k", I(64)}, {"short_rows", S("ref")}},

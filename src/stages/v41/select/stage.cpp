@@ -19,6 +19,7 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& pr) {
   p.r = a.i("cmp_ratio");
   p.publish = a.b("publish");
   p.short_rows_ref = a.has("short_rows") && a.s("short_rows") == "ref";
+  p.cand_layout = a.has("scores_layout") && a.s("scores_layout") == "candidates";
   const Tensor& sc = c.input("scores");
   p.S = sc.dim(0), p.N = sc.dim(1);
   if (p.k < 1 || p.k > (1 << 20)) bad("attr k", "in [1, 2^20] (512 in DeepSeek-V4.1)", std::to_string(p.k));
@@ -28,7 +29,14 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& pr) {
   if (p.r < 1 || p.r > 65536) bad("attr cmp_ratio", "in [1, 65536] (1 or 2 in DeepSeek-V4.1)", std::to_string(p.r));
   if (!pr.empty()) return p;
   const Tensor& pos = c.input("positions");
-  for (std::int64_t r = 0; r < p.S; ++r) {
+  if (p.cand_layout) {
+    const Tensor* cb = c.input_opt("candidate_blocks");
+    if (!cb) bad("attr scores_layout", "candidates only with input candidate_blocks (a consumer's DeepGEMM sparse logits)", "candidates");
+    else if (sc.dim(1) != cb->dim(1) * p.block_size)
+      bad("inputs/scores", "candidate_blocks columns * block_size = " + std::to_string(cb->dim(1) * p.block_size) + " columns (scores_layout candidates)",
+          std::to_string(sc.dim(1)));
+  }
+  for (std::int64_t r = 0; r < p.S && !p.cand_layout; ++r) {
     const std::int64_t q = pos.int_at(r);
     if (q >= 0 && (q + 1) / p.r > p.N)
       return bad("inputs/scores", "a column for every reachable position: (positions[r] + 1) / cmp_ratio <= N = " + std::to_string(p.N),
@@ -90,6 +98,9 @@ Stage stage() {
       int_attr("block_size", 8, "positions per candidate block (candidate_block_size)"),
       int_attr("topk_blocks", 2048, "blocks the candidate source publishes (candidate_topk_blocks)"),
       bool_attr("publish", false, "1: the candidate source layer (also writes published_blocks)"),
+      opt_str_attr("scores_layout", {"positions", "candidates"},
+                   "consumers: scores[r, j] per compressed position j (positions, absent) or DeepGEMM's sparse logits, column "
+                   "c = position candidate_blocks[r][c / block_size] * block_size + c % block_size (candidates)"),
       opt_str_attr("short_rows", {"pad", "ref"},
                    "a row with fewer candidates than min(k, reach): pad (default, engines) = -1; ref = the reference "
                    "model's quirk, the rest filled with reachable non-candidate positions")};

@@ -26,9 +26,13 @@ struct Params : dsa::Params {
   std::int64_t k = 512, window = 128, block_size = 8, topk_blocks = 2048, r = 1;
   bool publish = false;
   bool short_rows_ref = false;  // attr short_rows = ref
+  bool cand_layout = false;     // attr scores_layout = candidates: scores[r, c] is position candidate_blocks[r][c / bs] * bs + c % bs
   std::int64_t S = 0, N = 0, M = 0;  // rows, score columns, candidate list width (0: not a consumer)
 };
 
+// The scores column of position j whose block is entry `entry` of the row's candidate list (scores_layout
+// candidates), or j (positions).
+std::int64_t score_col(const Params& p, std::int64_t entry, std::int64_t j);
 // Row r's reachable positions (0 for a padding row).
 std::int64_t reach(const Case& c, const Params& p, std::int64_t r);
 // Row r's candidate positions (ascending) with their scores, the consumer mask applied: -inf positions dropped, or
