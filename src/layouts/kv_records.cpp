@@ -43,7 +43,7 @@ const std::vector<RecordFormat>& record_formats() {
        64, 64, RecCodec::mxfp4, RopeStore::quantized, ScaleOrder::natural, {{{K::codes, 64, 0}, {K::scales, 4, 1}}}, 2, 512, false},
       {"v41_idx_fp8_132",
        "DeepSeek-V4.1 indexer K cache, FP8 option: per page the tokens' 128 e4m3 codes (RoPE dims 64..127 quantized too), then their fp32 scales 2^e of the 128 dims (spec v41 §5; page_segregated; the bytes of V3.2's planar indexer cache)",
-       64, 64, RecCodec::fp8, RopeStore::quantized, ScaleOrder::natural, {{{K::codes, 128, 0}, {K::scales, 4, 1}}}, 2, 512, false},
+       64, 64, RecCodec::fp8, RopeStore::quantized, ScaleOrder::natural, {{{K::codes, 128, 0}, {K::scales, 4, 1}}}, 2, 0, false},
       {"nvfp4_432",
        "local-inference-lab vLLM NVFP4 cache (d 576): 256 bytes of e2m1 NoPE codes, 32 e4m3 scales of 16 dims, 16 pad, 64 bf16 RoPE (spec v41 §2.4)",
        512, 64, RecCodec::nvfp4, RopeStore::bf16, ScaleOrder::natural, {{{K::codes, 256}, {K::scales, 32}, {K::pad, 16}, {K::rope, 128}}}, 4, 0, false},

@@ -117,6 +117,10 @@ TEST_CASE("kv records: describe names page, token, dim, scale, rope or pad") {
   CHECK(i8.describe(i8.region_offset(130, 1) + 3) == "page 1 token 2 scale 0 byte 3 (fp32 2^e, dims 0..127)");
   CHECK(i8.describe(i8.region_offset(130, 0) + 100) == "page 1 token 2 dim 100 (e4m3 code, scale 0)");
   CHECK(i8.page_problem().empty());
+  // DeepGEMM's FP4 sparse logits need 512-byte page strides (128-slot MXFP4 pages); the FP8 option's planar pages
+  // (V3.2's, 64 slots) have no such rule.
+  CHECK(KvRecord{&fmt("v41_idx_fp8_132"), RecordOrder::page_segregated, 64}.page_problem().empty());
+  CHECK(KvRecord{&fmt("v41_idx_mxfp4_68"), RecordOrder::page_segregated, 64}.page_problem().find("multiple of 128") != std::string::npos);
 }
 
 TEST_CASE("kv records: store writes only the token's bytes, load gives the exact dequantized values") {

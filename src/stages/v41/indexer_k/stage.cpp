@@ -34,8 +34,8 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& pr) {
   if (f->record_bytes() != w)
     bad("inputs/k_cache_in", "dim 2 = " + S(f->record_bytes()) + " (" + lay + (a.has("layout") ? ", attr layout" : "") + ")",
         S(w) + (a.has("layout") ? "" : " (68: v41_idx_mxfp4_68, 132: v41_idx_fp8_132)"));
+  // No page-size rule here: the writer takes any page; the readers check theirs (v41.logits: 512-byte page strides).
   p.rec = layouts::KvRecord{f, layouts::RecordOrder::page_segregated, kc.dim(1)};
-  if (const std::string why = p.rec.page_problem(); !why.empty()) bad("inputs/k_cache_in", "a page the readers take", why);
   for (const auto* g : {&c.outputs, &c.expected})
     if (auto it = g->find("k_cache"); it != g->end() && it->second.shape() != kc.shape())
       bad(std::string(g == &c.outputs ? "outputs/" : "expected/") + "k_cache", "the shape of inputs/k_cache_in " + shape_str(kc.shape()),
