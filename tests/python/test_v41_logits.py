@@ -123,3 +123,24 @@ def test_q_scale_as_bytes_and_3d_cache(dsa_check_bin, repo_root, tmp_path):
                                                      raw["sparse_blocks"], as_dtype(model(ins, at), at), next_n=2, out=str(f))
     p = subprocess.run([str(dsa_check_bin), "check", str(f)], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stdout + p.stderr
+
+
+def test_layer_v41_decode_names_the_consumer(dsa_check_bin, repo_root, tmp_path):
+    """layer_v41_decode with every member's outputs = its expected ones, the consumer's logits from another source
+    layer's K cache (keys of other values): the chain's first divergence is the consumer's logits."""
+    f = tmp_path / "layer.h5"
+    shutil.copy(repo_root / "golden" / "layer_v41_decode.h5", f)
+    with h5py.File(f, "r+") as h:
+        for name, g in h.items():
+            o = g.require_group("outputs")
+            for t, d in g["expected"].items():
+                v = d[()]
+                if name == "dst_logits":
+                    fin = np.isfinite(v)
+                    v = np.where(fin, v[:, ::-1], v)  # scores of other keys, the -inf mask kept
+                od = o.create_dataset(t, data=v)
+                for k, a in d.attrs.items():
+                    od.attrs[k] = a
+    p = subprocess.run([str(dsa_check_bin), "check", str(f)], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 1, p.stdout
+    assert "first divergence" in p.stdout and "dst_logits" in p.stdout.split("first divergence")[1].splitlines()[0], p.stdout

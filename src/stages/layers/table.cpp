@@ -24,6 +24,13 @@ const std::vector<LayerSpec>& layer_catalogue() {
        .seed = 4201,
        .committed = true,
        .build = layers::build_v4_compressor_chain},
+      {.name = "layer_v41_decode",
+       .doc = "V4.1 decode across the candidate source layer (20) and a consumer (24), vLLM + DeepGEMM 2.8 (2 requests of "
+              "70/30 tokens): K store (MXFP4) -> q path -> FP4 logits -> top-16 and 4 published blocks -> the consumer's q "
+              "-> sparse logits on layer 20's K cache inside the published blocks -> its top-16, joined by HDF5 links",
+       .seed = 4111,
+       .committed = true,
+       .build = layers::build_v41_decode},
   };
   return cat;
 }
