@@ -285,6 +285,12 @@ TEST_CASE("layer: top-k swaps inside the band pass and attention is judged end t
 }
 
 TEST_CASE("layer: selftest attributes every applicable mutant to its stage") {
+#ifdef DSA_TESTS_SANITIZED
+  // Under ASan / UBSan the selftest test runs the layer attribution (run_selftest, seed 1); this release-only repeat
+  // adds the attribution counts.
+  MESSAGE("layer attribution: run by the selftest test in the sanitizer build");
+  return;
+#endif
   std::ostringstream out;
   CHECK(golden::layer_selftest(out, 2, Backend::cpu, false));
   // layer_v32_decode: the applicable mutants of its members (issue #34: the vllm-torch paged mutants, the kcache
