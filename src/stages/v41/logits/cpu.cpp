@@ -9,18 +9,12 @@
 
 #include "numerics/formats.hpp"
 #include "numerics/fp4_core.hpp"
+#include "stages/v41/logits/core.hpp"
 #include "stages/v41/logits/stage.hpp"
 
 namespace dsa::v41::logits {
-namespace {
 
-// Value of dim d of an MXFP4 row: codes (D/2 bytes, dim 2i low nibble) and its int32 of ue8m0 bytes.
-double mx4(const std::uint8_t* codes, std::uint32_t sf, std::int64_t d, Bug bug) {
-  const int shift = (bug == Bug::nibbles_swapped ? 1 - static_cast<int>(d % 2) : static_cast<int>(d % 2)) * 4;
-  const std::uint8_t nib = static_cast<std::uint8_t>((codes[d / 2] >> shift) & 0xF);
-  return static_cast<double>(fp4core::e2m1_to_f32(nib)) *
-         static_cast<double>(fp4core::ue8m0_decode(static_cast<std::uint8_t>((sf >> (8 * (d / 32))) & 0xFF)));
-}
+namespace {
 
 // The packed scale bytes of (row, head) i: an int32, or D/32 bytes of a uint8 [R, H, D/32] tensor.
 std::uint32_t sf_at(const Tensor& t, std::int64_t i) {
@@ -37,64 +31,54 @@ double weight(const Tensor& w, std::int64_t i) {
 
 }  // namespace
 
-std::optional<std::pair<double, double>> logit(const Case& c, const Params& p, std::int64_t r, std::int64_t col, Bug bug) {
-  const double ninf = -std::numeric_limits<double>::infinity();
-  const std::uint8_t* kcodes = nullptr;
-  std::uint32_t ksf = 0;
-  if (!p.paged) {
-    const std::int64_t lo = c.input("ks").int_at(r), hi = c.input("ke").int_at(r);
-    if (col < lo || col >= hi) return p.clean ? std::optional<std::pair<double, double>>({ninf, 0.0}) : std::nullopt;
-    kcodes = c.input("kv_fp4").data<std::uint8_t>() + col * (p.D / 2);
-    ksf = bug == Bug::kv_scale_ignored ? 0x7F7F7F7Fu : sf_at(c.input("kv_sf"), col);
-  } else {
-    const std::int64_t b = c.input("sparse_blocks").int_at(r * p.nsb + col / p.sbk), len = c.input("context_lens").int_at(r);
-    std::int64_t pos = b * p.sbk + col % p.sbk;
-    if (b < 0 || pos >= len) return p.clean ? std::optional<std::pair<double, double>>({ninf, 0.0}) : std::nullopt;
-    if (bug == Bug::sparse_map_ignored) pos = col % len;  // the key of position c (its mask still the list's)
-    const std::int64_t ps = p.rec.page_size;
-    const std::int64_t slot = c.input("block_table").int_at(r * p.maxp + pos / ps) * ps + pos % ps;
-    const std::uint8_t* cache = c.input("kv_cache").data<std::uint8_t>();
-    kcodes = cache + p.rec.region_offset(slot, 0);
-    const std::uint8_t* s = cache + p.rec.region_offset(slot, 1);
-    ksf = bug == Bug::kv_scale_ignored ? 0x7F7F7F7Fu : static_cast<std::uint32_t>(s[0] | (s[1] << 8) | (s[2] << 16) | (static_cast<std::uint32_t>(s[3]) << 24));
-  }
-  const Tensor& q = c.input("q_fp4");
-  const Tensor& w = c.input("weights");
-  double v = 0, mag = 0, wabs = 0;
-  for (std::int64_t h = 0; h < p.H; ++h) {
-    const std::uint8_t* qc = q.data<std::uint8_t>() + (r * p.H + h) * (p.D / 2);
-    const std::uint32_t qsf = sf_at(c.input("q_sf"), r * p.H + h);
-    double dot = 0, adot = 0;
-    for (std::int64_t d = 0; d < p.D; ++d) {
-      const double prod = mx4(qc, qsf, d, Bug::none) * mx4(kcodes, ksf, d, bug);  // B52: the keys' writer packs the other way
-      dot += prod;
-      adot += std::fabs(prod);
-    }
-    const double wh = weight(w, r * p.H + h);
-    const double rl = bug == Bug::no_relu ? dot : (dot < 0 ? 0.0 : dot);  // NaN kept
-    v += wh * rl;
-    mag += std::fabs(wh) * adot;
-    wabs += std::fabs(wh);
-  }
-  const double out_round = p.bf16 ? 0x1p-8 : 0x1p-24;
-  const double m = static_cast<double>(p.D + p.H + 2) * 0x1p-24 * mag + static_cast<double>(p.D) * wabs * 0x1p-126 + 2 * out_round * std::fabs(v);
-  return std::pair<double, double>{v, m};
+Operands operands(const Case& c, const Params& p) {
+  Operands o;
+  const std::int64_t n = p.R * p.H;
+  o.qsf.resize(static_cast<std::size_t>(n));
+  o.w.resize(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) o.qsf[static_cast<std::size_t>(i)] = sf_at(c.input("q_sf"), i), o.w[static_cast<std::size_t>(i)] = weight(c.input("weights"), i);
+  o.keys = p.paged ? c.input("kv_cache").data<std::uint8_t>() : c.input("kv_fp4").data<std::uint8_t>();
+  return o;
 }
 
-Expected run(const Case& c, const Params& p, Bug bug, int threads) {
+KeyRef key_ref(const Case& c, const Params& p, std::int64_t r, std::int64_t col, Bug bug) {
+  if (!p.paged) {
+    const std::int64_t lo = c.input("ks").int_at(r), hi = c.input("ke").int_at(r);
+    if (col < lo || col >= hi) return {p.clean ? KeyRef::kNegInf : KeyRef::kUndefined, 0};
+    return {col * (p.D / 2), bug == Bug::kv_scale_ignored ? 0x7F7F7F7Fu : static_cast<std::uint32_t>(c.input("kv_sf").data<std::int32_t>()[col])};
+  }
+  const std::int64_t b = c.input("sparse_blocks").int_at(r * p.nsb + col / p.sbk), len = c.input("context_lens").int_at(r);
+  std::int64_t pos = b * p.sbk + col % p.sbk;
+  if (b < 0 || pos >= len) return {p.clean ? KeyRef::kNegInf : KeyRef::kUndefined, 0};
+  if (bug == Bug::sparse_map_ignored) pos = col % len;  // the key of position c (its mask still the list's)
+  const std::int64_t ps = p.rec.page_size;
+  const std::int64_t slot = c.input("block_table").int_at(r * p.maxp + pos / ps) * ps + pos % ps;
+  const std::uint8_t* s = c.input("kv_cache").data<std::uint8_t>() + p.rec.region_offset(slot, 1);
+  const std::uint32_t sf = static_cast<std::uint32_t>(s[0] | (s[1] << 8) | (s[2] << 16) | (static_cast<std::uint32_t>(s[3]) << 24));
+  return {p.rec.region_offset(slot, 0), bug == Bug::kv_scale_ignored ? 0x7F7F7F7Fu : sf};
+}
+
+std::optional<std::pair<double, double>> logit(const Case& c, const Params& p, std::int64_t r, std::int64_t col, Bug bug) {
+  const KeyRef k = key_ref(c, p, r, col, bug);
+  if (k.off == KeyRef::kUndefined) return std::nullopt;
+  if (k.off == KeyRef::kNegInf) return std::pair<double, double>{-std::numeric_limits<double>::infinity(), 0.0};
+  const Operands o = operands(c, p);  // per call: the hypotheses evaluate a sample of elements only
+  const core::Logit l = core::logit(c.input("q_fp4").data<std::uint8_t>() + r * p.H * (p.D / 2), o.qsf.data() + r * p.H, o.w.data() + r * p.H,
+                                    o.keys + k.off, k.sf, p.H, p.D, bug == Bug::no_relu, bug == Bug::nibbles_swapped);
+  return std::pair<double, double>{l.v, core::bound(l, p.H, p.D, p.bf16)};
+}
+
+Expected package(const Case& c, const Params& p, const std::vector<std::int64_t>& state, const std::vector<core::Logit>& l) {
   const DType dt = p.bf16 ? DType::bf16 : DType::f32;
   Tensor val(dt, {p.R, p.cols}), mag(DType::f64, {p.R, p.cols}), def(DType::u8, {p.R, p.cols});
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
-  for (std::int64_t r = 0; r < p.R; ++r)
-    for (std::int64_t col = 0; col < p.cols; ++col) {
-      const std::int64_t f = r * p.cols + col;
-      const auto l = logit(c, p, r, col, bug);
-      const double v = l ? l->first : 0.0;
-      if (p.bf16) val.data<std::uint16_t>()[f] = num::f64_to_bf16(v);
-      else val.data<float>()[f] = static_cast<float>(v);
-      mag.data<double>()[f] = l ? l->second : 0.0;
-      def.data<std::uint8_t>()[f] = l ? 1 : 0;
-    }
+  for (std::int64_t f = 0; f < p.R * p.cols; ++f) {
+    const std::int64_t st = state[static_cast<std::size_t>(f)];
+    const double v = st == KeyRef::kNegInf ? -std::numeric_limits<double>::infinity() : st == KeyRef::kUndefined ? 0.0 : l[static_cast<std::size_t>(f)].v;
+    if (p.bf16) val.data<std::uint16_t>()[f] = num::f64_to_bf16(v);
+    else val.data<float>()[f] = static_cast<float>(v);
+    mag.data<double>()[f] = st >= 0 ? core::bound(l[static_cast<std::size_t>(f)], p.H, p.D, p.bf16) : 0.0;
+    def.data<std::uint8_t>()[f] = st == KeyRef::kUndefined ? 0 : 1;
+  }
   RefTensor t;
   t.name = "logits";
   t.kind = CompareKind::bounded;
@@ -119,6 +103,24 @@ Expected run(const Case& c, const Params& p, Bug bug, int threads) {
   Expected e;
   e.tensors.push_back(std::move(t));
   return e;
+}
+
+Expected run(const Case& c, const Params& p, Bug bug, int threads) {
+  const Operands o = operands(c, p);
+  const std::uint8_t* q = c.input("q_fp4").data<std::uint8_t>();
+  std::vector<std::int64_t> state(static_cast<std::size_t>(p.R * p.cols));
+  std::vector<core::Logit> l(state.size(), core::Logit{0, 0, 0});
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+  for (std::int64_t r = 0; r < p.R; ++r)
+    for (std::int64_t col = 0; col < p.cols; ++col) {
+      const std::int64_t f = r * p.cols + col;
+      const KeyRef k = key_ref(c, p, r, col, bug);
+      state[static_cast<std::size_t>(f)] = k.off;
+      if (k.off >= 0)
+        l[static_cast<std::size_t>(f)] = core::logit(q + r * p.H * (p.D / 2), o.qsf.data() + r * p.H, o.w.data() + r * p.H, o.keys + k.off, k.sf,
+                                                     p.H, p.D, bug == Bug::no_relu, bug == Bug::nibbles_swapped);
+    }
+  return package(c, p, state, l);
 }
 
 Expected cpu(const Case& c, const Params& p, const RefOptions& opt) { return run(c, p, Bug::none, opt.thread_count()); }

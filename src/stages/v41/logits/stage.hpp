@@ -34,6 +34,29 @@ struct Params : dsa::Params {
   std::string tolerance_policy() const override { return "derived-bound"; }
 };
 
+// The host side both backends share: the row operands (packed q scale words, weights as doubles, the key bytes: kv_fp4
+// or the cache), each output element's key (byte offset of its codes in those bytes and its packed scale word, or
+// kUndefined / kNegInf), and the packaging of computed logits into the bounded RefTensor.
+struct Operands {
+  std::vector<std::uint32_t> qsf;  // [R * H]
+  std::vector<double> w;           // [R * H]
+  const std::uint8_t* keys = nullptr;
+};
+struct KeyRef {
+  static constexpr std::int64_t kUndefined = -1, kNegInf = -2;
+  std::int64_t off;  // >= 0: byte offset of the key's codes in Operands::keys
+  std::uint32_t sf;
+};
+}  // namespace dsa::v41::logits
+#include "stages/v41/logits/core.hpp"
+namespace dsa::v41::logits {
+Operands operands(const Case& c, const Params& p);
+KeyRef key_ref(const Case& c, const Params& p, std::int64_t r, std::int64_t col, Bug bug);
+Expected package(const Case& c, const Params& p, const std::vector<std::int64_t>& state, const std::vector<core::Logit>& l);
+#ifdef DSA_CUDA_BACKEND
+Expected cuda(const Case& c, const Params& p, const RefOptions& opt);  // cuda.cpp: the logits on the device
+#endif
+
 // Logit (value, bound M) of row r and output column col; nullopt where undefined; -inf columns as (-inf, 0).
 std::optional<std::pair<double, double>> logit(const Case& c, const Params& p, std::int64_t r, std::int64_t col, Bug bug);
 
