@@ -121,6 +121,17 @@ def test_b57_geometry_is_named_by_the_reader(repo_root, tmp_path, run_cli):
     assert r.returncode == 2 and "B57" in r.stdout + r.stderr and "inputs/k_cache" in r.stdout + r.stderr, r.stdout + r.stderr
 
 
+def test_decode_refuses_an_indexer_record_as_its_cache(repo_root, tmp_path, run_cli):
+    """attn.sparse_mla_decode with layout v41_idx_mxfp4_68 / v41_idx_fp8_132 (the V4.1 indexer's K cache): exit 2."""
+    for lay in ("v41_idx_mxfp4_68", "v41_idx_fp8_132"):
+        p = tmp_path / f"{lay}.h5"
+        shutil.copy(repo_root / "golden" / "mla_decode_nvfp4_384.h5", p)
+        with h5py.File(p, "r+") as f:
+            f["mla_decode_nvfp4_384"].attrs["layout"] = lay
+        r = run_cli("check", p)
+        assert r.returncode == 2 and "indexer's K cache" in r.stdout + r.stderr, r.stdout + r.stderr
+
+
 def test_swapped_nibbles_are_named(repo_root, tmp_path, run_cli):
     """A cache whose e2m1 code bytes have their nibbles swapped (vLLM #57463), built by the numpy model: FAIL with the
     B52 hint, and the first differing byte decoded."""
