@@ -144,9 +144,10 @@ std::vector<GoldenSpec> goldens() {
   const char* st = "v41.logits";
   return {
       {.name = "v41lg_ragged_f32", .stage = st, .generator = "v41lg.ragged", .seed = 4201, .dims = {{"R", 6}, {"H", 8}, {"N", 96}},
-       .params = {{"nan_key", 40}},
+       .params = {{"nan_key", 40}}, .poison = {{"weights", 1, 3, golden::kNaN}, {"weights", 2, 5, golden::kInf}},
        .doc = "fp8_fp4_mqa_logits with f32 weights and logits: ragged causal ranges (-inf outside), zero blocks; NaN "
-              "policy: a key whose scale byte is 0xFF gives NaN logits in every row that sees it"},
+              "policy: a key whose scale byte is 0xFF gives NaN logits in every row that sees it, a NaN weight a NaN row, "
+              "an inf weight +-inf where its head's ReLU is positive and NaN where it is 0"},
       {.name = "v41lg_sparse_mtp", .stage = st, .generator = "v41lg.sparse", .seed = 4202,
        .dims = {{"H", 8}, {"page_size", 128}, {"pages", 4}, {"nsb", 8}}, .lists = {{"context", {200, 77}}},
        .attrs = {{"next_n", I(2)}, {"logits_dtype", S("bf16")}},
