@@ -147,3 +147,27 @@ def test_mxfp4_q_path_is_the_numpy_models(repo_root, dsa_check_bin, tmp_path):
             d.attrs["dtype"] = "u8" if v.dtype == np.uint8 else "f32"
     p = subprocess.run([str(dsa_check_bin), "check", str(f)], capture_output=True, text=True, timeout=120)
     assert p.returncode == 1 and "q_fp4" in p.stdout, p.stdout
+
+
+def test_hint_paths_survive_hostile_mid_group_tokens(dsa_check_bin, repo_root, tmp_path):
+    """A failing cache whose mid-group tokens (which write nothing, so parse does not check them) carry a slot past the
+    cache and a position past the RoPE table: the bug hypotheses that make them write must neither crash nor read out
+    of bounds; the verdict is FAIL (exit 1)."""
+    src = repo_root / "golden" / "v41k_mxfp4_c2.h5"
+    f = tmp_path / "h.h5"
+    shutil.copy(src, f)
+    with h5py.File(f, "r+") as h:
+        g = h[next(iter(h))]
+        km = g["inputs/kv_slot_mapping"][()]
+        pos = g["inputs/positions"][()]
+        mid = [t for t in range(len(km)) if km[t] >= 0 and (pos[t] + 1) % 2 != 0][:2]
+        km[mid[0]] = 10 ** 9
+        pos[mid[1]] = 10 ** 6
+        g["inputs/kv_slot_mapping"][...] = km
+        g["inputs/positions"][...] = pos
+        out = g["expected/k_cache"][()].copy()
+        out.reshape(-1)[out.size // 2 + 5] ^= 0x5A
+        d = g.require_group("outputs").create_dataset("k_cache", data=out)
+        d.attrs["dtype"] = "u8"
+    p = subprocess.run([str(dsa_check_bin), "check", str(f)], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 1, p.stdout + p.stderr
