@@ -195,6 +195,7 @@ const std::vector<ProvenanceAttr>& provenance_attrs() {
       {"step", "decode step / call index within a layer (layer dumps, across-call consistency)"},
       {"request_ids", "one request id per row: rows repeated across calls are compared (logits, top-k)"},
       {"topk_source_layer", "the layer whose top-k this layer reuses (V4 shared indexer; attn.v4_sparse reads it too)"},
+      {"candidate_source_layer", "the layer whose published candidate blocks this consumer reads (V4.1: 20; v41.select / v41.logits)"},
       {"dsl_expand_factor", "CuTe-DSL paged logits: work split of the target-verify expansion (provenance only)"},
       {"dsl_atom", "CuTe-DSL paged logits: work split (provenance only)"},
       {"golden_generator", "golden: the generator that built the inputs"},

@@ -168,3 +168,34 @@ def test_consumer_on_deepgemm_sparse_logits(repo_root, dsa_check_bin, tmp_path):
         del h[next(iter(h))].attrs["scores_layout"]
     p = subprocess.run([str(dsa_check_bin), "check", str(f)], capture_output=True, text=True, timeout=120)
     assert p.returncode == 2 and "a column for every reachable position" in p.stdout + p.stderr, p.stdout + p.stderr
+
+
+def test_candidate_reuse_is_checked_across_cases(repo_root, dsa_check_bin, tmp_path):
+    """A consumer (v41.select with candidate_blocks, v41.logits with sparse_blocks) whose attr candidate_source_layer
+    names a publisher (v41.select, attr layer, publish 1) among the files read must read exactly its published_blocks:
+    BITEXACT when it does, FAIL naming the row and entry when the publisher output other blocks."""
+    import h5py  # noqa: F401
+
+    cases = {c.name: c for c in dsa_dump.read_dump(str(repo_root / "golden" / "layer_v41_decode.h5"))}
+    pub, con, sel = cases["src_select"], cases["dst_logits"], cases["dst_select"]
+
+    def write(path, published):
+        with dsa_dump.DumpWriter(str(path)) as w:
+            w.add_case("pub", "v41.select", inputs=dict(pub.inputs), outputs={"indices": pub.expected["indices"], "published_blocks": published},
+                       attrs={**pub.attrs, "layer": 20})
+            w.add_case("con", "v41.logits", inputs=dict(con.inputs), outputs={"logits": con.expected["logits"]},
+                       attrs={**con.attrs, "layer": 24, "candidate_source_layer": 20})
+            w.add_case("sel", "v41.select", inputs=dict(sel.inputs), outputs={"indices": sel.expected["indices"]},
+                       attrs={**sel.attrs, "layer": 24, "candidate_source_layer": 20})
+
+    ok = tmp_path / "ok.h5"
+    write(ok, pub.expected["published_blocks"])
+    p = subprocess.run([str(dsa_check_bin), "check", str(ok)], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stdout.count("candidate reuse: layer 24") == 2, p.stdout
+    bad = tmp_path / "bad.h5"
+    other = np.array(pub.expected["published_blocks"], copy=True)
+    other[1, 0] = other[1, 0] + 1 if other[1, 1] != other[1, 0] + 1 else other[1, 0] - 1
+    write(bad, other)
+    p = subprocess.run([str(dsa_check_bin), "check", str(bad)], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 1 and "candidate reuse:" in p.stdout and "row 1 entry 0" in p.stdout, p.stdout

@@ -1,5 +1,8 @@
 // v41.select: schema, parse (the DeepGEMM / REF contract of the candidate lists), table entry.
+#include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "stages/v41/select/stage.hpp"
 #include "stages/v41/table.hpp"
@@ -81,6 +84,56 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& pr) {
   return p;
 }
 
+// Candidate reuse (spec v41 §1, §5: layers 24..36 choose inside the blocks layer 20 published): a consumer case --
+// v41.select with candidate_blocks, or v41.logits's paged sparse variant with sparse_blocks -- whose attr
+// candidate_source_layer names a layer must read exactly the published_blocks that layer's v41.select case (attr
+// layer, publish = 1, same attr step) output, row for row (-1 padded lists: equal entries, any extra entry -1). Pairs
+// whose source is not among the files read are not judged.
+std::vector<cmp::CheckResult> candidate_reuse(const std::vector<const Case*>& cases) {
+  auto str = [](const Case* c, const char* k) { return c->has_attr(k) ? attr_to_string(c->attrs.at(k)) : std::string(); };
+  std::map<std::pair<std::string, std::string>, const Case*> src;
+  for (const Case* c : cases)
+    if (c->stage == kName && c->has_attr("layer") && c->outputs.count("published_blocks")) src[{str(c, "layer"), str(c, "step")}] = c;
+  std::vector<cmp::CheckResult> out;
+  for (const Case* c : cases) {
+    const char* in = c->stage == kName ? "candidate_blocks" : c->stage == "v41.logits" ? "sparse_blocks" : nullptr;
+    if (!in || !c->has_attr("candidate_source_layer") || !c->input_opt(in)) continue;
+    const std::string ls = str(c, "candidate_source_layer");
+    auto it = src.find({ls, str(c, "step")});
+    if (it == src.end()) continue;
+    const Tensor& a = c->input(in);
+    const Tensor& b = it->second->outputs.at("published_blocks");
+    const std::int64_t S = a.dim(0), M = a.dim(1), W = b.rank() == 2 ? b.dim(1) : 0;
+    const std::string me = "layer " + (c->has_attr("layer") ? str(c, "layer") : std::string("?")) + " (case '" + c->name + "', " + c->stage + ")";
+    const std::string them = "layer " + ls + "'s published_blocks (case '" + it->second->name + "'" +
+                             (it->second->file != c->file ? " in " + it->second->file : "") + ")";
+    cmp::CheckResult r;
+    r.file = c->file, r.case_name = c->name, r.stage = c->stage, r.group = "consistency", r.tensor = in;
+    r.step = str(c, "step");
+    r.kind = CompareKind::bytes;
+    r.numel = S * M;
+    if (b.dim(0) != S) {
+      r.verdict = cmp::Verdict::STRUCTURE;
+      r.message = "candidate reuse: " + me + " has " + std::to_string(S) + " rows, " + them + " " + std::to_string(b.dim(0));
+      out.push_back(std::move(r));
+      continue;
+    }
+    std::string first;
+    for (std::int64_t row = 0; row < S; ++row)
+      for (std::int64_t i = 0; i < std::max(M, W); ++i) {
+        const std::int64_t x = i < M ? a.int_at(row * M + i) : -1, y = i < W ? b.int_at(row * W + i) : -1;
+        if (x != y && r.mismatches++ == 0)
+          first = "row " + std::to_string(row) + " entry " + std::to_string(i) + ": " + me + " reads block " + std::to_string(x) + ", " + them +
+                  " holds " + std::to_string(y);
+      }
+    r.verdict = r.mismatches ? cmp::Verdict::FAIL : cmp::Verdict::BITEXACT;
+    r.message = r.mismatches ? "candidate reuse: " + std::to_string(r.mismatches) + " list entries differ from the source layer's; first: " + first
+                             : "candidate reuse: " + me + " reads exactly the " + std::to_string(S) + " rows of " + them;
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
 }  // namespace
 
 Stage stage() {
@@ -113,6 +166,9 @@ Stage stage() {
       {{"published_blocks", {D::i32, D::i64}, {"S,?"}, true, "publish = 1: the published block ids, ascending, -1 padded"}, CompareKind::topk_set}};
   s.parse = typed_parse(&parse);
   s.impl[static_cast<std::size_t>(Backend::cpu)] = typed_impl(&cpu);
+  s.cross_check = candidate_reuse;
+  s.cross_attrs = {"candidate_source_layer", "layer"};
+  s.cross_with = {"v41.logits"};
   s.generators = generators();
   s.goldens = goldens();
   s.selftest = selftest_cases();
