@@ -80,4 +80,13 @@ void v4_rope_row(std::int64_t rope, std::int64_t pos, float* cos_out, float* sin
   }
 }
 
+void v4_cos_sin_cache(std::int64_t rope, std::int64_t rows, float* out) {
+  std::vector<float> co(static_cast<std::size_t>(rope)), si(co.size());
+  for (std::int64_t p = 0; p < rows; ++p) {
+    v4_rope_row(rope, p, co.data(), si.data());
+    for (std::int64_t i = 0; i < rope / 2; ++i)
+      out[p * rope + i] = co[static_cast<std::size_t>(2 * i)], out[p * rope + rope / 2 + i] = si[static_cast<std::size_t>(2 * i)];
+  }
+}
+
 }  // namespace dsa::num

@@ -40,6 +40,8 @@ void yarn_cos_sin(const std::vector<float>& inv_freqs, std::int64_t pos, float* 
 // The rope row (interleave-duplicated cos/sin, `rope` dims) of position pos of DeepSeek-V4's compressed layers (YaRN,
 // base 160000, factor 16, original 65536, beta 32/1), as the V4 generators build the compressor_metadata gather.
 void v4_rope_row(std::int64_t rope, std::int64_t pos, float* cos_out, float* sin_out);
+// vLLM's cos_sin_cache of those rows, positions 0 .. rows - 1: row p = cos [rope/2] | sin [rope/2] (out [rows, rope]).
+void v4_cos_sin_cache(std::int64_t rope, std::int64_t rows, float* out);
 
 // Rotates x[0..rope_dim) (fp32 values, exact bf16 in the prolog) in place with cos/sin[rope_dim/2]:
 //   out_a = fl32(fl32(x_a*c) - fl32(x_b*s)),  out_b = fl32(fl32(x_a*s) + fl32(x_b*c)),

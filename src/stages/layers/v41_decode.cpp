@@ -42,13 +42,7 @@ std::vector<Case> build_v41_decode(std::uint64_t seed, int threads) {
     }
   }
   Tensor cs(DType::f32, {maxL, 64});
-  {
-    std::vector<float> co(64), si(64);
-    for (std::int64_t p = 0; p < maxL; ++p) {
-      num::v4_rope_row(64, p, co.data(), si.data());
-      for (std::int64_t i = 0; i < 32; ++i) cs.data<float>()[p * 64 + i] = co[2 * i], cs.data<float>()[p * 64 + 32 + i] = si[2 * i];
-    }
-  }
+  num::v4_cos_sin_cache(64, maxL, cs.data<float>());
   Tensor positions64 = Tensor::from_vector(DType::i64, {B}, last);
 
   Case sk = bare_case("src_indexer_k", "v41.indexer_k");

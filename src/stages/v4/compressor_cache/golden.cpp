@@ -97,14 +97,7 @@ void gen_step(const GoldenSpec& s, std::uint64_t seed, int, Case& c) {
     for (std::int64_t i = 0; i < kc.numel(); ++i) kc.data<std::uint8_t>()[i] = static_cast<std::uint8_t>(cr.next_u64() >> 56);
   }
   Tensor cs(DType::f32, {cap, rope});
-  {
-    std::vector<float> co(static_cast<std::size_t>(rope)), si(co.size());
-    for (std::int64_t p = 0; p < cap; ++p) {
-      num::v4_rope_row(rope, p, co.data(), si.data());
-      for (std::int64_t i = 0; i < rope / 2; ++i)
-        cs.data<float>()[p * rope + i] = co[2 * i], cs.data<float>()[p * rope + rope / 2 + i] = si[2 * i];
-    }
-  }
+  num::v4_cos_sin_cache(rope, cap, cs.data<float>());
   Tensor ks(DType::f32, {T, W}), pos(DType::i64, {T}), req(DType::i32, {T}), sm(DType::i64, {T}), km(DType::i64, {T});
   std::int64_t t = 0;
   bool minus1 = s.param("kv_minus1", 0) != 0;

@@ -71,13 +71,7 @@ void gen_tokens(const GoldenSpec& s, std::uint64_t seed, int threads, Case& c) {
     }
   });
   Tensor cs(DType::f32, {cap, 64});
-  {
-    std::vector<float> co(64), si(64);
-    for (std::int64_t p = 0; p < cap; ++p) {
-      num::v4_rope_row(64, p, co.data(), si.data());
-      for (std::int64_t i = 0; i < 32; ++i) cs.data<float>()[p * 64 + i] = co[2 * i], cs.data<float>()[p * 64 + 32 + i] = si[2 * i];
-    }
-  }
+  num::v4_cos_sin_cache(64, cap, cs.data<float>());
   Tensor kc(DType::u8, {nblk, ps, rec});
   // Canary bytes: a fixed sequence of period 251 (every byte differs from its neighbours; compressible, unlike random
   // bytes) that every byte the step must not write has to keep.
