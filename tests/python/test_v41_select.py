@@ -199,3 +199,29 @@ def test_candidate_reuse_is_checked_across_cases(repo_root, dsa_check_bin, tmp_p
     write(bad, other)
     p = subprocess.run([str(dsa_check_bin), "check", str(bad)], capture_output=True, text=True, timeout=120)
     assert p.returncode == 1 and "candidate reuse:" in p.stdout and "row 1 entry 0" in p.stdout, p.stdout
+
+
+def test_consumer_work_is_bounded_by_its_list_not_its_reach(repo_root, dsa_check_bin, tmp_path):
+    """A consumer on DeepGEMM's sparse logits with rows at the largest position its dtype holds: only the listed blocks' positions are
+    ranked, so the check takes the time of its inputs (the same picks: exit 0). The REF quirk ranks every reachable
+    position: past 2^26 in all it is an input error naming the limit (exit 2), never a huge allocation."""
+    import shutil
+    import time
+
+    import h5py
+    f = tmp_path / "far.h5"
+    shutil.copy(repo_root / "golden" / "v41sel_consumer_sparse_logits.h5", f)
+    with h5py.File(f, "r+") as h:
+        g = h[next(iter(h))]
+        pos = g["inputs/positions"]
+        v = pos[...]
+        v[v >= 0] = np.iinfo(v.dtype).max
+        pos[...] = v
+    t0 = time.monotonic()
+    p = subprocess.run([str(dsa_check_bin), "check", str(f)], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert time.monotonic() - t0 < 60
+    with h5py.File(f, "r+") as h:
+        h[next(iter(h))].attrs["short_rows"] = np.bytes_(b"ref")
+    p = subprocess.run([str(dsa_check_bin), "check", str(f)], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and "at most 2^26 reachable positions" in p.stdout + p.stderr, p.stdout + p.stderr

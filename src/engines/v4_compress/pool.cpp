@@ -8,23 +8,12 @@
 #include <cmath>
 #include <limits>
 
+#include "engines/v4_compress/norm_rope_core.hpp"
 #include "numerics/det_math.hpp"
 #include "numerics/formats.hpp"
 
 namespace dsa::engines::v4_compress {
-namespace {
-
-constexpr double kU = 0x1p-24;
-double gam(double n) { return n * kU / (1.0 - n * kU); }
-double bf16v(double v) { return num::bf16_to_f64(num::f64_to_bf16(v)); }
-// Largest distance between bf16(v) and the bf16 rounding of any value within e of v.
-double rb(double v, double e) {
-  if (!(e > 0)) return 0.0;
-  const double r = bf16v(v);
-  return std::max(std::fabs(bf16v(v + e) - r), std::fabs(bf16v(v - e) - r));
-}
-
-}  // namespace
+using core::gam;
 
 void pool(std::int64_t D_, std::int64_t coff, const std::vector<RowRef>& rows, PoolBug bug, double* C, double* eC) {
   const std::int64_t D = D_;
@@ -81,35 +70,9 @@ void pool(std::int64_t D_, std::int64_t coff, const std::vector<RowRef>& rows, P
   }
 }
 
-
 void norm_rope(std::int64_t D, std::int64_t rope, double eps, bool round_pooled, bool round_normed, const double* C,
                const double* eC, const std::uint16_t* gamma_bf16, const float* cos_row, const float* sin_row, double* y, double* ey) {
-  const std::int64_t nope = D - rope;
-  std::vector<double> x(C, C + D), ex(eC, eC + D);
-  if (round_pooled)
-    for (std::int64_t c = 0; c < D; ++c) ex[c] = rb(x[c], ex[c]), x[c] = bf16v(x[c]);
-  double ss = 0, dss = 0;
-  for (std::int64_t c = 0; c < D; ++c) {
-    ss += x[c] * x[c];
-    dss += 2.0 * std::fabs(x[c]) * ex[c] + ex[c] * ex[c];
-  }
-  const double rho = std::sqrt(ss / static_cast<double>(D) + eps);
-  const double erho = (dss + gam(static_cast<double>(D)) * ss) / (static_cast<double>(D) * 2.0 * rho) * (1 + 1e-9) + 0x1p-22 * rho;
-  for (std::int64_t c = 0; c < D; ++c) {
-    const double g = num::bf16_to_f64(gamma_bf16[c]);
-    y[c] = x[c] / rho * g;
-    ey[c] = std::fabs(g) * (ex[c] / rho + std::fabs(x[c]) * erho / (rho * rho) * (1 + 1e-6)) + 0x1p-22 * std::fabs(y[c]);
-    if (round_normed) ey[c] = rb(y[c], ey[c]), y[c] = bf16v(y[c]);
-  }
-  for (std::int64_t i = 0; i < rope / 2; ++i) {
-    const std::int64_t a = nope + 2 * i, b = a + 1;
-    const double c0 = cos_row[2 * i], s0 = sin_row[2 * i], c1 = cos_row[2 * i + 1], s1 = sin_row[2 * i + 1];
-    const double ya = y[a] * c0 - y[b] * s0, yb = y[b] * c1 + y[a] * s1;
-    const double ea = ey[a] * std::fabs(c0) + ey[b] * std::fabs(s0) + 0x1p-23 * (std::fabs(y[a] * c0) + std::fabs(y[b] * s0));
-    const double eb = ey[b] * std::fabs(c1) + ey[a] * std::fabs(s1) + 0x1p-23 * (std::fabs(y[b] * c1) + std::fabs(y[a] * s1));
-    y[a] = ya, y[b] = yb, ey[a] = ea, ey[b] = eb;
-  }
+  core::norm_rope(D, rope, eps, round_pooled, round_normed, C, eC, gamma_bf16, cos_row, sin_row, y, ey);
 }
-
 
 }  // namespace dsa::engines::v4_compress

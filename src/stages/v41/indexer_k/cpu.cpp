@@ -11,14 +11,16 @@
 #include <vector>
 
 #include "engines/quant/byte_cands.hpp"
-#include "engines/v4_compress/pool.hpp"
 #include "numerics/formats.hpp"
+#include "stages/v41/indexer_k/core.hpp"
 #include "stages/v41/indexer_k/stage.hpp"
 
 namespace dsa::v41::indexer_k {
 namespace {
 
-constexpr std::int64_t kD = 128, kRope = 64, kNope = 64;
+using core::kD;
+using core::kRope;
+constexpr std::int64_t kNope = kD - kRope;
 
 // The record of one token: the bytes of values y (bound ey) at slot `slot`.
 void store(const Params& p, Bug bug, const double* y, const double* ey, std::int64_t slot, quant::ByteOut& o) {
@@ -50,7 +52,19 @@ void store(const Params& p, Bug bug, const double* y, const double* ey, std::int
 
 }  // namespace
 
-Expected run(const Case& c, const Params& p, Bug bug, int threads) {
+std::vector<std::int64_t> emitting(const Case& c, const Params& p, Bug bug) {
+  const Tensor& pos = c.input("positions");
+  const Tensor& km = c.input("kv_slot_mapping");
+  const std::int64_t cap = c.input("k_cache_in").dim(0) * c.input("k_cache_in").dim(1);
+  std::vector<std::int64_t> emit;  // (a mid-group token's slot is unchecked by parse: the gate bug's hint skips bad ones)
+  for (std::int64_t t = 0; t < p.T; ++t)
+    if (km.int_at(t) >= 0 && km.int_at(t) < cap && ((pos.int_at(t) + 1) % p.r == 0 || bug == Bug::gate_ignored)) emit.push_back(t);
+  return emit;
+}
+
+namespace {
+
+Expected run_impl(const Case& c, const Params& p, Bug bug, int threads, const std::vector<double>* dev_y, const std::vector<double>* dev_ey) {
   const Tensor& kp = c.input("k_pre");
   const Tensor& pos = c.input("positions");
   const Tensor& cs = c.input("cos_sin_cache");
@@ -58,41 +72,37 @@ Expected run(const Case& c, const Params& p, Bug bug, int threads) {
   const std::uint16_t* gamma = c.input("norm_weight").data<std::uint16_t>();
   Tensor kc = c.input("k_cache_in").clone();
   const std::int64_t cap = kc.dim(0) * kc.dim(1);
-  std::vector<std::int64_t> emit;  // (a mid-group token's slot is unchecked by parse: the gate bug's hint skips bad ones)
-  for (std::int64_t t = 0; t < p.T; ++t)
-    if (km.int_at(t) >= 0 && km.int_at(t) < cap && ((pos.int_at(t) + 1) % p.r == 0 || bug == Bug::gate_ignored)) emit.push_back(t);
+  const std::vector<std::int64_t> emit = emitting(c, p, bug);
   auto writer = std::make_shared<std::vector<std::int64_t>>(static_cast<std::size_t>(cap), -1);
   std::vector<quant::ByteOut> outs(emit.size());
-  namespace vc = engines::v4_compress;
 #pragma omp parallel num_threads(threads)
   {
-    std::vector<double> x(kD), ex(kD, 0.0), y(kD), ey(kD);
-    std::vector<float> cosr(kRope), sinr(kRope);
-    std::vector<std::uint16_t> g(kD);
+    std::vector<double> y(kD), ey(kD);
+    std::vector<std::uint16_t> x(kD), g(kD);
 #pragma omp for schedule(dynamic, 4)
     for (std::int64_t k = 0; k < static_cast<std::int64_t>(emit.size()); ++k) {
       const std::int64_t t = emit[static_cast<std::size_t>(k)], ps = pos.int_at(t);
       if (cs.dim(0) == 0) continue;  // only a bug path gets here with an empty table (parse needs rows for the writers)
-      // (parse checks the group starts of the writing tokens; the bug paths clamp theirs to the table)
-      const std::int64_t gp = std::min(bug == Bug::rope_at_position ? ps : ps / p.r * p.r, cs.dim(0) - 1);
-      for (std::int64_t i = 0; i < kRope / 2; ++i) {
-        cosr[static_cast<std::size_t>(2 * i)] = cosr[static_cast<std::size_t>(2 * i + 1)] = cs.data<float>()[gp * kRope + i];
-        sinr[static_cast<std::size_t>(2 * i)] = sinr[static_cast<std::size_t>(2 * i + 1)] = cs.data<float>()[gp * kRope + kRope / 2 + i];
-      }
-      // B58's halves-style pairs (64 + i, 96 + i): the same rotation on a permuted row (the norm is permutation-invariant).
-      auto src = [&](std::int64_t d) {
-        if (bug != Bug::rope_halves || d < kNope) return d;
-        const std::int64_t i = (d - kNope) / 2;
-        return kNope + ((d - kNope) % 2 == 0 ? i : kRope / 2 + i);
-      };
-      for (std::int64_t d = 0; d < kD; ++d) {
-        x[static_cast<std::size_t>(d)] = num::bf16_to_f64(kp.data<std::uint16_t>()[t * kD + src(d)]);
-        g[static_cast<std::size_t>(d)] = gamma[src(d)];
-      }
-      vc::norm_rope(kD, kRope, p.eps, false, true, x.data(), ex.data(), g.data(), cosr.data(), sinr.data(), y.data(), ey.data());
-      if (bug == Bug::rope_halves) {
-        const std::vector<double> yy = y, ee = ey;
-        for (std::int64_t d = 0; d < kD; ++d) y[static_cast<std::size_t>(src(d))] = yy[static_cast<std::size_t>(d)], ey[static_cast<std::size_t>(src(d))] = ee[static_cast<std::size_t>(d)];
+      if (dev_y) {  // the CUDA backend's values (cuda.cu: the same key_values)
+        std::copy_n(dev_y->begin() + k * kD, kD, y.begin()), std::copy_n(dev_ey->begin() + k * kD, kD, ey.begin());
+      } else {
+        // (parse checks the group starts of the writing tokens; the bug paths clamp theirs to the table)
+        const std::int64_t gp = std::min(bug == Bug::rope_at_position ? ps : ps / p.r * p.r, cs.dim(0) - 1);
+        // B58's halves-style pairs (64 + i, 96 + i): the same rotation on a permuted row (the norm is permutation-invariant).
+        auto src = [&](std::int64_t d) {
+          if (bug != Bug::rope_halves || d < kNope) return d;
+          const std::int64_t i = (d - kNope) / 2;
+          return kNope + ((d - kNope) % 2 == 0 ? i : kRope / 2 + i);
+        };
+        for (std::int64_t d = 0; d < kD; ++d) {
+          x[static_cast<std::size_t>(d)] = kp.data<std::uint16_t>()[t * kD + src(d)];
+          g[static_cast<std::size_t>(d)] = gamma[src(d)];
+        }
+        core::key_values(x.data(), g.data(), cs.data<float>() + gp * kRope, p.eps, y.data(), ey.data());
+        if (bug == Bug::rope_halves) {
+          const std::vector<double> yy = y, ee = ey;
+          for (std::int64_t d = 0; d < kD; ++d) y[static_cast<std::size_t>(src(d))] = yy[static_cast<std::size_t>(d)], ey[static_cast<std::size_t>(src(d))] = ee[static_cast<std::size_t>(d)];
+        }
       }
       store(p, bug, y.data(), ey.data(), km.int_at(t), outs[static_cast<std::size_t>(k)]);
     }
@@ -121,6 +131,14 @@ Expected run(const Case& c, const Params& p, Bug bug, int threads) {
   Expected e;
   e.tensors.push_back(std::move(rk));
   return e;
+}
+
+}  // namespace
+
+Expected run(const Case& c, const Params& p, Bug bug, int threads) { return run_impl(c, p, bug, threads, nullptr, nullptr); }
+
+Expected run_with_keys(const Case& c, const Params& p, int threads, const std::vector<double>& y, const std::vector<double>& ey) {
+  return run_impl(c, p, Bug::none, threads, &y, &ey);
 }
 
 Expected cpu(const Case& c, const Params& p, const RefOptions& opt) { return run(c, p, Bug::none, opt.thread_count()); }

@@ -87,6 +87,9 @@ Stage stage() {
                        CompareKind::bytes}};
   s.parse = typed_parse(&parse);
   s.impl[static_cast<std::size_t>(Backend::cpu)] = typed_impl(&cpu);
+#ifdef DSA_CUDA_BACKEND
+  s.impl[static_cast<std::size_t>(Backend::cuda)] = typed_impl(&cuda);
+#endif
   s.generators = generators();
   s.goldens = goldens();
   s.selftest = selftest_cases();

@@ -43,8 +43,15 @@ struct Params : dsa::Params {
   layouts::KvRecord rec;  // v41_idx_mxfp4_68 or v41_idx_fp8_132, page_segregated, page_size = k_cache_in dim 1
 };
 
+// The tokens that write (in token order): slot >= 0 inside the cache, the group gate passed (or ignored: the bug).
+std::vector<std::int64_t> emitting(const Case& c, const Params& p, Bug bug);
+// The reference (bug none) or a known bug's output.
 Expected run(const Case& c, const Params& p, Bug bug, int threads);
+// The reference with the emitting tokens' key values and bounds [emitting, 128] the CUDA backend computed (cuda.cu)
+// instead of the host's.
+Expected run_with_keys(const Case& c, const Params& p, int threads, const std::vector<double>& y, const std::vector<double>& ey);
 Expected cpu(const Case& c, const Params& p, const RefOptions& opt);
+Expected cuda(const Case& c, const Params& p, const RefOptions& opt);
 std::vector<Hypothesis> hypotheses();
 std::vector<golden::Generator> generators();
 std::vector<golden::GoldenSpec> goldens();

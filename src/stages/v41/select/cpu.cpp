@@ -6,10 +6,12 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "engines/topk/topk_canonical.hpp"
+#include "stages/v41/select/core.hpp"
 #include "stages/v41/select/stage.hpp"
 
 namespace dsa::v41::select {
@@ -31,8 +33,9 @@ struct Lists {
 // One topk_set output from per-row candidate lists and scores: the canonical pick of min(k, |list|) candidates,
 // emitted in ascending id order + offset.
 // bounds (may be null): per row and candidate, the bound of its score (a layer chain's upstream bound).
+// picks (may be null): per row the ids the CUDA backend selected, in canonical order (cuda.cu); else topk_canonical.
 RefTensor package(const char* name, std::int64_t S, std::int64_t W, std::int64_t k, const std::vector<std::vector<double>>& score,
-                  std::shared_ptr<const Lists> lists, const std::vector<std::vector<double>>* bounds = nullptr) {
+                  std::shared_ptr<const Lists> lists, const std::vector<std::vector<double>>* bounds, const RowPicks* picks) {
   std::int64_t C = 1;
   for (const auto& v : score) C = std::max<std::int64_t>(C, static_cast<std::int64_t>(v.size()));
   RefTensor t;
@@ -50,7 +53,14 @@ RefTensor package(const char* name, std::int64_t S, std::int64_t W, std::int64_t
     double* row = t.topk.scores.data<double>() + r * C;
     std::fill(row, row + C, -kInf);
     std::copy(sc.begin(), sc.end(), row);
-    std::vector<std::int64_t> sel = engines::topk::topk_canonical(row, len, k);
+    std::vector<std::int64_t> sel;
+    if (picks) {  // the device's ids, as entries of the row's list (the two sides built the same lists: checked)
+      if (picks->len[ru] != len) throw std::logic_error(std::string(name) + ": the CUDA backend found " + std::to_string(picks->len[ru]) +
+                                                         " candidates in row " + std::to_string(r) + ", the host " + std::to_string(len));
+      for (std::int64_t j = 0; j < std::min(k, len); ++j) sel.push_back(lists->find(r, picks->ids[static_cast<std::size_t>(r * picks->k + j)]));
+    } else {
+      sel = engines::topk::topk_canonical(row, len, k);
+    }
     t.topk.len[ru] = len;
     t.topk.kth[ru] = sel.empty() ? -kInf : row[sel.back()];
     std::sort(sel.begin(), sel.end());  // candidates are in ascending id order: the emitted order
@@ -98,21 +108,22 @@ std::int64_t reach(const Case& c, const Params& p, std::int64_t r) {
 void row_candidates(const Case& c, const Params& p, std::int64_t r, std::vector<std::int64_t>& pos, std::vector<double>& score) {
   const Tensor& sc = c.input("scores");
   const Tensor* cb = c.input_opt("candidate_blocks");
+  const std::int32_t* list = cb ? cb->data<std::int32_t>() + r * p.M : nullptr;
   const std::int64_t n = reach(c, p, r);
-  std::vector<std::int64_t> slot;  // block -> 1 + its entry in the row's list (0: not published)
-  if (cb) {
-    slot.assign(static_cast<std::size_t>((n + p.block_size - 1) / p.block_size), 0);
-    for (std::int64_t i = 0; i < p.M; ++i) {
-      const std::int64_t b = cb->int_at(r * p.M + i);
-      if (b >= 0 && b < static_cast<std::int64_t>(slot.size())) slot[static_cast<std::size_t>(b)] = i + 1;
-    }
-  }
   pos.clear(), score.clear();
+  if (list && !p.short_rows_ref) {  // the listed blocks' positions only (work bounded by the list, not by the reach)
+    for (std::int64_t e = 0; e < p.M && list[e] >= 0; ++e)
+      for (std::int64_t j = list[e] * p.block_size; j < std::min(n, (list[e] + std::int64_t{1}) * p.block_size); ++j) {
+        const double v = sc.value(r * p.N + score_col(p, e, j));
+        if (v != -kInf) pos.push_back(j), score.push_back(v);
+      }
+    return;
+  }
   for (std::int64_t j = 0; j < n; ++j) {
     // The REF quirk is a top-k over the masked row: every reachable position is a candidate, masked ones at -inf
     // (any of them may complete a short row, all tied); engines drop them.
-    const std::int64_t e = cb ? slot[static_cast<std::size_t>(j / p.block_size)] : 1;
-    const double v = e == 0 ? -kInf : sc.value(r * p.N + score_col(p, e - 1, j));
+    const std::int64_t e = list ? core::entry_of(list, p.M, j / p.block_size) : 0;
+    const double v = e < 0 ? -kInf : sc.value(r * p.N + score_col(p, e, j));
     if (v == -kInf && !p.short_rows_ref) continue;
     pos.push_back(j), score.push_back(v);
   }
@@ -123,18 +134,14 @@ void row_blocks(const Case& c, const Params& p, std::int64_t r, std::vector<std:
   const std::int64_t n = reach(c, p, r), nb = (n + p.block_size - 1) / p.block_size;
   ids.clear(), score.clear();
   for (std::int64_t b = 0; b < nb; ++b) {
-    double m = -kInf;
-    for (std::int64_t j = b * p.block_size; j < std::min(n, (b + 1) * p.block_size); ++j) {
-      const double v = sc.value(r * p.N + j);
-      if (std::isnan(v) || v > m) m = std::isnan(m) ? m : v;  // NaN is the max (torch.max propagates it)
-    }
-    if (b == nb - 1) m = kInf;  // the block of position reach - 1 (the newest) is pinned
-    if (m == -kInf) continue;
-    ids.push_back(b), score.push_back(m);
+    const double m = core::block_score([&](std::int64_t j) { return sc.value(r * p.N + j); }, n, p.block_size, b);
+    if (m != -kInf) ids.push_back(b), score.push_back(m);
   }
 }
 
-Expected cpu(const Case& c, const Params& p, const RefOptions& opt) {
+Expected cpu(const Case& c, const Params& p, const RefOptions& opt) { return assemble(c, p, opt, nullptr, nullptr); }
+
+Expected assemble(const Case& c, const Params& p, const RefOptions& opt, const RowPicks* cand_picks, const RowPicks* block_picks) {
   const std::int64_t S = p.S;
   auto cand = std::make_shared<Lists>();
   cand->ids.resize(static_cast<std::size_t>(S));
@@ -158,14 +165,13 @@ Expected cpu(const Case& c, const Params& p, const RefOptions& opt) {
     cb.resize(static_cast<std::size_t>(S));
     for (std::int64_t r = 0; r < S; ++r)
       for (auto j : cand->ids[static_cast<std::size_t>(r)]) {
-        std::int64_t e = 0;  // the entry of j's block in the row's list (scores_layout candidates)
-        if (p.cand_layout)
-          while (e < p.M && c.input("candidate_blocks").int_at(r * p.M + e) != j / p.block_size) ++e;
+        // the entry of j's block in the row's list (scores_layout candidates)
+        const std::int64_t e = p.cand_layout ? core::entry_of(c.input("candidate_blocks").data<std::int32_t>() + r * p.M, p.M, j / p.block_size) : 0;
         cb[static_cast<std::size_t>(r)].push_back(ib->second.value(r * p.N + score_col(p, e, j)));
       }
   }
   // k per row is min(k, reach): a row with fewer candidates than that pads (engines) or fills (REF quirk).
-  RefTensor t = package("indices", S, out_width(c, "indices", p.k), p.k, cs, cand, chained ? &cb : nullptr);
+  RefTensor t = package("indices", S, out_width(c, "indices", p.k), p.k, cs, cand, chained ? &cb : nullptr, cand_picks);
   if (!p.short_rows_ref)
     t.topk.short_rows_hint = "the reference model's quirk (short rows completed with reachable non-candidates): set attr short_rows=ref";
   // Hints: the same picks without the window offset.
@@ -174,7 +180,7 @@ Expected cpu(const Case& c, const Params& p, const RefOptions& opt) {
   e.tensors.push_back(std::move(t));
   if (p.publish) {
     blocks->offset = 0;
-    e.tensors.push_back(package("published_blocks", S, out_width(c, "published_blocks", p.topk_blocks), p.topk_blocks, bs, blocks));
+    e.tensors.push_back(package("published_blocks", S, out_width(c, "published_blocks", p.topk_blocks), p.topk_blocks, bs, blocks, nullptr, block_picks));
   }
   return e;
 }

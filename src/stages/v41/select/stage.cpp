@@ -39,13 +39,20 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& pr) {
       bad("inputs/scores", "candidate_blocks columns * block_size = " + std::to_string(cb->dim(1) * p.block_size) + " columns (scores_layout candidates)",
           std::to_string(sc.dim(1)));
   }
-  for (std::int64_t r = 0; r < p.S && !p.cand_layout; ++r) {
+  std::int64_t reach_sum = 0;
+  for (std::int64_t r = 0; r < p.S; ++r) {
     const std::int64_t q = pos.int_at(r);
-    if (q >= 0 && (q + 1) / p.r > p.N)
+    if (q >= (std::int64_t{1} << 40)) return bad("inputs/positions", "< 2^40", "row " + std::to_string(r) + ": " + std::to_string(q)), p;
+    if (!p.cand_layout && q >= 0 && (q + 1) / p.r > p.N)
       return bad("inputs/scores", "a column for every reachable position: (positions[r] + 1) / cmp_ratio <= N = " + std::to_string(p.N),
                  "row " + std::to_string(r) + " at position " + std::to_string(q) + " reaches " + std::to_string((q + 1) / p.r)), p;
-    if (q + 1 > (std::int64_t{1} << 40)) return bad("inputs/positions", "< 2^40", "row " + std::to_string(r) + ": " + std::to_string(q)), p;
+    reach_sum += q < 0 ? 0 : (q + 1) / p.r;
   }
+  // scores_layout candidates with the REF quirk ranks every reachable position of a row (the masked ones at -inf),
+  // not only the listed blocks' columns: that work is bounded here, since no input bounds it.
+  if (p.cand_layout && p.short_rows_ref && reach_sum > (std::int64_t{1} << 26))
+    return bad("inputs/positions", "at most 2^26 reachable positions over all rows with scores_layout candidates and short_rows ref",
+               std::to_string(reach_sum)), p;
   if (const Tensor* cb = c.input_opt("candidate_blocks")) {
     if (p.publish) bad("inputs/candidate_blocks", "absent with publish = 1 (the candidate source layer scores every position)", "present");
     p.M = cb->dim(1);
@@ -166,6 +173,9 @@ Stage stage() {
       {{"published_blocks", {D::i32, D::i64}, {"S,?"}, true, "publish = 1: the published block ids, ascending, -1 padded"}, CompareKind::topk_set}};
   s.parse = typed_parse(&parse);
   s.impl[static_cast<std::size_t>(Backend::cpu)] = typed_impl(&cpu);
+#ifdef DSA_CUDA_BACKEND
+  s.impl[static_cast<std::size_t>(Backend::cuda)] = typed_impl(&cuda);
+#endif
   s.cross_check = candidate_reuse;
   s.cross_attrs = {"candidate_source_layer", "layer"};
   s.cross_with = {"v41.logits"};

@@ -45,7 +45,17 @@ void row_blocks(const Case& c, const Params& p, std::int64_t r, std::vector<std:
 // what a row emits.
 std::vector<std::int64_t> top_ascending(const std::vector<std::int64_t>& ids, const std::vector<double>& score, std::int64_t n);
 
+// The ids a backend selected per row: ids[r * k + j] for j < min(k, len[r]) in canonical order; len[r] = the row's
+// candidate count.
+struct RowPicks {
+  std::int64_t k = 0;
+  std::vector<std::int64_t> ids, len;
+};
+
 Expected cpu(const Case& c, const Params& p, const RefOptions& opt);
+Expected cuda(const Case& c, const Params& p, const RefOptions& opt);
+// The CPU's packaging of both outputs; with picks (the CUDA backend's), those rows' selections instead of the host's.
+Expected assemble(const Case& c, const Params& p, const RefOptions& opt, const RowPicks* cand_picks, const RowPicks* block_picks);
 std::vector<golden::Generator> generators();
 std::vector<golden::GoldenSpec> goldens();
 std::vector<golden::GoldenSpec> selftest_cases();
