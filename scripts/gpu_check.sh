@@ -62,8 +62,9 @@ done
 echo "generated cases: $n compared ($SEEDS seeds), $bad seed(s) with a difference"
 # compute-sanitizer on one small case of each logits engine layout (ragged: bulk tile copies; paged: block table)
 # and of every other stage (the attention row engine: prefill, MODEL1 decode with an extra scope, SWA; the MLA cache
-# writer, both prologs, both lightning indexers, the compressor, the o-projection).
-one="golden/ragged_chunked_prefill.h5 golden/paged_mtp_n2_2d.h5 golden/paged_aiter_rowmajor_p1.h5 golden/mla_prefill_v32.h5 golden/mla_decode_model1_extra.h5 golden/v4sa_swa_only.h5 golden/mla_kcache_model1_pow2.h5 golden/prolog_neox_hadamard.h5 golden/linpu_cp_split.h5 golden/v4i_vllm_cuda_fp8.h5 golden/v4i_flash_decode_mtp.h5 golden/v4ip_qpath_ascend.h5 golden/v4c4_indexer_rotate.h5 golden/v4out_small_groups.h5"
+# writer, both prologs, both lightning indexers, the compressor, the o-projection; the V4.1 records, their writer and
+# decode, the V4.1 compressor, q path, K store, FP4 logits and selection).
+one="golden/ragged_chunked_prefill.h5 golden/paged_mtp_n2_2d.h5 golden/paged_aiter_rowmajor_p1.h5 golden/mla_prefill_v32.h5 golden/mla_decode_model1_extra.h5 golden/v4sa_swa_only.h5 golden/mla_kcache_model1_pow2.h5 golden/prolog_neox_hadamard.h5 golden/linpu_cp_split.h5 golden/v4i_vllm_cuda_fp8.h5 golden/v4i_flash_decode_mtp.h5 golden/v4ip_qpath_ascend.h5 golden/v4c4_indexer_rotate.h5 golden/v4out_small_groups.h5 golden/kv_v41_mxfp8_528.h5 golden/kv_v41_idx_fp8_132.h5 golden/kv_nvfp4_432_v4.h5 golden/mla_decode_v41_fp4_extra.h5 golden/v41c1_vllm_nvfp4.h5 golden/v41ip_vllm_q_mxfp4.h5 golden/v41k_mxfp4_c2.h5 golden/v41lg_ragged_f32.h5 golden/v41lg_sparse_mtp.h5 golden/v41sel_consumer_sparse_logits.h5 golden/v41sel_publish.h5"
 compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN" check --backend cuda $one >"$OUT/memcheck.log" 2>&1 && echo "memcheck: clean" || { echo "memcheck: rc $?"; tail -20 "$OUT/memcheck.log"; }
 compute-sanitizer --tool racecheck --error-exitcode 9 "$BIN" check --backend cuda $one >"$OUT/racecheck.log" 2>&1 && echo "racecheck: clean" || { echo "racecheck: rc $?"; tail -20 "$OUT/racecheck.log"; }
 [ "$bad" = 0 ]
