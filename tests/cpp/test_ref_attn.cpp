@@ -2,12 +2,15 @@
 // against a direct long-double evaluation, scale conventions and dequant values from the spec, structural errors.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "engines/kv_cache/mla_records.hpp"
 #include "layouts/mla_kcache.hpp"
+#include "numerics/det_math.hpp"
 #include "numerics/formats.hpp"
 #include "numerics/rng.hpp"
 #include "ref_test_util.hpp"
@@ -26,18 +29,68 @@ std::vector<double> randv(Rng& r, std::size_t n, double scale = 1.0) {
 }
 }  // namespace
 
-TEST_CASE("attn: generic and AVX2 micro-kernels give identical bits") {
-  Rng r(7);
-  const std::int64_t Hp = 8, D = 576, np = 24, n = 21, dv = 512;
-  auto Q = randv(r, Hp * D), Kp = randv(r, np * D), P = randv(r, Hp * np), V = randv(r, n * D);
-  std::vector<double> a(Hp * np), b(Hp * np), oa(Hp * dv), ob(Hp * dv);
-  attn::gemm_qk(Q.data(), Hp, Kp.data(), np, D, a.data(), false);
-  attn::gemm_qk(Q.data(), Hp, Kp.data(), np, D, b.data(), true);
-  CHECK(std::memcmp(a.data(), b.data(), a.size() * 8) == 0);
-  for (bool abs_v : {false, true}) {
-    attn::gemm_pv(P.data(), Hp, np, V.data(), n, dv, abs_v, oa.data(), false);
-    attn::gemm_pv(P.data(), Hp, np, V.data(), n, dv, abs_v, ob.data(), true);
-    CHECK(std::memcmp(oa.data(), ob.data(), oa.size() * 8) == 0);
+TEST_CASE("attn: the generic, AVX2 and AVX-512 micro-kernels give identical bits") {
+  // Shapes crossing every tile edge: head blocks of 2/4/6/8, 1-3 panel tiles, dim chunks of 64 (D not a multiple),
+  // key chunks of 128 / 256, 8- and 16-column blocks; NaN and inf among the values.
+  struct Shape {
+    std::int64_t Hp, D, np, n, dv;
+  };
+  const Shape shapes[] = {{8, 576, 24, 21, 512}, {4, 3, 8, 5, 8}, {12, 130, 40, 300, 24}, {20, 64, 56, 513, 520}, {28, 4096, 16, 129, 16}};
+  for (attn::GemmIsa isa : {attn::GemmIsa::avx2, attn::GemmIsa::avx512}) {
+    const char* name = isa == attn::GemmIsa::avx2 ? "AVX2" : "AVX-512";
+    if (!attn::gemm_isa_supported(isa)) {
+      MESSAGE("skipped: this CPU has no " << std::string(name) << " (the path is tested where it runs)");
+      continue;
+    }
+    for (const Shape& z : shapes) {
+      INFO(name << " Hp " << z.Hp << " D " << z.D << " np " << z.np << " n " << z.n << " dv " << z.dv);
+      Rng r(7 + static_cast<std::uint64_t>(z.D));
+      auto Q = randv(r, static_cast<std::size_t>(z.Hp * z.D)), Kp = randv(r, static_cast<std::size_t>(z.np * z.D)),
+           P = randv(r, static_cast<std::size_t>(z.Hp * z.np)), V = randv(r, static_cast<std::size_t>(z.n * z.dv));
+      Q[1] = INFINITY, Kp[5] = NAN, V[3] = -INFINITY, P[2] = 0.0;
+      std::vector<double> a(static_cast<std::size_t>(z.Hp * z.np)), b(a.size()), oa(static_cast<std::size_t>(z.Hp * z.dv)), ob(oa.size()),
+          ma(oa.size()), mb(oa.size());
+      attn::gemm_qk(Q.data(), z.Hp, Kp.data(), z.np, z.D, a.data(), isa);
+      attn::gemm_qk(Q.data(), z.Hp, Kp.data(), z.np, z.D, b.data(), attn::GemmIsa::generic);
+      CHECK(std::memcmp(a.data(), b.data(), a.size() * 8) == 0);
+      attn::gemm_pv(P.data(), z.Hp, z.np, V.data(), std::min(z.n, z.np), z.dv, oa.data(), ma.data(), isa);
+      attn::gemm_pv(P.data(), z.Hp, z.np, V.data(), std::min(z.n, z.np), z.dv, ob.data(), mb.data(), attn::GemmIsa::generic);
+      CHECK(std::memcmp(oa.data(), ob.data(), oa.size() * 8) == 0);
+      CHECK(std::memcmp(ma.data(), mb.data(), ma.size() * 8) == 0);
+      std::fill(oa.begin(), oa.end(), 1.0);  // O alone (M null): the same O
+      attn::gemm_pv(P.data(), z.Hp, z.np, V.data(), std::min(z.n, z.np), z.dv, oa.data(), nullptr, isa);
+      CHECK(std::memcmp(oa.data(), ob.data(), oa.size() * 8) == 0);
+    }
+  }
+}
+
+TEST_CASE("attn: exp_shifted is det_exp lane by lane on every path") {
+  // Random arguments over det_exp's whole range, the special values, the cutoffs 709.8 / -746 and their neighbours,
+  // subnormal results, odd and even negative k (k / 2 truncated toward zero), k at rounding midpoints.
+  Rng r(3);
+  std::vector<double> x;
+  for (int i = 0; i < 20000; ++i) x.push_back((r.uniform() * 2 - 1) * (i % 3 == 0 ? 800.0 : i % 3 == 1 ? 40.0 : 1.0));
+  for (double v : {0.0, -0.0, 709.8, -746.0, 709.7, -745.9, 1e300, -1e300, -708.5, -740.0, -744.4, 0.5 * 0.6931471805599453,
+                   -1.5 * 0.6931471805599453, -2.5 * 0.6931471805599453, 5e-324, -5e-324})
+    x.push_back(v), x.push_back(std::nextafter(v, 1e308)), x.push_back(std::nextafter(v, -1e308));
+  x.push_back(INFINITY), x.push_back(-INFINITY), x.push_back(NAN), x.push_back(-NAN);
+  for (double m : {0.0, 3.25, -17.0}) {
+    std::vector<double> want(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) want[i] = num::det_exp((x[i] + m) - m);
+    for (attn::GemmIsa isa : {attn::GemmIsa::generic, attn::GemmIsa::avx2, attn::GemmIsa::avx512}) {
+      if (!attn::gemm_isa_supported(isa)) {
+        MESSAGE("skipped: this CPU lacks ISA path " << static_cast<int>(isa) << " (tested where it runs)");
+        continue;
+      }
+      std::vector<double> got(x.size());
+      for (std::size_t i = 0; i < x.size(); ++i) got[i] = x[i] + m;
+      attn::exp_shifted(got.data(), static_cast<std::int64_t>(got.size()), m, isa);
+      std::size_t bad = 0;
+      for (std::size_t i = 0; i < x.size(); ++i)
+        if (std::memcmp(&got[i], &want[i], 8) != 0 && !(std::isnan(got[i]) && std::isnan(want[i])) && bad++ < 3)
+          MESSAGE("isa " << static_cast<int>(isa) << " x " << x[i] << ": " << got[i] << " != " << want[i]);
+      CHECK(bad == 0);
+    }
   }
 }
 

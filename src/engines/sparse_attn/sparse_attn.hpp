@@ -52,17 +52,24 @@ class RowEngine {
 
  private:
   std::int64_t H_ = 0, D_ = 0, dv_ = 0, n_ = 0, Hp_ = 0, np_ = 0;
-  std::vector<double> Q_, K_, Kp_, Vp_, S_, O_, M_;
+  std::vector<double> Q_, K_, Kp_, Vp_, S_, O_, M_, s2_;
   std::vector<HeadResult> res_;
 };
 
-// The GEMM micro-kernels (generic and AVX2+FMA, same fma chains: identical bits), exposed for the tests.
+// The GEMM micro-kernels (attn_gemm.cpp: generic, AVX2 + FMA, AVX-512F; the same fma chain per element, so identical
+// bits on every path), exposed for the tests and the compressor's projections. gemm_isa(): the best path of this CPU,
+// capped by DSA_ATTN_ISA=generic|avx2|avx512; a path the CPU lacks falls back to generic.
 // S[h][t] = sum_d Q[h][d] K[t][d] (d increasing), Q: Hp x D (Hp % 4 == 0), Kp: K packed in panels of 8 keys
 // (Kp[(p*D + d)*8 + x] = K[8p+x][d]), S: Hp x np (np % 8 == 0).
-// O[h][c] = sum_t P[h][t] |V[t][c]| or P[h][t] V[t][c] (t increasing), P: Hp x ldp, V packed in blocks of 8 columns
-// (Vp[((c/8)*n + t)*8 + c%8] = V[t][c]), dv % 8 == 0.
-void gemm_qk(const double* Q, std::int64_t Hp, const double* Kp, std::int64_t np, std::int64_t D, double* S, bool generic = false);
-void gemm_pv(const double* P, std::int64_t Hp, std::int64_t ldp, const double* Vp, std::int64_t n, std::int64_t dv,
-             bool abs_v, double* O, bool generic = false);
+// O[h][c] = sum_t P[h][t] V[t][c] and (M not null) M[h][c] = sum_t P[h][t] |V[t][c]| (t increasing), P: Hp x ldp,
+// V packed in blocks of 8 columns (Vp[((c/8)*n + t)*8 + c%8] = V[t][c]), dv % 8 == 0.
+// exp_shifted: s[t] = num::det_exp(s[t] - m) for t < n, its operations lane by lane (the same bits).
+enum class GemmIsa { generic, avx2, avx512 };
+GemmIsa gemm_isa();
+bool gemm_isa_supported(GemmIsa isa);
+void gemm_qk(const double* Q, std::int64_t Hp, const double* Kp, std::int64_t np, std::int64_t D, double* S, GemmIsa isa = gemm_isa());
+void gemm_pv(const double* P, std::int64_t Hp, std::int64_t ldp, const double* Vp, std::int64_t n, std::int64_t dv, double* O, double* M,
+             GemmIsa isa = gemm_isa());
+void exp_shifted(double* s, std::int64_t n, double m, GemmIsa isa = gemm_isa());
 
 }  // namespace dsa::attn
