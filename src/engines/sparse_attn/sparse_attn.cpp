@@ -37,8 +37,14 @@ void RowEngine::run(double sm) {
   for (std::int64_t p = 0; p < np / 8; ++p) {
     double* dst = Kp_.data() + p * D * 8;
     const std::int64_t nk = std::min<std::int64_t>(8, n - p * 8);
-    for (std::int64_t d = 0; d < D; ++d)
-      for (std::int64_t x = 0; x < 8; ++x) dst[d * 8 + x] = x < nk ? K_[static_cast<std::size_t>((p * 8 + x) * D + d)] : 0.0;
+    if (nk == 8) {
+      const double* k = K_.data() + p * 8 * D;
+      for (std::int64_t d = 0; d < D; ++d)
+        for (std::int64_t x = 0; x < 8; ++x) dst[d * 8 + x] = k[x * D + d];
+    } else {
+      for (std::int64_t d = 0; d < D; ++d)
+        for (std::int64_t x = 0; x < 8; ++x) dst[d * 8 + x] = x < nk ? K_[static_cast<std::size_t>((p * 8 + x) * D + d)] : 0.0;
+    }
     double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     for (std::int64_t d = 0; d < D; ++d)
       for (int x = 0; x < 8; ++x) acc[x] += dst[d * 8 + x] * dst[d * 8 + x];
@@ -52,8 +58,8 @@ void RowEngine::run(double sm) {
   // V packed in 8-column blocks, key-major inside a block (contiguous streams for the PV micro-kernel).
   Vp_.resize(static_cast<std::size_t>(dv * n));
   if (dv % 8 == 0) {
-    for (std::int64_t c8 = 0; c8 < dv / 8; ++c8)
-      for (std::int64_t t = 0; t < n; ++t) {
+    for (std::int64_t t = 0; t < n; ++t)  // each key row read once, in order
+      for (std::int64_t c8 = 0; c8 < dv / 8; ++c8) {
         const double* src = K_.data() + t * D + c8 * 8;
         double* dst = Vp_.data() + (c8 * n + t) * 8;
         for (int x = 0; x < 8; ++x) dst[x] = src[x];  // (std::copy_n of 8 doubles became a memmove call)
