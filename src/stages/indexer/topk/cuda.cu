@@ -1,10 +1,5 @@
-// indexer.topk on the GPU: every candidate becomes one 64-bit key whose ascending order is the canonical order of
-// engines/topk/topk_canonical.hpp (NaN first, then descending score with -0 == +0, ties by lower position):
-//   high 32 bits: 0 for NaN, else ~m(score) where m is the usual order-preserving map of the fp32 bits
-//   low 32 bits:  the candidate position
-// Keys are unique, so any sort gives the same result; rows are CUB segments (cub::DeviceSegmentedSort).
-#include <cub/device/device_segmented_sort.cuh>
-
+// indexer.topk on the GPU: every candidate becomes one canonical 64-bit key (engines/topk/topk_keys.cuh: the
+// order of topk_canonical.hpp, ties by the lower position), rows sorted as segments (sort_segments).
 #include <cstdint>
 #include <cstring>
 #include <stdexcept>
@@ -12,25 +7,12 @@
 #include <vector>
 
 #include "backend/cuda.hpp"
+#include "engines/topk/topk_keys.cuh"
 #include "stages/indexer/topk/cuda.hpp"
 
 namespace dsa::indexer::topk {
 
 namespace {
-
-__device__ inline std::uint64_t key_of(float x, std::int64_t q) {
-  std::uint32_t u;
-  memcpy(&u, &x, 4);
-  std::uint32_t hi;
-  if ((u & 0x7FFFFFFFu) > 0x7F800000u) {
-    hi = 0;  // NaN ranks first
-  } else {
-    if (u == 0x80000000u) u = 0;  // -0 == +0
-    const std::uint32_t m = (u & 0x80000000u) ? ~u : (u | 0x80000000u);  // ascending in the float value
-    hi = ~m;                                                              // descending; +inf -> 0x007FFFFF > 0
-  }
-  return (static_cast<std::uint64_t>(hi) << 32) | static_cast<std::uint64_t>(q);
-}
 
 __global__ void keys_kernel(const float* scores, std::int64_t R, std::int64_t C, const std::int64_t* start, const std::int64_t* len,
                             std::int64_t num_init, std::int64_t num_local, std::uint64_t* keys) {
@@ -39,7 +21,7 @@ __global__ void keys_kernel(const float* scores, std::int64_t R, std::int64_t C,
     const std::int64_t r = e / C, q = e % C, n = len[r];
     if (q >= n) continue;
     const bool forced = q < num_init || q >= n - num_local;
-    keys[e] = key_of(forced ? __int_as_float(0x7F800000) : scores[r * C + start[r] + q], q);
+    keys[e] = engines::topk::canonical_key(forced ? __int_as_float(0x7F800000) : scores[r * C + start[r] + q], static_cast<std::uint32_t>(q));
   }
 }
 
@@ -58,9 +40,6 @@ __global__ void last_kernel(const std::uint64_t* sorted, std::int64_t R, std::in
     last[r] = len[r] > 0 ? static_cast<std::int32_t>(sorted[r * C + len[r] - 1] & 0xFFFFFFFFu) : -1;
 }
 
-void ok(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw std::runtime_error(std::string("CUDA ") + what + ": " + cudaGetErrorString(e));
-}
 
 unsigned grid_for(std::int64_t n) { return static_cast<unsigned>(n < 1 ? 1 : (n + 255) / 256 < 65536 ? (n + 255) / 256 : 65536); }
 
@@ -87,15 +66,8 @@ void select_cuda(const float* scores, std::int64_t R, std::int64_t C, const std:
     keys_kernel<<<grid_for(n), 256>>>(static_cast<const float*>(ds.get()), R, C, static_cast<const std::int64_t*>(dst.get()),
                                       static_cast<const std::int64_t*>(dlen.get()), num_init, num_local, static_cast<std::uint64_t*>(din.get()));
     cuda::check_last("indexer.topk keys kernel");
-    std::size_t temp = 0;
-    auto sort = [&](void* t) {
-      return cub::DeviceSegmentedSort::SortKeys(t, temp, static_cast<const std::uint64_t*>(din.get()), static_cast<std::uint64_t*>(dout.get()), n, R,
-                                                static_cast<const std::int64_t*>(dbeg.get()), static_cast<const std::int64_t*>(dend.get()));
-    };
-    ok(sort(nullptr), "cub::DeviceSegmentedSort::SortKeys (temp size)");
-    cuda::Buffer dtemp(temp);
-    ok(sort(dtemp.get()), "cub::DeviceSegmentedSort::SortKeys");
-    cuda::check_last("cub::DeviceSegmentedSort::SortKeys");
+    engines::topk::sort_segments(static_cast<const std::uint64_t*>(din.get()), static_cast<std::uint64_t*>(dout.get()), n, R,
+                                 static_cast<const std::int64_t*>(dbeg.get()), static_cast<const std::int64_t*>(dend.get()));
   }
   if (R * k > 0) {
     pick_kernel<<<grid_for(R * k), 256>>>(static_cast<const std::uint64_t*>(dout.get()), R, C, static_cast<const std::int64_t*>(dlen.get()), k,

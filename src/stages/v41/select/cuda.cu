@@ -1,9 +1,6 @@
-// v41.select on the GPU: every candidate of a row becomes one 64-bit key whose ascending order is the canonical order
-// (as indexer.topk's cuda.cu): high 32 bits 0 for NaN, else ~m(score) with m the order-preserving map of the fp32 bits
-// (-0 == +0); low 32 bits the id (ids ascend with the candidate list, so ties go to the lower entry as on the CPU).
-// Non-candidates get the key ~0 and sort last. Rows are CUB segments; the picks are the first min(k, len) keys.
-#include <cub/device/device_segmented_sort.cuh>
-
+// v41.select on the GPU: every candidate of a row becomes one canonical 64-bit key (engines/topk/topk_keys.cuh; the id
+// is the position or block id, ascending with the candidate list, so ties go to the lower entry as on the CPU).
+// Non-candidates get the key ~0 and sort last. Rows are segments of one sort; the picks are the first min(k, len).
 #include <cstdint>
 #include <cstring>
 #include <stdexcept>
@@ -11,6 +8,7 @@
 #include <vector>
 
 #include "backend/cuda.hpp"
+#include "engines/topk/topk_keys.cuh"
 #include "stages/v41/select/core.hpp"
 #include "stages/v41/select/cuda.hpp"
 
@@ -19,18 +17,8 @@ namespace {
 
 constexpr std::uint64_t kNone = ~std::uint64_t{0};
 
-__device__ inline std::uint64_t key_of(double v, std::int64_t id) {
-  const float x = static_cast<float>(v);  // exact: every score is an fp32 value
-  std::uint32_t u;
-  memcpy(&u, &x, 4);
-  std::uint32_t hi;
-  if ((u & 0x7FFFFFFFu) > 0x7F800000u) {
-    hi = 0;
-  } else {
-    if (u == 0x80000000u) u = 0;
-    hi = ~((u & 0x80000000u) ? ~u : (u | 0x80000000u));
-  }
-  return (static_cast<std::uint64_t>(hi) << 32) | static_cast<std::uint64_t>(id);
+__device__ inline std::uint64_t key_of(double v, std::int64_t id) {  // (every score is an fp32 value: exact)
+  return engines::topk::canonical_key(static_cast<float>(v), static_cast<std::uint32_t>(id));
 }
 
 // Key x of row r. Items: positions x < reach (no list, the REF quirk, or scores_layout positions), entries
@@ -75,9 +63,6 @@ __global__ void pick_kernel(const std::uint64_t* sorted, std::int64_t S, std::in
   for (std::int64_t q = 0; q < k; ++q) ids[r * k + q] = q < lo ? static_cast<std::int64_t>(sorted[r * C + q] & 0xFFFFFFFFu) : -1;
 }
 
-void ok(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw std::runtime_error(std::string("CUDA ") + what + ": " + cudaGetErrorString(e));
-}
 
 }  // namespace
 
@@ -112,15 +97,8 @@ std::int64_t select_cuda(const CudaSelectJob& job, std::vector<std::int64_t>& id
   if (n > 0) {
     keys_kernel<<<static_cast<unsigned>((n + 255) / 256), 256>>>(d, C, static_cast<std::uint64_t*>(din.get()));
     cuda::check_last("v41.select keys kernel");
-    std::size_t temp = 0;
-    auto sort = [&](void* t) {
-      return cub::DeviceSegmentedSort::SortKeys(t, temp, static_cast<const std::uint64_t*>(din.get()), static_cast<std::uint64_t*>(dout.get()), n, S,
-                                                static_cast<const std::int64_t*>(dbeg.get()), static_cast<const std::int64_t*>(dend.get()));
-    };
-    ok(sort(nullptr), "cub::DeviceSegmentedSort::SortKeys (temp size)");
-    cuda::Buffer dtemp(temp);
-    ok(sort(dtemp.get()), "cub::DeviceSegmentedSort::SortKeys");
-    cuda::check_last("cub::DeviceSegmentedSort::SortKeys");
+    engines::topk::sort_segments(static_cast<const std::uint64_t*>(din.get()), static_cast<std::uint64_t*>(dout.get()), n, S,
+                                 static_cast<const std::int64_t*>(dbeg.get()), static_cast<const std::int64_t*>(dend.get()));
   }
   pick_kernel<<<static_cast<unsigned>((S + 127) / 128), 128>>>(static_cast<const std::uint64_t*>(dout.get()), S, C, k,
                                                                 static_cast<std::int64_t*>(dids.get()), static_cast<std::int64_t*>(dlen.get()));
