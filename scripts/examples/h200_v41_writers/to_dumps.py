@@ -15,7 +15,7 @@ Each writer's stage (what is modelled where):
   sglang_dsv4_mxfp4_368                    mla.kcache_store sglang_mxfp4_368
 The caches were filled with 0xEE before each call: kv_cache_in is that fill. Writers whose e2m1 conversion needs
 SM100 (vLLM's MXFP4 / NVFP4) are in the capture only when run with --fp4 emulate (software RNE): their cases carry
-attr provenance "emulated e2m1" and check the rest of the kernel (layout, scales, RoPE), not PTX's cvt."""
+attr meta.provenance "emulated e2m1" and check the rest of the kernel (layout, scales, RoPE), not PTX's cvt."""
 import argparse
 import json
 import os
@@ -61,9 +61,10 @@ def main():
     emul = rep.get("fp4_mode") == "emulate"
     ld = lambda n: np.load(os.path.join(d, n + ".npy"))  # noqa: E731
     slots, pos, cs = ld("in_slots").astype(np.int64), ld("in_positions").astype(np.int64), ld("in_cos_sin").astype(np.float32)
+    cs = cs[:int(pos.max()) + 1]  # the rows the positions reach (the table is positions x 64)
     k512, k128, w = ld("in_k512"), ld("in_k128"), ld("in_rms_w128")
     P = int(rep["page"])
-    prov = {"provenance": f"{rep['device']} sm_{rep['cap'][0]}{rep['cap'][1]}, torch {rep['torch']}, {label}" + (", emulated e2m1" if emul else "")}
+    prov = {"meta.provenance": f"{rep['device']} sm_{rep['cap'][0]}{rep['cap'][1]}, torch {rep['torch']}, {label}" + (", emulated e2m1" if emul else "")}
     writer = dsa_dump.DumpWriter(a.out) if hasattr(dsa_dump, "DumpWriter") else None
     made = []
 
@@ -77,7 +78,7 @@ def main():
             continue
         cache = ld(run)
         fill = np.full_like(cache, 0xEE)
-        fp4_writer = "mxfp4" in run or "_288_" in run
+        fp4_writer = run.startswith("vllm") and ("mxfp4" in run or "_288_" in run)  # vLLM's PTX e2m1 (sglang's codecs are plain Triton)
         if fp4_writer and not emul:
             continue  # cannot have run on sm_90
         if run.startswith("vllm_v41_indexer_k_"):
