@@ -27,6 +27,14 @@ void ByteOut::put(std::int64_t off, std::uint8_t v, const std::vector<std::uint8
   if (!o.empty()) alt.emplace_back(off, std::move(o));
 }
 
+void ByteOut::apply(std::uint8_t* bytes, ByteCandMap& cands, std::int64_t lo, std::int64_t hi) const {
+  for (const auto& [off, v] : ref)
+    if (off >= lo && off < hi) bytes[off - lo] = v;
+  for (const auto& [off, all] : alt)
+    if (off >= lo && off < hi)
+      for (auto b : all) cands[off - lo].push_back(b);
+}
+
 void ByteOut::put_f32(std::int64_t off, float v, const std::vector<float>& all) {
   std::uint32_t u, w;
   std::memcpy(&u, &v, 4);

@@ -5,6 +5,7 @@
 // the writers judged this way (v4.compressor_cache, v41.indexer_k).
 #pragma once
 #include <cstdint>
+#include <map>
 #include <utility>
 #include <vector>
 
@@ -16,6 +17,9 @@ namespace dsa::quant {
 // The bf16 values a kernel within `e` of the exact v can round to: bf16(v) first, then bf16(v - e), bf16(v + e).
 std::vector<std::uint16_t> bf16_cands(double v, double e);
 
+// RefTensor::candidates: byte offset -> the other accepted bytes.
+using ByteCandMap = std::map<std::int64_t, std::vector<std::uint64_t>>;
+
 // Bytes one reference thread writes: offset -> (reference byte, other accepted bytes).
 struct ByteOut {
   std::vector<std::pair<std::int64_t, std::uint8_t>> ref;
@@ -23,6 +27,10 @@ struct ByteOut {
   void put(std::int64_t off, std::uint8_t v, const std::vector<std::uint8_t>& all);
   // A little-endian fp32 at off: the reference value and the other accepted values, byte by byte.
   void put_f32(std::int64_t off, float v, const std::vector<float>& all);
+  // Into one output tensor's bytes (offsets [lo, hi) of this writer's numbering; bytes[0] is offset lo): the
+  // reference bytes written, the other accepted ones appended to cands (keyed from 0). Threads' results applied in a
+  // fixed order give the same tensor for any thread count.
+  void apply(std::uint8_t* bytes, ByteCandMap& cands, std::int64_t lo = 0, std::int64_t hi = INT64_MAX) const;
 };
 
 // One fp8 block of n values under `rule` (one scale): the e4m3 code of element i at code_off(i) (a NaN code written

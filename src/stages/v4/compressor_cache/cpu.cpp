@@ -24,7 +24,7 @@
 namespace dsa::v4::compressor_cache {
 namespace {
 
-using Cands = std::map<std::int64_t, std::vector<std::uint64_t>>;
+using Cands = quant::ByteCandMap;
 using quant::bf16_cands;
 using quant::ByteOut;
 
@@ -187,11 +187,7 @@ Expected run(const Case& c, const Params& p, Bug bug, int threads) {
   auto cands = std::make_shared<Cands>();
   std::uint8_t* kb = kc.data<std::uint8_t>();
   for (std::size_t k = 0; k < emit.size(); ++k) {
-    for (const auto& [off, v] : outs[k].ref) kb[off] = v;
-    for (const auto& [off, alt] : outs[k].alt) {
-      auto& dst = (*cands)[off];
-      for (auto b : alt) dst.push_back(b);
-    }
+    outs[k].apply(kb, *cands);
     (*kwriter)[static_cast<std::size_t>(km.int_at(emit[k]))] = emit[k];
   }
   Expected e;

@@ -105,12 +105,11 @@ Expected run_vllm_mxfp4(const Case& c, const Params& p) {
     wo.data<float>()[row] = (w * static_cast<float>(p.softmax_scale)) * static_cast<float>(p.head_scale);
     wb.data<double>()[row] = 0;
   }
-  auto c4 = std::make_shared<std::map<std::int64_t, std::vector<std::uint64_t>>>(), cs = std::make_shared<std::map<std::int64_t, std::vector<std::uint64_t>>>();
-  const i64 nq = T * H * D / 2;
+  auto c4 = std::make_shared<quant::ByteCandMap>(), cs = std::make_shared<quant::ByteCandMap>();
+  const i64 nq = T * H * D / 2;  // the writers number the code bytes, then the scale bytes
   for (const auto& o : outs) {
-    for (const auto& [off, v] : o.ref) (off < nq ? q4.data<std::uint8_t>()[off] : qs.data<std::uint8_t>()[off - nq]) = v;
-    for (const auto& [off, alt] : o.alt)
-      for (auto b : alt) (off < nq ? (*c4)[off] : (*cs)[off - nq]).push_back(b);
+    o.apply(q4.data<std::uint8_t>(), *c4, 0, nq);
+    o.apply(qs.data<std::uint8_t>(), *cs, nq);
   }
   Expected e;
   RefTensor a;

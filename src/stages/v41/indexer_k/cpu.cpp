@@ -107,12 +107,10 @@ Expected run_impl(const Case& c, const Params& p, Bug bug, int threads, const st
       store(p, bug, y.data(), ey.data(), km.int_at(t), outs[static_cast<std::size_t>(k)]);
     }
   }
-  auto cands = std::make_shared<std::map<std::int64_t, std::vector<std::uint64_t>>>();
+  auto cands = std::make_shared<quant::ByteCandMap>();
   std::uint8_t* kb = kc.data<std::uint8_t>();
   for (std::size_t k = 0; k < emit.size(); ++k) {  // token order: a later token's record wins (the gate bug's shared slots)
-    for (const auto& [off, v] : outs[k].ref) kb[off] = v;
-    for (const auto& [off, alt] : outs[k].alt)
-      for (auto b : alt) (*cands)[off].push_back(b);
+    outs[k].apply(kb, *cands);
     (*writer)[static_cast<std::size_t>(km.int_at(emit[k]))] = emit[k];
   }
   RefTensor rk;
