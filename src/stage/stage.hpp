@@ -104,6 +104,28 @@ struct Hypothesis {
   std::function<std::optional<Tensor>(const Case& c, const Params& p)> bytes;
 };
 
+// A stage's known bugs as hypotheses on one tensor: rows {bug, B-number, doc}, each completed by fill(hypothesis, bug)
+// (which sets its value or bytes function for that bug).
+template <class Bug>
+struct BugHint {
+  Bug bug;
+  const char* id;
+  const char* doc;
+};
+template <class Bug, class Fill>
+std::vector<Hypothesis> bug_hints(const char* tensor, const std::vector<BugHint<Bug>>& rows, Fill fill) {
+  std::vector<Hypothesis> v;
+  for (const BugHint<Bug>& r : rows) {
+    Hypothesis x;
+    x.tensor = tensor;
+    x.bug = r.id;
+    x.doc = r.doc;
+    fill(x, r.bug);
+    v.push_back(std::move(x));
+  }
+  return v;
+}
+
 // A selftest mutant: a real bug's shape applied to plausible outputs of a base case, and the verdicts that count as
 // "caught with the right kind".
 struct Mutant {

@@ -125,12 +125,7 @@ void sanity(const Case& c, const std::string& tensor, const Tensor& out, std::ve
 // a failing cache matches.
 std::vector<Hypothesis> record_hypotheses() {
   using B = RecordBug;
-  struct H {
-    B bug;
-    const char* id;
-    const char* doc;
-  };
-  const std::vector<H> hs{
+  return bug_hints<B>("kv_cache", {
       {B::rope_fp32, "B49", "the RoPE dims quantized from the unrounded fp32 rotary output where the dump declares the bf16 source (REF)"},
       {B::tie_flip, "B50", "e2m1 midpoints rounded the other way (DeepGEMM's utility rounds half down; PTX cvt.rn, the REF and FlashMLA to even)"},
       {B::zero_flip, "B51", "the other sign of a zero e2m1 code (0x8 <-> 0x0: FlashMLA's test and PTX keep the sign, DeepGEMM's utility clears it)"},
@@ -140,14 +135,8 @@ std::vector<Hypothesis> record_hypotheses() {
       {B::order_swapped, "v41 §2.3", "page_segregated and token_interleaved record orders confused"},
       {B::scales_unpermuted, "v41 §2.4", "the 352-byte record's scales stored in natural order (scale s belongs at byte 8*(s&3)+(s>>2))"},
       {B::mx4_floor_1e4, "B54", "the MXFP4 amax floor 1e-4 (vLLM before #41015) where the floor is 6*2^-126: blocks below 1e-4 get scale 2^-15 and zero codes"},
-  };
-  std::vector<Hypothesis> v;
-  for (const H& h : hs) {
-    Hypothesis x;
-    x.tensor = "kv_cache";
-    x.bug = h.id;
-    x.doc = h.doc;
-    x.bytes = [bug = h.bug](const Case& c, const dsa::Params& pp) -> std::optional<Tensor> {
+  }, [](Hypothesis& x, B bug) {
+    x.bytes = [bug](const Case& c, const dsa::Params& pp) -> std::optional<Tensor> {
       const auto& p = dynamic_cast<const Params&>(pp);
       if (!p.record) return std::nullopt;
       const layouts::RecordFormat& f = *p.rp.rec.f;
@@ -159,9 +148,7 @@ std::vector<Hypothesis> record_hypotheses() {
       if (bug == B::mx4_floor_1e4 && (f.codec != layouts::RecCodec::mxfp4 || p.rp.quant.mx4 != fp4core::Mx4Rule::ref)) return std::nullopt;
       return cpu_record(c, p, bug, 1).tensors.front().value;
     };
-    v.push_back(std::move(x));
-  }
-  return v;
+  });
 }
 
 }  // namespace

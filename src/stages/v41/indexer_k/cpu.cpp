@@ -142,35 +142,22 @@ Expected run_with_keys(const Case& c, const Params& p, int threads, const std::v
 Expected cpu(const Case& c, const Params& p, const RefOptions& opt) { return run(c, p, Bug::none, opt.thread_count()); }
 
 std::vector<Hypothesis> hypotheses() {
-  struct H {
-    Bug bug;
-    const char* id;
-    const char* doc;
-  };
-  const std::vector<H> hs{
+  return bug_hints<Bug>("k_cache", {
       {Bug::rope_at_position, "v41 §5", "RoPE at the token's own position instead of its group's start (p / r) * r"},
       {Bug::rope_halves, "B58", "halves-style RoPE pairs (64 + i, 96 + i) where the V4.1 indexer rotates interleaved pairs (64 + 2i, 65 + 2i)"},
       {Bug::quant_fp32, "B49", "the fp32 RoPE result quantized without its bf16 rounding (the reference and vLLM round it first)"},
       {Bug::gate_ignored, "v41 §4", "a key written by mid-group tokens too ((p + 1) % r != 0) into their group's slot"},
       {Bug::e2m1_ties_down, "B50", "e2m1 midpoints rounded down (DeepGEMM's utility) where the writer rounds them to even"},
       {Bug::mx4_floor_1e4, "B54", "the MXFP4 amax floor 1e-4 (vLLM before #41015) where the floor is 6*2^-126: tiny blocks get scale 2^-15 and zero codes"},
-  };
-  std::vector<Hypothesis> v;
-  for (const H& h : hs) {
-    Hypothesis x;
-    x.tensor = "k_cache";
-    x.bug = h.id;
-    x.doc = h.doc;
-    x.bytes = [bug = h.bug](const Case& c, const dsa::Params& pp) -> std::optional<Tensor> {
+  }, [](Hypothesis& x, Bug bug) {
+    x.bytes = [bug](const Case& c, const dsa::Params& pp) -> std::optional<Tensor> {
       const auto& p = dynamic_cast<const Params&>(pp);
       const bool fp4 = p.rec.f->codec == layouts::RecCodec::mxfp4;
       if ((bug == Bug::e2m1_ties_down || bug == Bug::mx4_floor_1e4) && !fp4) return std::nullopt;
       if (bug == Bug::gate_ignored && p.r == 1) return std::nullopt;
       return run(c, p, bug, 1).tensors.front().value;
     };
-    v.push_back(std::move(x));
-  }
-  return v;
+  });
 }
 
 }  // namespace dsa::v41::indexer_k

@@ -126,29 +126,20 @@ Expected run(const Case& c, const Params& p, Bug bug, int threads) {
 Expected cpu(const Case& c, const Params& p, const RefOptions& opt) { return run(c, p, Bug::none, opt.thread_count()); }
 
 std::vector<Hypothesis> hypotheses() {
-  struct H {
-    Bug bug;
-    const char* id;
-    const char* doc;
-  };
-  const std::vector<H> hs{
+  return bug_hints<Bug>("logits", {
       {Bug::no_relu, "B4", "head scores summed without the ReLU"},
       {Bug::nibbles_swapped, "B52", "e2m1 nibbles read high-first (dim 2i in the high nibble) where the codec packs dim 2i low"},
       {Bug::kv_scale_ignored, "B6", "the keys' ue8m0 scales not applied (every key block read at scale 1)"},
       {Bug::sparse_map_ignored, "v41 §5", "column c read as position c instead of blocks[c / sparse_block_kv] * sparse_block_kv + c % sparse_block_kv"},
-  };
-  std::vector<Hypothesis> v;
-  for (const H& h : hs)
-    v.push_back({"logits", h.id, h.doc,
-                 [bug = h.bug](const Case& c, const dsa::Params& pb, std::int64_t f) -> std::optional<Hypothesis::Value> {
-                   const auto& p = static_cast<const Params&>(pb);
-                   if (bug == Bug::sparse_map_ignored && !p.paged) return std::nullopt;
-                   const auto l = logit(c, p, f / p.cols, f % p.cols, bug);
-                   if (!l || std::isinf(l->first)) return std::nullopt;
-                   return Hypothesis::Value{l->first, l->second};
-                 },
-                 {}});
-  return v;
+  }, [](Hypothesis& x, Bug bug) {
+    x.value = [bug](const Case& c, const dsa::Params& pb, std::int64_t f) -> std::optional<Hypothesis::Value> {
+      const auto& p = static_cast<const Params&>(pb);
+      if (bug == Bug::sparse_map_ignored && !p.paged) return std::nullopt;
+      const auto l = logit(c, p, f / p.cols, f % p.cols, bug);
+      if (!l || std::isinf(l->first)) return std::nullopt;
+      return Hypothesis::Value{l->first, l->second};
+    };
+  });
 }
 
 }  // namespace dsa::v41::logits
