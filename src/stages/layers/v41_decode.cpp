@@ -7,6 +7,7 @@
 #include "numerics/rng.hpp"
 #include "numerics/rope.hpp"
 #include "stages/layers/recipe.hpp"
+#include "stages/v41/logits/stage.hpp"
 
 namespace dsa::golden::layers {
 
@@ -30,17 +31,8 @@ std::vector<Case> build_v41_decode(std::uint64_t seed, int threads) {
   std::vector<std::int64_t> last;
   for (auto l : L) last.push_back(l - 1);
   // The K cache before the step: every slot an MXFP4 record of N(0, 1) * 2^U{-4..4} values (the earlier tokens').
-  const layouts::KvRecord rec{layouts::find_record("v41_idx_mxfp4_68"), layouts::RecordOrder::page_segregated, ps};
   Tensor hist(DType::u8, {nblk, ps, 68});
-  {
-    Rng g(member_seed(seed, 9));
-    for (std::int64_t slot = 0; slot < nblk * ps; ++slot) {
-      float x[128];
-      const double sc = std::ldexp(1.0, static_cast<int>(g.randint(-4, 4)));
-      for (auto& v : x) v = num::round_to_bf16(static_cast<float>(g.normal() * sc));
-      layouts::store_record(rec, x, slot, hist.data<std::uint8_t>(), layouts::producer_quant(*rec.f));
-    }
-  }
+  v41::logits::fill_random_k_cache(hist.data<std::uint8_t>(), nblk * ps, ps, Rng(member_seed(seed, 9)));
   Tensor cs(DType::f32, {maxL, 64});
   num::v4_cos_sin_cache(64, maxL, cs.data<float>());
   Tensor positions64 = Tensor::from_vector(DType::i64, {B}, last);

@@ -95,15 +95,8 @@ void gen_sparse(const GoldenSpec& s, std::uint64_t seed, int, Case& c) {
   for (auto L : ctx) maxp = std::max(maxp, (L + nn - 1 + ps - 1) / ps);
   if (B * maxp > pages) throw std::invalid_argument(s.name + ": more pages needed than dim pages");
   queries(root, R, H, 128, c);
-  const layouts::KvRecord rec{layouts::find_record("v41_idx_mxfp4_68"), layouts::RecordOrder::page_segregated, ps};
   Tensor kc(DType::u8, {pages, ps, 1, 68});
-  Rng g = root.fork(kK);
-  for (std::int64_t slot = 0; slot < pages * ps; ++slot) {
-    float x[128];
-    const double sc = std::ldexp(1.0, static_cast<int>(g.randint(-4, 4)));
-    for (auto& v : x) v = num::round_to_bf16(static_cast<float>(g.normal() * sc));
-    layouts::store_record(rec, x, slot, kc.data<std::uint8_t>(), layouts::producer_quant(*rec.f));
-  }
+  fill_random_k_cache(kc.data<std::uint8_t>(), pages * ps, ps, root.fork(kK));
   const auto perm = gen::permutation(root.fork(kPages), pages);
   Tensor bt(DType::i32, {R, maxp}), cl(DType::i32, {R}), sb(DType::i32, {R, nsb});
   Rng lr = root.fork(kLists);
@@ -126,6 +119,16 @@ void gen_sparse(const GoldenSpec& s, std::uint64_t seed, int, Case& c) {
 }
 
 }  // namespace
+
+void fill_random_k_cache(std::uint8_t* cache, std::int64_t slots, std::int64_t page_size, Rng g) {
+  const layouts::KvRecord rec{layouts::find_record("v41_idx_mxfp4_68"), layouts::RecordOrder::page_segregated, page_size};
+  for (std::int64_t slot = 0; slot < slots; ++slot) {
+    float x[128];
+    const double sc = std::ldexp(1.0, static_cast<int>(g.randint(-4, 4)));
+    for (auto& v : x) v = num::round_to_bf16(static_cast<float>(g.normal() * sc));
+    layouts::store_record(rec, x, slot, cache, layouts::producer_quant(*rec.f));
+  }
+}
 
 std::vector<Generator> generators() {
   return {{"v41lg.ragged", "v41.logits",

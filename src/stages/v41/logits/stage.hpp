@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "layouts/kv_records.hpp"
+#include "numerics/rng.hpp"
 #include "stage/stage.hpp"
 
 namespace dsa::v41::logits {
@@ -64,6 +65,9 @@ Expected cpu(const Case& c, const Params& p, const RefOptions& opt);
 Expected run(const Case& c, const Params& p, Bug bug, int threads);
 std::vector<Hypothesis> hypotheses();
 std::vector<golden::Generator> generators();
+// A V4.1 indexer K cache of earlier tokens for generated cases (this stage's and layer_v41_decode's): every one of its
+// `slots` slots (page_size per page) a v41_idx_mxfp4_68 record of bf16(N(0, 1) * 2^U{-4..4}) values drawn from g.
+void fill_random_k_cache(std::uint8_t* cache, std::int64_t slots, std::int64_t page_size, Rng g);
 std::vector<golden::GoldenSpec> goldens();
 std::vector<golden::GoldenSpec> selftest_cases();
 std::vector<Mutant> mutants();
