@@ -29,15 +29,24 @@ std::function<void(Case&, const Expected&, std::uint64_t)> buggy(std::function<v
 
 // A Mutant::apply for a bug the stage's own reference reproduces (a `Bug` switch of `run(c, params, bug, threads)`):
 // the case's outputs become plausible outputs of that buggy run.
-template <typename P, typename B>
-std::function<void(Case&, const Expected&, std::uint64_t)> reference_bug(Expected (*run)(const Case&, const P&, B, int), B bug) {
-  return [run, bug](Case& c, const Expected&, std::uint64_t seed) {
+// reference_with: the same for a bug the reference reproduces through its parameters (edit sets the bug on a copy of
+// the case's parsed params; run computes the reference with them).
+template <typename P>
+std::function<void(Case&, const Expected&, std::uint64_t)> reference_with(std::function<void(P&)> edit,
+                                                                         std::function<Expected(const Case&, const P&)> run) {
+  return [edit, run](Case& c, const Expected&, std::uint64_t seed) {
     BoundCase b;
     if (auto pr = validate_case(c, false, &b); !pr.empty()) throw SchemaError(pr.front());
-    const Expected E = run(c, dynamic_cast<const P&>(*b.params), bug, 1);
+    P p = dynamic_cast<const P&>(*b.params);
+    edit(p);
+    const Expected E = run(c, p);
     c.outputs.clear();
     plausible_outputs(c, E, seed);
   };
+}
+template <typename P, typename B>
+std::function<void(Case&, const Expected&, std::uint64_t)> reference_bug(Expected (*run)(const Case&, const P&, B, int), B bug) {
+  return reference_with<P>([](P&) {}, [run, bug](const Case& c, const P& p) { return run(c, p, bug, 1); });
 }
 
 // The case's default tolerance for `tensor` (no CLI overrides).

@@ -174,16 +174,12 @@ std::vector<Mutant> mutants() {
        }},
       {"mla_decode_v41_read_as_v32_no_rope", "B56", "mla_decode_v41", V{Verdict::FAIL, Verdict::NONFINITE},
        "the 528-byte V41 rows decoded as the sgl-project fork's V3.2-no-RoPE record (512 e4m3 codes + 4 fp32 scales)",
-       [](Case& c, const Expected&, std::uint64_t seed) {
-         BoundCase b;
-         if (auto pr = validate_case(c, false, &b); !pr.empty()) throw SchemaError(pr.front());
-         Params p = dynamic_cast<const Params&>(*b.params);
-         if (!p.rec.f || p.rec.f->name != std::string("v41_mxfp8_528")) throw std::invalid_argument("B56 needs a v41_mxfp8_528 cache");
-         p.misread_v32_no_rope = true;
-         const Expected E = run(c, p, RefOptions{}, Backend::cpu);
-         c.outputs.clear();
-         plausible_outputs(c, E, seed);
-       }},  // no diagnosis: NaN everywhere, as the AoS misread
+       reference_with<Params>(
+           [](Params& p) {
+             if (!p.rec.f || p.rec.f->name != std::string("v41_mxfp8_528")) throw std::invalid_argument("B56 needs a v41_mxfp8_528 cache");
+             p.misread_v32_no_rope = true;
+           },
+           [](const Case& c, const Params& p) { return run(c, p, RefOptions{}, Backend::cpu); })},  // no diagnosis: NaN everywhere, as the AoS misread
       {"mla_decode_v41_order_swapped", "v41 §2.3", "mla_decode_v41", V{Verdict::FAIL, Verdict::NONFINITE},
        "page_segregated V41 / V41_FP4 caches read as per-token interleaved records",
        buggy([](Case& c) { set_attr(c, "record_order", S("token_interleaved")); })},  // no diagnosis: NaN everywhere

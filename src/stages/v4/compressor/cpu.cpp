@@ -14,6 +14,7 @@
 #include "numerics/fp4_core.hpp"
 #include "engines/quant/quant_core.hpp"
 #include "engines/sparse_attn/sparse_attn.hpp"
+#include "engines/v4_compress/norm_rope_core.hpp"
 #include "engines/v4_compress/pool.hpp"
 #include "stages/v4/compressor/stage.hpp"
 
@@ -21,14 +22,10 @@ namespace dsa::v4::compressor {
 namespace {
 
 constexpr double kU = 0x1p-24;
-double gam(double n) { return n * kU / (1.0 - n * kU); }
-double bf16v(double v) { return num::bf16_to_f64(num::f64_to_bf16(v)); }
-// Largest distance between bf16(v) and the bf16 rounding of any value within e of v.
-double rb(double v, double e) {
-  if (!(e > 0)) return 0.0;
-  const double r = bf16v(v);
-  return std::max(std::fabs(bf16v(v + e) - r), std::fabs(bf16v(v - e) - r));
-}
+// gam, bf16v, rb: the compressors' shared bound helpers (engines/v4_compress/norm_rope_core.hpp).
+using engines::v4_compress::core::bf16v;
+using engines::v4_compress::core::gam;
+using engines::v4_compress::core::rb;
 
 // e2m1 (FP4) RNE with clamp to +-6: the grid {0, .5, 1, 1.5, 2, 3, 4, 6}, ties to the even code.
 double e2m1(double x) {
