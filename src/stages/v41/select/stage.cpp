@@ -1,4 +1,5 @@
 // v41.select: schema, parse (the DeepGEMM / REF contract of the candidate lists), table entry.
+#include <algorithm>
 #include <map>
 #include <string>
 #include <utility>
@@ -39,20 +40,21 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& pr) {
       bad("inputs/scores", "candidate_blocks columns * block_size = " + std::to_string(cb->dim(1) * p.block_size) + " columns (scores_layout candidates)",
           std::to_string(sc.dim(1)));
   }
-  std::int64_t reach_sum = 0;
+  std::int64_t reach_max = 0;
   for (std::int64_t r = 0; r < p.S; ++r) {
     const std::int64_t q = pos.int_at(r);
     if (q >= (std::int64_t{1} << 40)) return bad("inputs/positions", "< 2^40", "row " + std::to_string(r) + ": " + std::to_string(q)), p;
     if (!p.cand_layout && q >= 0 && (q + 1) / p.r > p.N)
       return bad("inputs/scores", "a column for every reachable position: (positions[r] + 1) / cmp_ratio <= N = " + std::to_string(p.N),
                  "row " + std::to_string(r) + " at position " + std::to_string(q) + " reaches " + std::to_string((q + 1) / p.r)), p;
-    reach_sum += q < 0 ? 0 : (q + 1) / p.r;
+    reach_max = std::max(reach_max, q < 0 ? std::int64_t{0} : (q + 1) / p.r);
   }
   // scores_layout candidates with the REF quirk ranks every reachable position of a row (the masked ones at -inf),
-  // not only the listed blocks' columns: that work is bounded here, since no input bounds it.
-  if (p.cand_layout && p.short_rows_ref && reach_sum > (std::int64_t{1} << 26))
-    return bad("inputs/positions", "at most 2^26 reachable positions over all rows with scores_layout candidates and short_rows ref",
-               std::to_string(reach_sum)), p;
+  // not only the listed blocks' columns, in rows as wide as the longest (the CUDA path's key table): that work is
+  // bounded here, since no input bounds it.
+  if (p.cand_layout && p.short_rows_ref && reach_max > ((std::int64_t{1} << 26) / std::max<std::int64_t>(p.S, 1)))
+    return bad("inputs/positions", "rows x the largest reach <= 2^26 with scores_layout candidates and short_rows ref",
+               std::to_string(p.S) + " rows x " + std::to_string(reach_max)), p;
   if (const Tensor* cb = c.input_opt("candidate_blocks")) {
     if (p.publish) bad("inputs/candidate_blocks", "absent with publish = 1 (the candidate source layer scores every position)", "present");
     p.M = cb->dim(1);
