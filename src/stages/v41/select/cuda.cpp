@@ -26,7 +26,13 @@ Expected cuda(const Case& c, const Params& p, const RefOptions& opt) {
     pk.k = select_cuda(b, pk.ids, pk.len);
     return pk;
   };
-  const RowPicks cand = run(false, p.k);
+  RowPicks cand = run(false, p.k);
+  if (cb && p.cand_layout && !p.short_rows_ref)  // the device's ids are list entries e * bs + t: their positions
+    for (std::int64_t r = 0; r < p.S; ++r)
+      for (std::int64_t q = 0; q < cand.k; ++q) {
+        std::int64_t& id = cand.ids[static_cast<std::size_t>(r * cand.k + q)];
+        if (id >= 0) id = cb->int_at(r * p.M + id / p.block_size) * p.block_size + id % p.block_size;
+      }
   if (!p.publish) return assemble(c, p, opt, &cand, nullptr);
   const RowPicks blocks = run(true, p.topk_blocks);
   return assemble(c, p, opt, &cand, &blocks);

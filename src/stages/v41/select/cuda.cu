@@ -22,7 +22,8 @@ __device__ inline std::uint64_t key_of(double v, std::int64_t id) {  // (every s
 }
 
 // Key x of row r. Items: positions x < reach (no list, the REF quirk, or scores_layout positions), entries
-// x = e * bs + t of the list (a consumer's scores_layout candidates without the quirk), or blocks x < nblocks.
+// x = e * bs + t of the list (a consumer's scores_layout candidates without the quirk: the id is x, which the host maps
+// to its position), or blocks x < nblocks.
 __global__ void keys_kernel(CudaSelectJob j, std::int64_t C, std::uint64_t* keys) {
   const std::int64_t e = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (e >= j.S * C) return;
@@ -40,7 +41,7 @@ __global__ void keys_kernel(CudaSelectJob j, std::int64_t C, std::uint64_t* keys
     const std::int64_t en = x / j.bs, b = list[en], pos = b * j.bs + x % j.bs;
     if (b >= 0 && pos < n) {
       const double v = row[x];
-      if (v != ninf) key = key_of(v, pos);
+      if (v != ninf) key = key_of(v, x);  // the entry, not the position (< 2^32; the same order: the list ascends)
     }
   } else if (x < n) {
     const std::int64_t en = list ? core::entry_of(list, j.M, x / j.bs) : 0;

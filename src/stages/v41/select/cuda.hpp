@@ -17,8 +17,9 @@ struct CudaSelectJob {
   const std::int32_t* cand = nullptr;    // [S, M] or null (not a consumer)
 };
 
-// ids [S, w] with w = min(k, the widest row's items) (returned): each row's first min(k, len) ids (positions or block
-// ids) in canonical order, -1 after; len [S]: the row's candidate count.
+// ids [S, w] with w = min(k, the widest row's items) (returned): each row's first min(k, len) ids (positions, block
+// ids, or for a consumer's scores_layout candidates without the REF quirk list entries e * block_size + t) in
+// canonical order, -1 after; len [S]: the row's candidate count.
 std::int64_t select_cuda(const CudaSelectJob& job, std::vector<std::int64_t>& ids, std::vector<std::int64_t>& len);
 
 }  // namespace dsa::v41::select
