@@ -49,7 +49,6 @@ void pv_generic(const double* P, std::int64_t Hp, std::int64_t ldp, const double
 }
 
 constexpr std::int64_t kDC = 64;  // QK: dims per chunk (a panel's chunk is 4 KB)
-inline double detail_inf() { return num::detail::inf64(); }
 
 #if defined(__x86_64__)
 // ---- AVX2 + FMA ----
@@ -268,7 +267,7 @@ __attribute__((target("avx2,fma"))) void exp_avx2(double* s, std::int64_t n, dou
   const __m256d vm = _mm256_set1_pd(m), l2e = _mm256_set1_pd(0x1.71547652b82fep0), sh = _mm256_set1_pd(0x1.8p52);
   const __m256d c1 = _mm256_set1_pd(0x1.62e42fefa3800p-1), c2 = _mm256_set1_pd(0x1.ef35793c7673p-45), half = _mm256_set1_pd(0.5);
   const __m256d bias = _mm256_set1_pd(1023.0), hi = _mm256_set1_pd(709.8), lo = _mm256_set1_pd(-746.0);
-  const __m256d inf = _mm256_set1_pd(detail_inf()), zero = _mm256_setzero_pd();
+  const __m256d inf = _mm256_set1_pd(num::detail::inf64()), zero = _mm256_setzero_pd();
   std::int64_t t = 0;
   for (; t + 4 <= n; t += 4) {
     const __m256d x = _mm256_sub_pd(_mm256_loadu_pd(s + t), vm);
@@ -292,7 +291,7 @@ __attribute__((target("avx512f"))) void exp_avx512(double* s, std::int64_t n, do
   const __m512d vm = _mm512_set1_pd(m), l2e = _mm512_set1_pd(0x1.71547652b82fep0), sh = _mm512_set1_pd(0x1.8p52);
   const __m512d c1 = _mm512_set1_pd(0x1.62e42fefa3800p-1), c2 = _mm512_set1_pd(0x1.ef35793c7673p-45), half = _mm512_set1_pd(0.5);
   const __m512d bias = _mm512_set1_pd(1023.0), hi = _mm512_set1_pd(709.8), lo = _mm512_set1_pd(-746.0);
-  const __m512d inf = _mm512_set1_pd(detail_inf()), zero = _mm512_setzero_pd();
+  const __m512d inf = _mm512_set1_pd(num::detail::inf64()), zero = _mm512_setzero_pd();
   std::int64_t t = 0;
   for (; t + 8 <= n; t += 8) {
     const __m512d x = _mm512_sub_pd(_mm512_loadu_pd(s + t), vm);
@@ -314,13 +313,25 @@ __attribute__((target("avx512f"))) void exp_avx512(double* s, std::int64_t n, do
 #pragma GCC diagnostic pop
 #endif
 
+// What this CPU runs, asked once (every kernel call checks the path it is given).
 bool supported(GemmIsa isa) {
+  static const bool avx512 = [] {
 #if defined(__x86_64__)
-  __builtin_cpu_init();
-  if (isa == GemmIsa::avx512) return __builtin_cpu_supports("avx512f");
-  if (isa == GemmIsa::avx2) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") != 0;
+#else
+    return false;
 #endif
-  return isa == GemmIsa::generic;
+  }();
+  static const bool avx2 = [] {
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+    return false;
+#endif
+  }();
+  return isa == GemmIsa::avx512 ? avx512 : isa == GemmIsa::avx2 ? avx2 : true;
 }
 
 }  // namespace
