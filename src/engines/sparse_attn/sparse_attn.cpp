@@ -37,14 +37,8 @@ void RowEngine::run(double sm) {
   for (std::int64_t p = 0; p < np / 8; ++p) {
     double* dst = Kp_.data() + p * D * 8;
     const std::int64_t nk = std::min<std::int64_t>(8, n - p * 8);
-    if (nk == 8) {
-      const double* k = K_.data() + p * 8 * D;
-      for (std::int64_t d = 0; d < D; ++d)
-        for (std::int64_t x = 0; x < 8; ++x) dst[d * 8 + x] = k[x * D + d];
-    } else {
-      for (std::int64_t d = 0; d < D; ++d)
-        for (std::int64_t x = 0; x < 8; ++x) dst[d * 8 + x] = x < nk ? K_[static_cast<std::size_t>((p * 8 + x) * D + d)] : 0.0;
-    }
+    for (std::int64_t d = 0; d < D; ++d)
+      for (std::int64_t x = 0; x < 8; ++x) dst[d * 8 + x] = x < nk ? K_[static_cast<std::size_t>((p * 8 + x) * D + d)] : 0.0;
     double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     for (std::int64_t d = 0; d < D; ++d)
       for (int x = 0; x < 8; ++x) acc[x] += dst[d * 8 + x] * dst[d * 8 + x];
@@ -55,19 +49,15 @@ void RowEngine::run(double sm) {
     const double s2 = s2_[static_cast<std::size_t>(t)];
     kmax2 = s2 > kmax2 || s2 != s2 ? s2 : kmax2;
   }
-  // V packed in 8-column blocks, key-major inside a block (contiguous streams for the PV micro-kernel).
+  // V packed in 8-column blocks, key-major inside a block (contiguous streams for the PV micro-kernel; dv % 8 == 0:
+  // the stages' parse guarantees it, 512 in every DeepSeek model).
   Vp_.resize(static_cast<std::size_t>(dv * n));
-  if (dv % 8 == 0) {
-    for (std::int64_t t = 0; t < n; ++t)  // each key row read once, in order
-      for (std::int64_t c8 = 0; c8 < dv / 8; ++c8) {
-        const double* src = K_.data() + t * D + c8 * 8;
-        double* dst = Vp_.data() + (c8 * n + t) * 8;
-        for (int x = 0; x < 8; ++x) dst[x] = src[x];  // (std::copy_n of 8 doubles became a memmove call)
-      }
-  } else {
-    for (std::int64_t t = 0; t < n; ++t)
-      for (std::int64_t c = 0; c < dv; ++c) Vp_[static_cast<std::size_t>(((c / 8) * n + t) * 8 + c % 8)] = K_[static_cast<std::size_t>(t * D + c)];
-  }
+  for (std::int64_t t = 0; t < n; ++t)  // each key row read once, in order
+    for (std::int64_t c8 = 0; c8 < dv / 8; ++c8) {
+      const double* src = K_.data() + t * D + c8 * 8;
+      double* dst = Vp_.data() + (c8 * n + t) * 8;
+      for (int x = 0; x < 8; ++x) dst[x] = src[x];  // (std::copy_n of 8 doubles became a memmove call)
+    }
   // Heads in blocks of 64: the score workspace stays 64 x topk whatever h_q is (the per-element order is unchanged).
   const std::int64_t HB = 64;
   S_.resize(static_cast<std::size_t>(std::min(Hp, HB) * np));

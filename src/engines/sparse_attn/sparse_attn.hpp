@@ -37,7 +37,7 @@ namespace dsa::attn {
 
 class RowEngine {
  public:
-  // H heads of D dims, dv value dims (the first dv dims of a key), n selected keys.
+  // H heads of D dims, dv value dims (the first dv dims of a key; dv % 8 == 0), n selected keys.
   void reset(std::int64_t H, std::int64_t D, std::int64_t dv, std::int64_t n);
   double* q(std::int64_t h) { return Q_.data() + h * D_; }   // fill: q row h (D values)
   double* key(std::int64_t t) { return K_.data() + t * D_; } // fill: key t (D values)
