@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "pipeline/timing.hpp"
 #include "stage/stage.hpp"
 
 namespace dsa::pipeline {
@@ -136,6 +137,8 @@ std::vector<std::vector<cmp::CheckResult>> check_layer(const Layer& l, const std
     const BoundCase b{&c, st, params[i], kernel_profile(c)};
     const RefOptions ro = reference_options(b, o);
     Expected local;
+    const std::string where = "layer " + l.name + " case '" + c.name + "'";
+    auto t0 = std::chrono::steady_clock::now();
     try {
       local = run_reference(b, ro, reference_backend(b, o));
     } catch (const std::exception&) {
@@ -143,7 +146,10 @@ std::vector<std::vector<cmp::CheckResult>> check_layer(const Layer& l, const std
       tag(res);
       continue;
     }
+    timing_line(where + ": reference on the " + std::string(backend_name(reference_backend(b, o))), t0);
+    t0 = std::chrono::steady_clock::now();
     res = check_case(b, o, local);
+    timing_line(where + ": comparison", t0);
     // The chained case: linked inputs replaced by what the chain computed upstream.
     Case x = c;
     RefOptions xo = ro;
@@ -184,8 +190,12 @@ std::vector<std::vector<cmp::CheckResult>> check_layer(const Layer& l, const std
         e2e.push_back(case_error(c, "-", "the reference chain gives this case invalid inputs: " + probs.front().str()));
       } else {
         try {
+          t0 = std::chrono::steady_clock::now();
           chained = run_reference(bx, xo, reference_backend(bx, o));
+          timing_line(where + ": end-to-end reference", t0);
+          t0 = std::chrono::steady_clock::now();
           e2e = check_case(bx, o, chained);
+          timing_line(where + ": end-to-end comparison", t0);
         } catch (const std::exception& ex) {
           e2e.push_back(case_error(c, "-", std::string("reference of the chained case failed: ") + ex.what()));
         }

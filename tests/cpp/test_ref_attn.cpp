@@ -17,6 +17,7 @@
 #include "engines/sparse_attn/softmax_scale.hpp"
 #include "engines/sparse_attn/sparse_attn.hpp"
 #include "stages/attn/sparse_mla_decode/stage.hpp"
+#include "stages/attn/v4_out/stage.hpp"
 #include "stages/mla/kcache_store/stage.hpp"
 
 using namespace dsa;
@@ -241,4 +242,65 @@ TEST_CASE("attn: softmax_scale default d^-0.5 equals Python's d ** -0.5 for the 
   CHECK(dsa::sparse_attn::inv_sqrt(256) == 0.0625);
   CHECK(dsa::sparse_attn::inv_sqrt(512) == 0.04419417382415922);
   CHECK(dsa::sparse_attn::inv_sqrt(576) == 0.041666666666666664);
+}
+
+TEST_CASE("attn.v4_out: the blocked CPU GEMMs equal core.hpp's element functions (the CUDA kernels' definition)") {
+  // T crossing the 64-token block, R and dim crossing the 64-output items and the 8-key panels; NaN / inf among the
+  // activations and weights; every Bug variant (the group gathers and weight rows they change).
+  using attn::v4_out::Bug;
+  attn::v4_out::Params p;
+  p.T = 67, p.N = 4, p.D = 80, p.rope = 64, p.G = 2, p.R = 13, p.dim = 70;
+  const std::int64_t Ka = p.N * p.D / p.G, Kb = p.G * p.R;
+  Rng r(4040);
+  auto bf = [&](Tensor& t, double sc) {
+    for (std::int64_t i = 0; i < t.numel(); ++i) t.data<std::uint16_t>()[i] = num::f64_to_bf16(sc * r.normal());
+  };
+  Case c;
+  c.name = "v4_out_blocked";
+  c.stage = "attn.v4_out";
+  Tensor o(DType::bf16, {p.T, p.N, p.D}), cs(DType::f32, {p.T, p.rope}), sn(DType::f32, {p.T, p.rope}), wa(DType::bf16, {p.G * p.R, Ka}),
+      wb(DType::bf16, {p.dim, Kb});
+  bf(o, 1.0), bf(wa, 0.05), bf(wb, 0.05);
+  for (std::int64_t i = 0; i < cs.numel(); ++i) {
+    const double a = r.uniform() * 6.28;
+    cs.data<float>()[i] = static_cast<float>(std::cos(a)), sn.data<float>()[i] = static_cast<float>(std::sin(a));
+  }
+  o.data<std::uint16_t>()[3 * p.N * p.D + 7] = 0x7FC0;         // NaN in token 3
+  o.data<std::uint16_t>()[65 * p.N * p.D + 70] = 0x7F80;       // inf in token 65 (a rope dim)
+  wa.data<std::uint16_t>()[5 * Ka + 2] = 0xFF80;               // -inf in a wo_a row
+  wb.data<std::uint16_t>()[66 * Kb + 1] = 0x7FC0;              // NaN in a wo_b row past the first item
+  c.inputs = {{"o", o}, {"cos", cs}, {"sin", sn}, {"wo_a", wa}, {"wo_b", wb}};
+  for (Bug bug : {Bug::none, Bug::groups_permuted, Bug::heads_strided, Bug::forward_rope}) {
+    INFO("bug " << static_cast<int>(bug));
+    const Expected e = attn::v4_out::run(c, p, bug, 2);
+    attn::v4_out::Outputs x = attn::v4_out::make_outputs(p);
+    const attn::v4_out::Dims dm = attn::v4_out::dims(p);
+    for (std::int64_t t = 0; t < p.T; ++t)
+      for (std::int64_t h = 0; h < p.N; ++h)
+        for (std::int64_t d = 0; d < p.D; ++d)
+          attn::v4_out::rot_elem(dm, o.data<std::uint16_t>(), cs.data<float>(), sn.data<float>(), t, h, d, bug, x.rot.data<std::uint16_t>(),
+                                 x.rot_m.data<double>());
+    for (std::int64_t t = 0; t < p.T; ++t)
+      for (std::int64_t g = 0; g < p.G; ++g)
+        for (std::int64_t rr = 0; rr < p.R; ++rr)
+          attn::v4_out::lora_elem(dm, x.rot.data<std::uint16_t>(), x.rot_m.data<double>(), wa.data<std::uint16_t>(), attn::v4_out::gamma_sum(Ka), t,
+                                  g, rr, bug, x.ua.data<std::uint16_t>(), x.ua_m.data<double>());
+    for (std::int64_t t = 0; t < p.T; ++t)
+      for (std::int64_t d = 0; d < p.dim; ++d)
+        attn::v4_out::out_elem(dm, x.ua.data<std::uint16_t>(), x.ua_m.data<double>(), wb.data<std::uint16_t>(), attn::v4_out::gamma_sum(Kb), t, d,
+                               x.y.data<std::uint16_t>(), x.y_m.data<double>());
+    const Tensor* want[3][2] = {{&x.rot, &x.rot_m}, {&x.ua, &x.ua_m}, {&x.y, &x.y_m}};
+    REQUIRE(e.tensors.size() == 3);
+    std::int64_t nonfinite = 0;
+    for (int k = 0; k < 3; ++k) {
+      INFO(e.tensors[k].name);
+      const Tensor& v = e.tensors[k].value;
+      const Tensor& m = e.tensors[k].magnitude;
+      REQUIRE(v.numel() == want[k][0]->numel());
+      CHECK(std::memcmp(v.raw(), want[k][0]->raw(), static_cast<std::size_t>(v.nbytes())) == 0);
+      CHECK(std::memcmp(m.raw(), want[k][1]->raw(), static_cast<std::size_t>(m.nbytes())) == 0);
+      for (std::int64_t i = 0; i < v.numel(); ++i) nonfinite += (v.data<std::uint16_t>()[i] & 0x7F80) == 0x7F80;
+    }
+    CHECK(nonfinite > 0);  // the NaN / inf reached the outputs
+  }
 }

@@ -30,6 +30,7 @@ inline GoldenSpec member_spec(const char* name, const char* stage, const char* g
 
 std::vector<Case> build_v32_decode(std::uint64_t seed, int threads);
 std::vector<Case> build_v4_decode(std::uint64_t seed, int threads);
+std::vector<Case> build_v4_decode_serving(std::uint64_t seed, int threads);
 std::vector<Case> build_v4_compressor_chain(std::uint64_t seed, int threads);
 std::vector<Case> build_v41_decode(std::uint64_t seed, int threads);
 

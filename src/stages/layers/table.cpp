@@ -18,6 +18,13 @@ const std::vector<LayerSpec>& layer_catalogue() {
        .seed = 4101,
        .committed = true,
        .build = layers::build_v4_decode},
+      {.name = "layer_v4_decode_serving",
+       .doc = "the same V4 C4 decode layer at V4-Flash serving size: one step of 64 requests (contexts 1K..16K), indexer "
+              "64 x 128 top-512, attention 64 heads x 512, o-projection 1024 -> 4096, compressor over the 4096-wide "
+              "hidden state; large, not committed (the end-to-end layer check benchmark)",
+       .seed = 4102,
+       .committed = false,
+       .build = layers::build_v4_decode_serving},
       {.name = "layer_v4_compressor_chain",
        .doc = "vLLM CUDA indexer compressor (D 128, C4) over 3 steps of one history (prefill, then decodes crossing a "
               "compression boundary), chained by state: step n+1's state_cache_in / kv_cache_in = step n's outputs",

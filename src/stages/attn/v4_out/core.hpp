@@ -1,5 +1,8 @@
-// attn.v4_out's per-output math as DSA_HD functions: the one definition cpu.cpp and cuda.cu both run (contract way 3:
-// exact products, f64 sums in index order with fma, one bf16 rounding; the bounds' sums in the same order). Plain
+// attn.v4_out's per-output math as DSA_HD functions: the one definition cuda.cu runs and cpu.cpp's blocked GEMMs
+// reproduce (contract way 3: exact products, three fma chains in index order from +0 per output — the value, the
+// magnitude sum of |products| and the carried bound sum of |w| M — then one bf16 rounding). Each chain is a dot
+// product, so cpu.cpp runs them as attn::gemm_qk (engines/sparse_attn: every SIMD path keeps each element's chain)
+// and the test "attn.v4_out: the blocked CPU GEMMs equal core.hpp's element functions" holds them to these bits. Plain
 // C++17 without libm (numerics/hd_ops.hpp, half_core.hpp), so nvcc compiles it for the device. The Bug variants
 // (selftest mutants) run on the CPU only; they are parameters here so that there is one copy of the math.
 //   rot_elem   o_rot[t, h, d]: the inverse rotation of a rope dim (or a copy), its bound
@@ -92,8 +95,8 @@ DSA_HD inline void lora_elem(const Dims& p, const std::uint16_t* rot, const doub
     const std::int64_t e = group_elem(p, t, g, k, bug);
     const double wk = halfcore::bf16_to_f64(w[k]), ak = halfcore::bf16_to_f64(rot[e]);
     s = hd::fma(ak, wk, s);
-    sa += hd::abs(ak * wk);
-    sp += hd::abs(wk) * rot_m[e];
+    sa = hd::fma(hd::abs(ak), hd::abs(wk), sa);
+    sp = hd::fma(hd::abs(wk), rot_m[e], sp);
   }
   put(ua, ua_m, (t * p.G + g) * p.R + r, s, gKa * sa + sp * (1 + 0x1p-40));
 }
@@ -107,8 +110,8 @@ DSA_HD inline void out_elem(const Dims& p, const std::uint16_t* ua, const double
   for (std::int64_t j = 0; j < Kb; ++j) {
     const double wj = halfcore::bf16_to_f64(w[j]), uj = halfcore::bf16_to_f64(ua[t * Kb + j]);
     s = hd::fma(uj, wj, s);
-    sa += hd::abs(uj * wj);
-    sp += hd::abs(wj) * ua_m[t * Kb + j];
+    sa = hd::fma(hd::abs(uj), hd::abs(wj), sa);
+    sp = hd::fma(hd::abs(wj), ua_m[t * Kb + j], sp);
   }
   put(y, y_m, t * p.dim + d, s, gKb * sa + sp * (1 + 0x1p-40));
 }
