@@ -2,7 +2,7 @@
 # Installs what dsa-check needs to build and test, only what is missing (idempotent, quiet when present).
 # Debian 12 packages + PyPI (numpy, h5py, ml_dtypes, pytest, pytest-xdist).
 set -euo pipefail
-APT_PKGS=(build-essential cmake ninja-build pkg-config libcli11-dev libhdf5-dev zlib1g-dev doctest-dev
+APT_PKGS=(build-essential cmake ninja-build pkg-config libcli11-dev libhdf5-dev zlib1g-dev libdeflate-dev doctest-dev
           nlohmann-json3-dev libssl-dev libbenchmark-dev python3 python3-pip)
 missing=()
 for p in "${APT_PKGS[@]}"; do

@@ -1,10 +1,16 @@
 #include "io/h5chunks.hpp"
 
+#include <emmintrin.h>
 #include <omp.h>
 #include <zlib.h>
+#ifdef DSA_HAVE_LIBDEFLATE
+#include <libdeflate.h>
+#endif
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -23,6 +29,74 @@ struct Raw {
   std::uint32_t mask = 0;           // filters skipped for this chunk
 };
 
+// Inflates one zlib stream (HDF5's deflate filter) of exactly `want` bytes into dst; "" or what went wrong. With
+// libdeflate (one decompressor per thread) where the build has it, else zlib's uncompress: both check the stream's
+// Adler-32 and accept the same streams.
+std::string inflate_exact(const unsigned char* src, std::size_t n, unsigned char* dst, std::size_t want) {
+#ifdef DSA_HAVE_LIBDEFLATE
+  thread_local std::unique_ptr<libdeflate_decompressor, void (*)(libdeflate_decompressor*)> d(libdeflate_alloc_decompressor(),
+                                                                                              libdeflate_free_decompressor);
+  if (!d) return "out of memory for a gzip decompressor";
+  std::size_t got = 0;
+  const libdeflate_result rc = libdeflate_zlib_decompress(d.get(), src, n, dst, want, &got);
+  if (rc != LIBDEFLATE_SUCCESS || got != want)
+    return "a gzip chunk that does not inflate to its " + std::to_string(want) + " bytes (" +
+           (rc == LIBDEFLATE_BAD_DATA ? std::string("corrupt stream") : rc == LIBDEFLATE_INSUFFICIENT_SPACE ? std::string("longer") : std::string("shorter")) +
+           ", libdeflate)";
+  return "";
+#else
+  uLongf got = static_cast<uLongf>(want);
+  const int rc = ::uncompress(dst, &got, src, static_cast<uLong>(n));
+  if (rc != Z_OK || got != want)
+    return "a gzip chunk that does not inflate to its " + std::to_string(want) + " bytes (zlib " + std::to_string(rc) + ", " +
+           std::to_string(got) + " bytes)";
+  return "";
+#endif
+}
+
+// HDF5's shuffle undone: plane k (byte k of every element, n bytes) back into the n elements of es bytes. Element
+// sizes 2, 4 and 8 interleave 16 elements at a time with SSE2 byte / word / dword unpacks (x86-64 baseline).
+void unshuffle(const unsigned char* src, unsigned char* dst, std::size_t n, std::size_t es) {
+  std::size_t i = 0;
+#if defined(__SSE2__)
+  auto ld = [&](std::size_t plane) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + plane * n + i)); };
+  auto st = [&](std::size_t k, __m128i v) { _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i * es + 16 * k), v); };
+  if (es == 2) {
+    for (; i + 16 <= n; i += 16) {
+      const __m128i p0 = ld(0), p1 = ld(1);
+      st(0, _mm_unpacklo_epi8(p0, p1)), st(1, _mm_unpackhi_epi8(p0, p1));
+    }
+  } else if (es == 4) {
+    for (; i + 16 <= n; i += 16) {
+      const __m128i p0 = ld(0), p1 = ld(1), p2 = ld(2), p3 = ld(3);
+      const __m128i a0 = _mm_unpacklo_epi8(p0, p1), a1 = _mm_unpackhi_epi8(p0, p1);  // bytes 0,1 of elements 0-7 / 8-15
+      const __m128i b0 = _mm_unpacklo_epi8(p2, p3), b1 = _mm_unpackhi_epi8(p2, p3);  // bytes 2,3
+      st(0, _mm_unpacklo_epi16(a0, b0)), st(1, _mm_unpackhi_epi16(a0, b0));
+      st(2, _mm_unpacklo_epi16(a1, b1)), st(3, _mm_unpackhi_epi16(a1, b1));
+    }
+  } else if (es == 8) {
+    for (; i + 16 <= n; i += 16) {
+      __m128i p[8];
+      for (std::size_t k = 0; k < 8; ++k) p[k] = ld(k);
+      __m128i a[8], c[8];
+      for (std::size_t k = 0; k < 4; ++k) a[2 * k] = _mm_unpacklo_epi8(p[2 * k], p[2 * k + 1]), a[2 * k + 1] = _mm_unpackhi_epi8(p[2 * k], p[2 * k + 1]);
+      // a[2k] / a[2k+1]: byte pair (2k, 2k+1) of elements 0-7 / 8-15; then pairs of pairs, then quads of pairs
+      for (std::size_t h = 0; h < 2; ++h) {
+        c[4 * h + 0] = _mm_unpacklo_epi16(a[h], a[2 + h]), c[4 * h + 1] = _mm_unpackhi_epi16(a[h], a[2 + h]);
+        c[4 * h + 2] = _mm_unpacklo_epi16(a[4 + h], a[6 + h]), c[4 * h + 3] = _mm_unpackhi_epi16(a[4 + h], a[6 + h]);
+      }
+      // c[4h + 0/1]: bytes 0-3 of elements (8h + 0-3 / 8h + 4-7); c[4h + 2/3]: bytes 4-7 of the same
+      for (std::size_t h = 0; h < 2; ++h) {
+        st(4 * h + 0, _mm_unpacklo_epi32(c[4 * h], c[4 * h + 2])), st(4 * h + 1, _mm_unpackhi_epi32(c[4 * h], c[4 * h + 2]));
+        st(4 * h + 2, _mm_unpacklo_epi32(c[4 * h + 1], c[4 * h + 3])), st(4 * h + 3, _mm_unpackhi_epi32(c[4 * h + 1], c[4 * h + 3]));
+      }
+    }
+  }
+#endif
+  for (; i < n; ++i)
+    for (std::size_t byte = 0; byte < es; ++byte) dst[i * es + byte] = src[byte * n + i];
+}
+
 // Undoes the filter pipeline of one chunk; "" or what went wrong.
 // direct: where a chunk that only needs inflating lands whole and contiguous in the destination (nullptr: not so):
 // inflated there, without the staging copy; returns "" with `a` left empty.
@@ -35,11 +109,7 @@ std::string unfilter(const Raw& c, const std::vector<H5Z_filter_t>& filters, std
       else if (es > 1) only_deflate = false;  // shuffle of 1-byte elements is the identity
     }
   if (direct && only_deflate && any) {
-    uLongf n = static_cast<uLongf>(chunk_bytes);
-    const int rc = ::uncompress(direct, &n, c.data.data(), static_cast<uLong>(c.data.size()));
-    if (rc != Z_OK || n != chunk_bytes)
-      return "a gzip chunk that does not inflate to its " + std::to_string(chunk_bytes) + " bytes (zlib " +
-             std::to_string(rc) + ", " + std::to_string(n) + " bytes)";
+    if (std::string e = inflate_exact(c.data.data(), c.data.size(), direct, chunk_bytes); !e.empty()) return e;
     a.clear();
     return "";
   }
@@ -48,21 +118,13 @@ std::string unfilter(const Raw& c, const std::vector<H5Z_filter_t>& filters, std
     if (c.mask & (1u << k)) continue;
     if (filters[k] == H5Z_FILTER_DEFLATE) {
       b.resize(chunk_bytes);
-      uLongf n = static_cast<uLongf>(chunk_bytes);
-      const int rc = ::uncompress(b.data(), &n, a.data(), static_cast<uLong>(a.size()));
-      if (rc != Z_OK || n != chunk_bytes)
-        return "a gzip chunk that does not inflate to its " + std::to_string(chunk_bytes) + " bytes (zlib " +
-               std::to_string(rc) + ", " + std::to_string(n) + " bytes)";
+      if (std::string e = inflate_exact(a.data(), a.size(), b.data(), chunk_bytes); !e.empty()) return e;
       a.swap(b);
     } else {  // shuffle: byte k of every element together
       if (a.size() != chunk_bytes) return "a shuffled chunk of " + std::to_string(a.size()) + " bytes, not " + std::to_string(chunk_bytes);
       if (es > 1) {
         b.resize(chunk_bytes);
-        const std::size_t n = chunk_bytes / es;
-        for (std::size_t byte = 0; byte < es; ++byte) {
-          const unsigned char* src = a.data() + byte * n;
-          for (std::size_t i = 0; i < n; ++i) b[i * es + byte] = src[i];
-        }
+        unshuffle(a.data(), b.data(), chunk_bytes / es, es);
         a.swap(b);
       }
     }

@@ -113,6 +113,9 @@ std::vector<std::vector<cmp::CheckResult>> check_layer(const Layer& l, const std
                                                        const std::vector<ParamsPtr>& params, const CheckOptions& o) {
   std::vector<std::vector<cmp::CheckResult>> out(l.order.size());
   std::map<std::string, ChainValue> chain;  // "CASE/GROUP/TENSOR" -> what the chain hands downstream
+  std::set<std::string> linked;             // the "CASE/GROUP/TENSOR" some member reads: the only ones handed on
+  for (std::size_t i : l.order)
+    for (const auto& [in, src] : cases[i].links) linked.insert(src);
   for (std::size_t pos = 0; pos < l.order.size(); ++pos) {
     const std::size_t i = l.order[pos];
     const Case& c = cases[i];
@@ -210,7 +213,7 @@ std::vector<std::vector<cmp::CheckResult>> check_layer(const Layer& l, const std
     for (const auto& R : chained.tensors)
       for (const auto& [gname, g] : {std::pair<std::string, const TensorMap*>{"outputs", &c.outputs}, {"expected", &c.expected}}) {
         auto kt = g->find(R.name);
-        if (kt == g->end()) continue;
+        if (kt == g->end() || !linked.count(c.name + "/" + gname + "/" + R.name)) continue;  // nobody reads it: no bound
         ChainValue v;
         v.value = R.value;
         if (R.kind == CompareKind::topk_set) {

@@ -88,7 +88,7 @@ void canonicalize(Tensor& t, U mag_mask, U nan_above, U canon) {
 #pragma omp simd reduction(| : any)
   for (std::int64_t i = 0; i < n; ++i) any |= static_cast<U>(static_cast<U>(p[i] & mag_mask) > nan_above ? p[i] ^ canon : 0);
   if (!any) return;
-  t = t.clone();  // never write through storage a reference might share with an input
+  if (!t.sole_owner()) t = t.clone();  // never write through storage a reference might share with an input
   U* q = t.data<U>();
   for (std::int64_t i = 0; i < n; ++i)
     if (static_cast<U>(q[i] & mag_mask) > nan_above) q[i] = canon;

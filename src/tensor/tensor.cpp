@@ -3,6 +3,8 @@
 #include <sys/mman.h>
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <cstdlib>
 #include <limits>
 #include <new>
@@ -33,19 +35,25 @@ namespace {
 
 constexpr std::size_t kHuge = std::size_t{2} << 20;  // x86-64 huge page
 
-// Big buffers: huge-page aligned and advised (THP "madvise" mode is common), so that a 1 GiB tensor takes 512 page
-// faults instead of 262144. Small ones: operator new. Zeroing only when asked: a file read or a reference output
-// writes every byte anyway.
+// Big buffers: their own anonymous mapping, huge-page aligned and advised (THP "madvise" mode is common), so that a
+// 1 GiB tensor takes 512 page faults instead of 262144. A fresh mapping reads as zeros, so a zero tensor costs no
+// memset and no page is touched before it is written: a bound tensor that stays 0 over most of a big cache (the
+// state rows a step does not write) is read from the kernel's zero page. Small ones: operator new, zeroed when asked
+// (a file read or a reference output writes every byte anyway).
 std::shared_ptr<std::byte> allocate_bytes(std::size_t n, bool zero) {
   if (n >= (std::size_t{4} << 20)) {
     const std::size_t rounded = (n + kHuge - 1) / kHuge * kHuge;
-    void* p = std::aligned_alloc(kHuge, rounded);
-    if (!p) throw std::bad_alloc();
+    if (rounded > std::numeric_limits<std::size_t>::max() - kHuge) throw std::bad_alloc();
+    void* m = ::mmap(nullptr, rounded + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) throw std::bad_alloc();
+    const auto base = reinterpret_cast<std::uintptr_t>(m), a = (base + kHuge - 1) / kHuge * kHuge;
+    if (a > base) ::munmap(m, a - base);  // the unaligned head and tail go back
+    if (base + kHuge > a) ::munmap(reinterpret_cast<void*>(a + rounded), base + kHuge - a);
+    void* p = reinterpret_cast<void*>(a);
 #ifdef MADV_HUGEPAGE
     ::madvise(p, rounded, MADV_HUGEPAGE);
 #endif
-    if (zero) std::memset(p, 0, n);
-    return std::shared_ptr<std::byte>(static_cast<std::byte*>(p), [](std::byte* q) { std::free(q); });
+    return std::shared_ptr<std::byte>(static_cast<std::byte*>(p), [rounded](std::byte* q) { ::munmap(q, rounded); });
   }
   auto* p = new std::byte[std::max<std::size_t>(n, 1)];
   if (zero) std::memset(p, 0, n);

@@ -143,6 +143,7 @@ class Tensor {
   Tensor reshape(Shape shape) const;                          // same numel
   Tensor view_as(DType dtype) const;                          // same element size, reinterpret
   Tensor clone() const;                                       // deep copy
+  bool sole_owner() const { return storage_ && storage_.use_count() == 1; }  // no other tensor (view, input) shares the bytes
   bool same_bytes(const Tensor& o) const;                     // dtype, shape and bytes equal
 
  private:

@@ -251,7 +251,10 @@ TEST_CASE("io.parallel chunk reader equals H5Dread: ranks 1-3, edge chunks, shuf
       {{9, 7, 130}, {4, 3, 64}, H5T_STD_U8LE, 1, true, true}, {{9, 7, 130}, {2, 7, 130}, H5T_STD_I32LE, 4, false, false},
       {{16, 4}, {4, 4}, H5T_IEEE_F32BE, 4, true, true},
       // Chunks of whole rows that only need inflating go straight into the destination (an edge chunk does not).
-      {{37, 53}, {5, 53}, H5T_IEEE_F32LE, 4, false, true}, {{300, 2, 66}, {16, 2, 66}, H5T_STD_U8LE, 1, true, true}};
+      {{37, 53}, {5, 53}, H5T_IEEE_F32LE, 4, false, true}, {{300, 2, 66}, {16, 2, 66}, H5T_STD_U8LE, 1, true, true},
+      // The SIMD unshuffle (16 elements at a time) and its scalar tail, element sizes 2 / 4 / 8.
+      {{1000}, {37}, H5T_STD_U16LE, 2, true, true}, {{37, 53}, {7, 19}, H5T_IEEE_F32LE, 4, true, true},
+      {{64, 9}, {16, 9}, H5T_IEEE_F64LE, 8, true, true}, {{64, 9}, {13, 9}, H5T_STD_I64LE, 8, true, true}};
   std::uint64_t seed = 12345;
   auto next = [&] { return seed = seed * 6364136223846793005ull + 1442695040888963407ull, static_cast<std::uint8_t>(seed >> 56); };
   std::vector<std::vector<std::uint8_t>> data;
