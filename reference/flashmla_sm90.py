@@ -1,0 +1,247 @@
+"""FlashMLA's sm90 sparse prefill kernel (flash_mla_sparse_fwd; deepseek-ai/FlashMLA @9241ae3
+csrc/sm90/prefill/sparse/phase1.cuh, built with --use_fast_math), modelled operation by operation to reproduce its
+output bits (issue #39, the `flashmla-sm90` profile). Each piece was measured on an H100 / H200 on its own:
+
+* wgmma_chunk -- the bf16 WGMMA with fp32 accumulation (m64nNk16: one instruction adds 16 products to the
+  accumulator). Products are exact; the alignment exponent e is the largest ea + eb over the chunk's non-zero
+  products (ea, eb the factors' exponents floor(log2|x|): the product's significand in [1, 4) is not renormalized)
+  and the accumulator's own exponent; every product and the accumulator are truncated toward zero to a multiple of
+  2^(e - 25); the exact sum is truncated toward zero to 24 significant bits (the fp32 accumulator). Measured on the
+  kernel's max_logits (the row maximum of q.k times two fp32 scalings): 100 % of 4,992 values, 5 shapes, V3.2 d_qk
+  576 and MODEL1 512. (DeepGEMM's fp8 WGMMA keeps 13 bits in 32-product chunks: ../shared/specs/sm90_fp8_wgmma.md.)
+* ex2_approx -- ex2.approx.ftz.f32 (exp2f under --use_fast_math): measured exhaustively on the H200 over every
+  fp32 x in [-126, 0]: y(x) = T[k] 2^c with c = ceil(x), k = trunc(-(x - c) 2^23) (the fraction in 23-bit fixed
+  point, truncated: 0 of 1,065,353,217 inputs in [-1, 0] differ from their truncated grid point) and the table T of
+  2^23 + 1 values (data/sm90_ex2_approx.i8.xz: T[k] minus the correctly rounded 2^(-k 2^-23), in fp32 ulps, -2..+1);
+  0 of 58,720,256 inputs in [-126, -1) break the 2^c scaling. Subnormal results flush to 0 (.ftz).
+* rcp_approx -- rcp.approx.ftz.f32 (1.0f / x under --use_fast_math): rcp(m 2^e) = R[m] 2^-e (0 of 243,269,632
+  scaled inputs differ), R over the 2^23 significands in data/sm90_rcp_approx.i8.xz (ulps vs 1/m correctly
+  rounded, -1..+1).
+* lg2_approx -- lg2.approx.ftz.f32 (in logf): its error does not scale with the binade (lg2(m 2^e) != e + lg2(m) for
+  89,590,254 of 201,326,592 inputs in [1, 2^24)); without a measured table the model uses the correctly rounded
+  log2, so lse matches only where the two agree (see `lse_exact`).
+
+The kernel's order (phase1.cuh): query rows and 64-head blocks are independent CTAs. Keys go in blocks of 64 in
+index order, pairs (2j, 2j+1) per iteration: warpgroup 0 scores block 2j (QK dims in 64-dim tiles 0..8), warpgroup
+1 block 2j+1 (tiles 4..8 then 0..3). Scores are masked (-inf), the block max times scale = sm_scale * 1.44269504f
+(fp32) gives new_max = max(old, block max) (old: -1e30 at first; warpgroup 1 takes warpgroup 0's new max as old);
+the accumulator and the row sum are rescaled by ex2(old - new); p = ex2(fma(s, scale, -new)); P = bf16(p); each
+thread's sum over its 16 keys (pairs (8m+2c, 8m+2c+1), m = 0..7: sum + (p_a + p_b)) enters L = fma(L, factor, sum).
+O (dims 0..255 in warpgroup 0, 256..511 in warpgroup 1) accumulates P V by the WGMMA model, 16 keys per chunk:
+warpgroup 0: its own P over V[:, :256], then (after warpgroup 1's max) P0 rescaled as bf16(p0 * ex2(new0 - new1)),
+O0 and L0 times that factor, then P1 over V[:, :256]; warpgroup 1: its own P1 over V[:, 256:], then the rescaled P0.
+End: L = quad sums ((L0+L1)+(L2+L3)) of both warpgroups added; out = bf16(O * rcp(L + ex2(sink log2e - max))) (0
+when L = 0); max_logits = max * ln2; lse = fma(lg2(L), ln2, max * ln2); lonely rows -inf / +inf.
+"""
+import lzma
+import os
+
+import numpy as np
+
+F32 = np.float32
+_DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+_T = {}
+
+
+def _table(name, base):
+    """A measured table: fp32 values = base (correctly rounded) + the stored int8 ulp differences."""
+    if name not in _T:
+        with lzma.open(os.path.join(_DATA, name)) as f:
+            d = np.frombuffer(f.read(), np.int8).astype(np.int64)
+        _T[name] = (base(len(d)).view(np.int32).astype(np.int64) + d).astype(np.int32).view(np.float32)
+    return _T[name]
+
+
+def ex2_table():
+    return _table("sm90_ex2_approx.i8.xz", lambda n: np.exp2(-np.arange(n, dtype=np.float64) * 2.0 ** -23).astype(np.float32))
+
+
+def rcp_table():
+    return _table("sm90_rcp_approx.i8.xz",
+                  lambda n: (1.0 / (np.arange(n, dtype=np.uint32) | 0x3F800000).view(np.float32).astype(np.float64)).astype(np.float32))
+
+
+def ftz(x):
+    x = np.asarray(x, np.float32)
+    with np.errstate(invalid="ignore"):
+        return np.where(np.abs(x) < F32(2.0 ** -126), F32(0) * x, x).astype(np.float32)
+
+
+def ex2_approx(x):
+    """ex2.approx.ftz.f32: T[trunc(-(x - ceil x) 2^23)] 2^ceil(x) (measured for x <= 0; the kernel's only positive
+    argument is sink log2e - max > 0, read with the same rule)."""
+    x = ftz(x)
+    xd = x.astype(np.float64)
+    fin = np.isfinite(xd)
+    xq = np.trunc(np.where(fin, xd, 0.0) * 2.0 ** 23)  # x in 23-bit fixed point, truncated toward zero
+    c = np.ceil(xq * 2.0 ** -23)
+    k = (c * 2.0 ** 23 - xq).astype(np.int64)  # 2^(x_q) = 2^c 2^(-k 2^-23), k in [0, 2^23]
+    with np.errstate(over="ignore", under="ignore"):
+        y = np.ldexp(ex2_table()[k].astype(np.float64), c.astype(np.int64)).astype(np.float32)
+    y = np.where(np.isnan(xd), F32(np.nan), np.where(xd == -np.inf, F32(0), np.where(xd == np.inf, F32(np.inf), y)))
+    return ftz(y)
+
+
+def rcp_approx(x):
+    """rcp.approx.ftz.f32 for positive x: R[significand] 2^-e; +inf -> +0 (an infinite sink: out 0)."""
+    x = ftz(x)
+    if np.any(~(x > 0)):
+        raise ValueError("rcp_approx: measured for positive x only")
+    inf = np.isinf(x)
+    x = np.where(inf, F32(1), x)
+    m, e = np.frexp(x.astype(np.float64))
+    mi = (np.asarray(m * 2, np.float32).view(np.uint32) & 0x7FFFFF).astype(np.int64)
+    with np.errstate(over="ignore", under="ignore"):
+        y = np.ldexp(rcp_table()[mi].astype(np.float64), -(e.astype(np.int64) - 1)).astype(np.float32)
+    return ftz(np.where(inf, F32(0), y))
+
+
+def lg2_cr(x):
+    """log2 correctly rounded to fp32: NOT lg2.approx (unmeasured; see the module docstring)."""
+    with np.errstate(divide="ignore"):
+        return np.log2(np.asarray(x, np.float32).astype(np.float64)).astype(np.float32)
+
+
+def _ilog2(x):
+    with np.errstate(divide="ignore"):
+        return np.where(x != 0, np.floor(np.log2(np.abs(np.where(x != 0, x, 1.0)))), -np.inf)
+
+
+def wgmma_chunk(acc, a, b):
+    """One bf16 WGMMA k-step: acc [...] (fp32 values as float64) + sum over the last axis of a * b ([..., 16] bf16
+    values as float64), per the measured model (module docstring). Exact in float64."""
+    prods = a * b
+    ea = np.where(prods != 0, _ilog2(a) + _ilog2(b), -np.inf)
+    e = np.maximum(ea.max(axis=-1), _ilog2(acc))
+    ok = np.isfinite(e)
+    q = np.ldexp(1.0, np.where(ok, e, 0).astype(np.int64) - 25)
+    t = (np.trunc(prods / q[..., None]) * q[..., None]).sum(axis=-1) + np.trunc(acc / q) * q
+    qq = np.ldexp(1.0, np.where(t != 0, _ilog2(t), 0).astype(np.int64) - 23)
+    return np.where(ok, np.trunc(t / qq) * qq, acc)
+
+
+def _bf16(x):
+    """RNE fp32 -> bf16, as fp32 values."""
+    b = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    r = ((b + 0x7FFF + ((b >> 16) & 1)) >> 16).astype(np.uint32)
+    r = np.where(np.isnan(x), 0x7FC0, r)
+    return (r << 16).astype(np.uint32).view(np.float32)
+
+
+def _mul(a, b):
+    return ftz(np.multiply(a, b, dtype=np.float32))
+
+
+def _add(a, b):
+    return ftz(np.add(a, b, dtype=np.float32))
+
+
+def _fma(a, b, c):  # a * b exact in float64 for fp32 a, b: one rounding
+    return ftz((np.asarray(a, np.float64) * np.asarray(b, np.float64) + np.asarray(c, np.float64)).astype(np.float32))
+
+
+def _scores(q, K, d_qk, wg1):
+    """[H, 64] fp32 q.k of one 64-key block in the warpgroup's tile order."""
+    nt = d_qk // 64
+    tiles = list(range(4, nt)) + list(range(4)) if wg1 else list(range(nt))
+    acc = np.zeros((q.shape[0], K.shape[0]))
+    qd, kd = q.astype(np.float64), K.astype(np.float64)
+    for t in tiles:
+        for c in range(4):
+            d0 = t * 64 + 16 * c
+            acc = wgmma_chunk(acc, qd[:, None, d0:d0 + 16], kd[None, :, d0:d0 + 16])
+    return acc.astype(np.float32)
+
+
+def _pv(O, P, V):
+    """O [H, dv] += P [H, 64] (bf16) V [64, dv] by the WGMMA model, 16 keys per k-step."""
+    a = O.astype(np.float64)
+    pd, vt = P.astype(np.float64), V.astype(np.float64).T
+    for c in range(4):
+        a = wgmma_chunk(a, pd[:, None, 16 * c:16 * c + 16], vt[None, :, 16 * c:16 * c + 16])
+    return a.astype(np.float32)
+
+
+def _thread_sums(p):
+    """[H, 4]: lane c's sum over keys (8m+2c, 8m+2c+1), m = 0..7, as sum + (p_a + p_b)."""
+    out = np.zeros((p.shape[0], 4), np.float32)
+    for c in range(4):
+        s = np.zeros(p.shape[0], np.float32)
+        for m in range(8):
+            s = _add(s, _add(p[:, 8 * m + 2 * c], p[:, 8 * m + 2 * c + 1]))
+        out[:, c] = s
+    return out
+
+
+def _head_block(q, kv, idx, valid, scale, d_qk, sink_l2e):
+    H = q.shape[0]
+    nb = len(idx) // 64
+    rM0 = np.full(H, F32(-1e30), np.float32)
+    rM1 = rM0.copy()
+    rL0, rL1 = np.zeros((H, 4), np.float32), np.zeros((H, 4), np.float32)
+    O0, O1 = np.zeros((H, 256), np.float32), np.zeros((H, 256), np.float32)
+
+    def block(b, wg1):
+        ok = valid[64 * b:64 * b + 64] if b < nb else np.zeros(64, bool)
+        K = np.where(ok[:, None], kv[np.where(ok, idx[64 * b:64 * b + 64], 0)] if b < nb else F32(0), F32(0)).astype(np.float32)
+        return np.where(ok[None, :], _scores(q, K, d_qk, wg1), F32(-np.inf)), K
+
+    def softmax(s, old, rM, rL):
+        new = np.maximum(old, _mul(s.max(axis=1), scale)).astype(np.float32)
+        f = ex2_approx(_add(rM, -new))
+        p = ex2_approx(_fma(s, np.full_like(s, scale), -new[:, None]))
+        return new, f, p, _fma(rL, f[:, None], _thread_sums(p))
+
+    for j in range(0, nb + nb % 2, 2):
+        s0, K0 = block(j, False)
+        s1, K1 = block(j + 1, True)
+        new0, f0, p0, rL0 = softmax(s0, rM0, rM0, rL0)
+        O0 = _pv(_mul(O0, f0[:, None]), _bf16(p0), K0[:, :256])
+        new1, f1, p1, rL1 = softmax(s1, new0, rM1, rL1)
+        rM1 = new1
+        P1 = _bf16(p1)
+        O1 = _pv(_mul(O1, f1[:, None]), P1, K1[:, 256:512])
+        g = ex2_approx(_add(new0, -new1))
+        rM0 = new1
+        O1 = _pv(O1, _bf16(_mul(p0, g[:, None])), K0[:, 256:512])
+        O0, rL0 = _mul(O0, g[:, None]), _mul(rL0, g[:, None])
+        O0 = _pv(O0, P1, K1[:, :256])
+    quad = lambda L: _add(_add(L[:, 0], L[:, 1]), _add(L[:, 2], L[:, 3]))
+    L = _add(quad(rL0), quad(rL1))
+    den = _add(L, ex2_approx(_add(sink_l2e, -rM0)))
+    inv = np.where(L == 0, F32(0), rcp_approx(np.where(L == 0, F32(1), den))).astype(np.float32)
+    out = _bf16(_mul(np.concatenate([O0, O1], axis=1), inv[:, None]))
+    LN2 = F32(0.6931471805599453)
+    none = not valid.any()
+    ml = np.full(H, -np.inf, np.float32) if none else _mul(rM0, LN2)
+    with np.errstate(divide="ignore"):
+        lse = np.full(H, np.inf, np.float32) if none else _fma(lg2_cr(np.where(L == 0, F32(1), L)), np.full(H, LN2), _mul(rM0, LN2))
+    return out, ml, lse
+
+
+def sparse_prefill(q, kv, indices, sm_scale, attn_sink=None, topk_length=None):
+    """flash_mla_sparse_fwd on sm90 as the kernel computes it. q [s_q, h_q, d_qk] bf16 values (float32), kv
+    [s_kv, 1, d_qk], indices [s_q, 1, topk] int, sm_scale (the fp32 argument), attn_sink [h_q] fp32 or None,
+    topk_length [s_q] or None. Returns out [s_q, h_q, 512] (bf16 values as float32), max_logits and lse [s_q, h_q]
+    (lse with a correctly rounded log2 where the kernel's lg2.approx is unmeasured)."""
+    q = np.asarray(q, np.float32)
+    kv = np.asarray(kv, np.float32)[:, 0, :]
+    idx = np.asarray(indices)[:, 0, :].astype(np.int64)
+    s_q, h_q, d_qk = q.shape
+    if h_q % 64 or d_qk not in (512, 576):
+        raise ValueError("sparse_prefill: h_q a multiple of 64, d_qk 512 or 576")
+    scale = F32(F32(sm_scale) * F32(1.44269504))
+    L2E = F32(1.4426950408889634)
+    out = np.zeros((s_q, h_q, 512), np.float32)
+    ml = np.zeros((s_q, h_q), np.float32)
+    lse = np.zeros((s_q, h_q), np.float32)
+    topk = idx.shape[1]
+    for i in range(s_q):
+        n = topk if topk_length is None else int(topk_length[i])
+        nb = topk // 64 if topk_length is None else -(-n // 64)
+        ii = np.concatenate([idx[i], np.full(max(0, 64 * nb - topk), -1)])[:64 * nb]
+        valid = (ii >= 0) & (ii < kv.shape[0]) & (np.arange(len(ii)) < n)
+        for h0 in range(0, h_q, 64):
+            sl = _mul(np.asarray(attn_sink, np.float32)[h0:h0 + 64], L2E) if attn_sink is not None else np.full(64, -np.inf, np.float32)
+            out[i, h0:h0 + 64], ml[i, h0:h0 + 64], lse[i, h0:h0 + 64] = _head_block(q[i, h0:h0 + 64], kv, ii, valid, scale, d_qk, sl)
+    return out, ml, lse
