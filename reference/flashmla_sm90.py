@@ -7,19 +7,24 @@ output bits (issue #39, the `flashmla-sm90` profile). Each piece was measured on
   products (ea, eb the factors' exponents floor(log2|x|): the product's significand in [1, 4) is not renormalized)
   and the accumulator's own exponent; every product and the accumulator are truncated toward zero to a multiple of
   2^(e - 25); the exact sum is truncated toward zero to 24 significant bits (the fp32 accumulator). Measured on the
-  kernel's max_logits (the row maximum of q.k times two fp32 scalings): 100 % of 4,992 values, 5 shapes, V3.2 d_qk
-  576 and MODEL1 512. (DeepGEMM's fp8 WGMMA keeps 13 bits in 32-product chunks: ../shared/specs/sm90_fp8_wgmma.md.)
+  kernel's max_logits (the row maximum of q.k times two fp32 scalings) and, composed with the rest, on every output
+  bit of the 17 captured prefill cases (8,912,896 out, 17,408 max_logits, 17,408 lse: 100 %; V3.2 d_qk 576 and
+  MODEL1 512; docs/research_flashmla_sm90.md). (DeepGEMM's fp8 WGMMA keeps 13 bits in 32-product chunks: ../shared/specs/sm90_fp8_wgmma.md.)
 * ex2_approx -- ex2.approx.ftz.f32 (exp2f under --use_fast_math): measured exhaustively on the H200 over every
   fp32 x in [-126, 0]: y(x) = T[k] 2^c with c = ceil(x), k = trunc(-(x - c) 2^23) (the fraction in 23-bit fixed
   point, truncated: 0 of 1,065,353,217 inputs in [-1, 0] differ from their truncated grid point) and the table T of
-  2^23 + 1 values (data/sm90_ex2_approx.i8.xz: T[k] minus the correctly rounded 2^(-k 2^-23), in fp32 ulps, -2..+1);
-  0 of 58,720,256 inputs in [-126, -1) break the 2^c scaling. Subnormal results flush to 0 (.ftz).
+  2^23 + 1 values (data/sm90_ex2_approx; within -2..+1 ulps of the correctly rounded 2^(-k 2^-23)); 0 of 58,720,256
+  inputs in [-126, -1) break the 2^c scaling, 0 in [-150, -126) with the flush of subnormal results (.ftz). For x > 0
+  the rule is close, not exact (mismatches grow with x: 1 of 8,388,608 in [2^-23, 2^-22), half in [1/2, 1)); the
+  kernel's positive arguments are the rounding error of max * scale (tiny) and a sink above the row max.
 * rcp_approx -- rcp.approx.ftz.f32 (1.0f / x under --use_fast_math): rcp(m 2^e) = R[m] 2^-e (0 of 243,269,632
-  scaled inputs differ), R over the 2^23 significands in data/sm90_rcp_approx.i8.xz (ulps vs 1/m correctly
-  rounded, -1..+1).
-* lg2_approx -- lg2.approx.ftz.f32 (in logf): its error does not scale with the binade (lg2(m 2^e) != e + lg2(m) for
-  89,590,254 of 201,326,592 inputs in [1, 2^24)); without a measured table the model uses the correctly rounded
-  log2, so lse matches only where the two agree (see `lse_exact`).
+  scaled inputs differ), R over the 2^23 significands in data/sm90_rcp_approx (-1..+1 ulps from 1/m correctly
+  rounded).
+* lg2_approx -- lg2.approx.ftz.f32 (logf = lg2 * ln2 fused into lse): on [1, 2) its own table (data/
+  sm90_lg2_approx_1_2); on [2^e, 2^(e+1)), e >= 1, e + K[m] 2^-23 truncated toward zero to fp32, K the 23-bit
+  fraction table (data/sm90_lg2_approx_frac): 0 mismatches over every fp32 in [1, 2^16) (H100).
+The tables were dumped on an H200 and checked on an H100 (identical checksums), stored as differences of consecutive
+values (int32 first value, then int8 / int32 steps; xz).
 
 The kernel's order (phase1.cuh): query rows and 64-head blocks are independent CTAs. Keys go in blocks of 64 in
 index order, pairs (2j, 2j+1) per iteration: warpgroup 0 scores block 2j (QK dims in 64-dim tiles 0..8), warpgroup
@@ -43,22 +48,27 @@ _DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 _T = {}
 
 
-def _table(name, base):
-    """A measured table: fp32 values = base (correctly rounded) + the stored int8 ulp differences."""
+def _table(name):
+    """A measured table (data/NAME.dW.xz): int32 first value, then the W-bit differences of consecutive values."""
     if name not in _T:
-        with lzma.open(os.path.join(_DATA, name)) as f:
-            d = np.frombuffer(f.read(), np.int8).astype(np.int64)
-        _T[name] = (base(len(d)).view(np.int32).astype(np.int64) + d).astype(np.int32).view(np.float32)
+        path = next(os.path.join(_DATA, f) for f in sorted(os.listdir(_DATA)) if f.startswith(name + ".d"))
+        width = int(path.rsplit(".d", 1)[1].split(".")[0])
+        with lzma.open(path) as f:
+            raw = f.read()
+        first = np.frombuffer(raw[:4], np.int32).astype(np.int64)
+        deltas = np.frombuffer(raw[4:], {8: np.int8, 16: np.int16, 32: np.int32}[width]).astype(np.int64)
+        _T[name] = np.concatenate([first, first[0] + np.cumsum(deltas)]).astype(np.int32)
     return _T[name]
 
 
 def ex2_table():
-    return _table("sm90_ex2_approx.i8.xz", lambda n: np.exp2(-np.arange(n, dtype=np.float64) * 2.0 ** -23).astype(np.float32))
+    """T[k] = ex2.approx(-k 2^-23), k = 0 .. 2^23 (fp32)."""
+    return _table("sm90_ex2_approx").view(np.float32)
 
 
 def rcp_table():
-    return _table("sm90_rcp_approx.i8.xz",
-                  lambda n: (1.0 / (np.arange(n, dtype=np.uint32) | 0x3F800000).view(np.float32).astype(np.float64)).astype(np.float32))
+    """R[i] = rcp.approx(1 + i 2^-23), i < 2^23 (fp32)."""
+    return _table("sm90_rcp_approx").view(np.float32)
 
 
 def ftz(x):
@@ -68,15 +78,14 @@ def ftz(x):
 
 
 def ex2_approx(x):
-    """ex2.approx.ftz.f32: T[trunc(-(x - ceil x) 2^23)] 2^ceil(x) (measured for x <= 0; the kernel's only positive
-    argument is sink log2e - max > 0, read with the same rule)."""
+    """ex2.approx.ftz.f32: T[trunc((ceil x - x) 2^23)] 2^ceil(x) (exact for x <= 0, close for x > 0)."""
     x = ftz(x)
     xd = x.astype(np.float64)
     fin = np.isfinite(xd)
-    xq = np.trunc(np.where(fin, xd, 0.0) * 2.0 ** 23)  # x in 23-bit fixed point, truncated toward zero
-    c = np.ceil(xq * 2.0 ** -23)
-    k = (c * 2.0 ** 23 - xq).astype(np.int64)  # 2^(x_q) = 2^c 2^(-k 2^-23), k in [0, 2^23]
-    with np.errstate(over="ignore", under="ignore"):
+    xf = np.where(fin, xd, 0.0)
+    c = np.ceil(xf)
+    k = np.trunc((c - xf) * 2.0 ** 23).astype(np.int64)  # 2^x ~ 2^c T[k], k in [0, 2^23]
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
         y = np.ldexp(ex2_table()[k].astype(np.float64), c.astype(np.int64)).astype(np.float32)
     y = np.where(np.isnan(xd), F32(np.nan), np.where(xd == -np.inf, F32(0), np.where(xd == np.inf, F32(np.inf), y)))
     return ftz(y)
@@ -96,10 +105,18 @@ def rcp_approx(x):
     return ftz(np.where(inf, F32(0), y))
 
 
-def lg2_cr(x):
-    """log2 correctly rounded to fp32: NOT lg2.approx (unmeasured; see the module docstring)."""
-    with np.errstate(divide="ignore"):
-        return np.log2(np.asarray(x, np.float32).astype(np.float64)).astype(np.float32)
+def lg2_approx(x):
+    """lg2.approx.ftz.f32 for x >= 1 (the kernel's row sums): x = (1 + i 2^-23) 2^e; e = 0: Y[i] (its own table:
+    near 1 the unit keeps relative precision); e >= 1: e + K[i] 2^-23 (K the 23-bit fixed-point fraction the unit
+    computes) truncated toward zero to fp32 -- measured exhaustively for e = 0 .. 15."""
+    x = np.asarray(x, np.float32)
+    if np.any(~(x >= 1)) or np.any(np.isinf(x)):
+        raise ValueError("lg2_approx: measured for finite x >= 1 only")
+    bits = x.view(np.uint32).astype(np.int64)
+    i, e = bits & 0x7FFFFF, (bits >> 23) - 127
+    v = e + _table("sm90_lg2_approx_frac")[i].astype(np.float64) * 2.0 ** -23
+    q = np.ldexp(1.0, np.floor(np.log2(np.where(e > 0, v, 1.0))).astype(np.int64) - 23)
+    return np.where(e == 0, _table("sm90_lg2_approx_1_2")[i].view(np.float32), (np.trunc(v / q) * q).astype(np.float32))
 
 
 def _ilog2(x):
@@ -182,8 +199,11 @@ def _head_block(q, kv, idx, valid, scale, d_qk, sink_l2e):
     O0, O1 = np.zeros((H, 256), np.float32), np.zeros((H, 256), np.float32)
 
     def block(b, wg1):
-        ok = valid[64 * b:64 * b + 64] if b < nb else np.zeros(64, bool)
-        K = np.where(ok[:, None], kv[np.where(ok, idx[64 * b:64 * b + 64], 0)] if b < nb else F32(0), F32(0)).astype(np.float32)
+        if b >= nb:  # the odd block of a topk_length row: every key masked
+            ok, K = np.zeros(64, bool), np.zeros((64, kv.shape[1]), np.float32)
+        else:
+            ok = valid[64 * b:64 * b + 64]
+            K = np.where(ok[:, None], kv[np.where(ok, idx[64 * b:64 * b + 64], 0)], F32(0)).astype(np.float32)
         return np.where(ok[None, :], _scores(q, K, d_qk, wg1), F32(-np.inf)), K
 
     def softmax(s, old, rM, rL):
@@ -215,7 +235,7 @@ def _head_block(q, kv, idx, valid, scale, d_qk, sink_l2e):
     none = not valid.any()
     ml = np.full(H, -np.inf, np.float32) if none else _mul(rM0, LN2)
     with np.errstate(divide="ignore"):
-        lse = np.full(H, np.inf, np.float32) if none else _fma(lg2_cr(np.where(L == 0, F32(1), L)), np.full(H, LN2), _mul(rM0, LN2))
+        lse = np.full(H, np.inf, np.float32) if none else _fma(lg2_approx(np.where(L < 1, F32(1), L)), np.full(H, LN2), _mul(rM0, LN2))
     return out, ml, lse
 
 
@@ -223,7 +243,7 @@ def sparse_prefill(q, kv, indices, sm_scale, attn_sink=None, topk_length=None):
     """flash_mla_sparse_fwd on sm90 as the kernel computes it. q [s_q, h_q, d_qk] bf16 values (float32), kv
     [s_kv, 1, d_qk], indices [s_q, 1, topk] int, sm_scale (the fp32 argument), attn_sink [h_q] fp32 or None,
     topk_length [s_q] or None. Returns out [s_q, h_q, 512] (bf16 values as float32), max_logits and lse [s_q, h_q]
-    (lse with a correctly rounded log2 where the kernel's lg2.approx is unmeasured)."""
+    """
     q = np.asarray(q, np.float32)
     kv = np.asarray(kv, np.float32)[:, 0, :]
     idx = np.asarray(indices)[:, 0, :].astype(np.int64)

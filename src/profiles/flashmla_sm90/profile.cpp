@@ -1,6 +1,8 @@
 // Kernel profile `flashmla-sm90`: FlashMLA's sparse attention kernels on Hopper (flash_mla_sparse_fwd, the sparse
 // fp8 decode with its V3.2 656-byte and MODEL1 584-byte caches) and its DeepSeek-V4 attention (fp32 online softmax,
-// the sink in the denominator). Judged by the stages' derived bounds; no emulation yet.
+// the sink in the denominator). Judged by the stages' derived bounds. The prefill kernel's bits are modelled in numpy
+// (reference/flashmla_sm90.py, 100 % of the real output in tests/data/flashmla_sm90.h5; docs/research_flashmla_sm90.md);
+// the C++ emulation that would make this profile BITEXACT is not written yet (issue #39).
 #include "profiles/profiles.hpp"
 
 namespace dsa::profiles {
