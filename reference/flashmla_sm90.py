@@ -13,18 +13,18 @@ output bits (issue #39, the `flashmla-sm90` profile). Each piece was measured on
 * ex2_approx -- ex2.approx.ftz.f32 (exp2f under --use_fast_math): measured exhaustively on the H200 over every
   fp32 x in [-126, 0]: y(x) = T[k] 2^c with c = ceil(x), k = trunc(-(x - c) 2^23) (the fraction in 23-bit fixed
   point, truncated: 0 of 1,065,353,217 inputs in [-1, 0] differ from their truncated grid point) and the table T of
-  2^23 + 1 values (data/sm90_ex2_approx; within -2..+1 ulps of the correctly rounded 2^(-k 2^-23)); 0 of 58,720,256
+  2^23 + 1 values (table sm90_ex2_approx; within -2..+1 ulps of the correctly rounded 2^(-k 2^-23)); 0 of 58,720,256
   inputs in [-126, -1) break the 2^c scaling, 0 in [-150, -126) with the flush of subnormal results (.ftz). For x > 0
   the rule is close, not exact (mismatches grow with x: 1 of 8,388,608 in [2^-23, 2^-22), half in [1/2, 1)); the
   kernel's positive arguments are the rounding error of max * scale (tiny) and a sink above the row max.
 * rcp_approx -- rcp.approx.ftz.f32 (1.0f / x under --use_fast_math): rcp(m 2^e) = R[m] 2^-e (0 of 243,269,632
-  scaled inputs differ), R over the 2^23 significands in data/sm90_rcp_approx (-1..+1 ulps from 1/m correctly
-  rounded).
-* lg2_approx -- lg2.approx.ftz.f32 (logf = lg2 * ln2 fused into lse): on [1, 2) its own table (data/
-  sm90_lg2_approx_1_2); on [2^e, 2^(e+1)), e >= 1, e + K[m] 2^-23 truncated toward zero to fp32, K the 23-bit
-  fraction table (data/sm90_lg2_approx_frac): 0 mismatches over every fp32 in [1, 2^16) (H100).
+  scaled inputs differ), R over the 2^23 significands (table sm90_rcp_approx (-1..+1 ulps from 1/m correctly
+  rounded)).
+* lg2_approx -- lg2.approx.ftz.f32 (logf = lg2 * ln2 fused into lse): on [1, 2) its own table
+  (sm90_lg2_approx_1_2); on [2^e, 2^(e+1)), e >= 1, e + K[m] 2^-23 truncated toward zero to fp32, K the 23-bit
+  fraction table (sm90_lg2_approx_frac): 0 mismatches over every fp32 in [1, 2^16) (H100).
 The tables were dumped on an H200 and checked on an H100 (identical checksums), stored as differences of consecutive
-values (int32 first value, then int8 / int32 steps; xz).
+values in src/profiles/flashmla_sm90/sm90_mufu.bin (558 KB; see _table).
 
 The kernel's order (phase1.cuh): query rows and 64-head blocks are independent CTAs. Keys go in blocks of 64 in
 index order, pairs (2j, 2j+1) per iteration: warpgroup 0 scores block 2j (QK dims in 64-dim tiles 0..8), warpgroup
@@ -38,26 +38,36 @@ O0 and L0 times that factor, then P1 over V[:, :256]; warpgroup 1: its own P1 ov
 End: L = quad sums ((L0+L1)+(L2+L3)) of both warpgroups added; out = bf16(O * rcp(L + ex2(sink log2e - max))) (0
 when L = 0); max_logits = max * ln2; lse = fma(lg2(L), ln2, max * ln2); lonely rows -inf / +inf.
 """
-import lzma
 import os
+import struct
+import zlib
 
 import numpy as np
 
 F32 = np.float32
-_DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+_BLOB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src", "profiles", "flashmla_sm90", "sm90_mufu.bin")
 _T = {}
 
 
 def _table(name):
-    """A measured table (data/NAME.dW.xz): int32 first value, then the W-bit differences of consecutive values."""
-    if name not in _T:
-        path = next(os.path.join(_DATA, f) for f in sorted(os.listdir(_DATA)) if f.startswith(name + ".d"))
-        width = int(path.rsplit(".d", 1)[1].split(".")[0])
-        with lzma.open(path) as f:
-            raw = f.read()
-        first = np.frombuffer(raw[:4], np.int32).astype(np.int64)
-        deltas = np.frombuffer(raw[4:], {8: np.int8, 16: np.int16, 32: np.int32}[width]).astype(np.int64)
-        _T[name] = np.concatenate([first, first[0] + np.cumsum(deltas)]).astype(np.int32)
+    """A measured table of the blob src/profiles/flashmla_sm90/sm90_mufu.bin (the C++ profile embeds the same file):
+    "DSAMUFU1", u32 count, then per table: name (24 bytes), u32 width (8 / 32), u64 count n, i32 first value, u64
+    length z, z bytes of zlib holding the n - 1 differences of consecutive values (int8 / int32, little-endian)."""
+    if not _T:
+        with open(_BLOB, "rb") as f:
+            b = f.read()
+        if b[:8] != b"DSAMUFU1":
+            raise ValueError(f"{_BLOB}: not a DSAMUFU1 table blob")
+        (count,), pos = struct.unpack_from("<I", b, 8), 12
+        for _ in range(count):
+            tname = b[pos:pos + 24].rstrip(b"\0").decode()
+            width, n, first, zlen = struct.unpack_from("<IQiQ", b, pos + 24)
+            pos += 24 + struct.calcsize("<IQiQ")
+            deltas = np.frombuffer(zlib.decompress(b[pos:pos + zlen]), {8: np.int8, 32: np.int32}[width]).astype(np.int64)
+            pos += zlen
+            if len(deltas) != n - 1:
+                raise ValueError(f"{_BLOB}: table {tname}: {len(deltas)} differences, expected {n - 1}")
+            _T[tname] = np.concatenate([[first], first + np.cumsum(deltas)]).astype(np.int32)
     return _T[name]
 
 
