@@ -1,10 +1,14 @@
 // attn.sparse_mla_prefill reference: query rows in parallel on the row engine of the chosen backend (fixed order
 // per row, the same bits on both: sparse_attn_rows.hpp).
+#include <omp.h>
+
 #include <memory>
 #include <string>
 
 #include "numerics/formats.hpp"
 #include "engines/sparse_attn/sparse_attn_rows.hpp"
+#include "profiles/flashmla_sm90/prefill_emu.hpp"
+#include "profiles/profiles.hpp"
 #include "stages/attn/sparse_mla_prefill/stage.hpp"
 
 namespace dsa::attn::sparse_mla_prefill {
@@ -42,6 +46,40 @@ bool locate(const Case& c, const dsa::Params& pb, const std::string& tensor, std
   e.cv = p.cv;
   return true;
 }
+
+namespace {
+// The flashmla-sm90 emulation of every query row (profiles/flashmla_sm90/prefill_emu.hpp; the same host code under
+// both backends), attached to out / max_logits / lse; none where the model does not apply (the kernel's 2026+
+// conventions only: natural log, lonely lse +inf, sink-exclusive lse) -- those outputs are judged by the bound.
+void add_flashmla_emulation(const Case& c, const Params& p, const RefOptions& opt, RefTensor& o, RefTensor& m, RefTensor& l) {
+  if (p.cv.base2 || !p.cv.lonely_lse_pos_inf || p.cv.lse_includes_sink) return;
+  const Tensor &q = c.input("q"), &kv = c.input("kv"), &idx = c.input("indices");
+  const Tensor* sink = c.input_opt("attn_sink");
+  const Tensor* tl = c.input_opt("topk_length");
+  const std::int64_t S = q.dim(0), H = q.dim(1), D = q.dim(2), K = idx.dim(2);
+  if (p.dv != 512) return;
+  Tensor eo(DType::bf16, {S, H, 512}), em(DType::f32, {S, H}), el(DType::f32, {S, H});
+  bool ok = true;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(opt.thread_count())
+  for (std::int64_t i = 0; i < S; ++i) {
+    std::vector<std::int64_t> ids(static_cast<std::size_t>(K));
+    for (std::int64_t k = 0; k < K; ++k) ids[static_cast<std::size_t>(k)] = idx.int_at(i * K + k);
+    profiles::flashmla_emu::PrefillRow r;
+    r.q = q.data<std::uint16_t>() + i * H * D, r.h_q = H, r.d_qk = D;
+    r.kv = kv.data<std::uint16_t>(), r.s_kv = kv.dim(0);
+    r.idx = ids.data(), r.topk = K, r.length = tl ? tl->int_at(i) : -1;
+    r.sink = sink ? sink->data<float>() : nullptr;
+    r.sm_scale = static_cast<float>(p.sm_scale);
+    std::string why;
+    if (!profiles::flashmla_emu::prefill_row(r, eo.data<std::uint16_t>() + i * H * 512, em.data<float>() + i * H, el.data<float>() + i * H, why))
+#pragma omp atomic write
+      ok = false;
+  }
+  if (!ok) return;
+  const std::string name = profiles::flashmla_sm90().name;
+  o.emulations[name] = eo, m.emulations[name] = em, l.emulations[name] = el;
+}
+}  // namespace
 
 Expected run(const Case& c, const Params& p, const RefOptions& opt, Backend backend) {
   const Tensor& q = c.input("q");
@@ -88,6 +126,7 @@ Expected run(const Case& c, const Params& p, const RefOptions& opt, Backend back
   l.systematic_floor = kSystematicLse;
   l.peers = {flashmla_metric(1e-6, 2.01 / 65536, -1.0)};
   l.describe = row_head;
+  if (opt.emulates(profiles::flashmla_sm90())) add_flashmla_emulation(c, p, opt, o, m, l);
   ex.tensors = {std::move(o), std::move(m), std::move(l)};
   return ex;
 }
