@@ -4,6 +4,7 @@
 
 #include "numerics/det_math.hpp"
 #include "numerics/formats.hpp"
+#include "profiles/profiles.hpp"
 #include "stage/mutant_kit.hpp"
 #include "stages/attn/sparse_mla_prefill/stage.hpp"
 
@@ -26,6 +27,10 @@ std::vector<golden::GoldenSpec> selftest_cases() {
       {.name = "mla_prefill_sink", .stage = st, .generator = g, .seed = 12, .dims = {{"S", 4}, {"H", 16}, {"N", 160}, {"K", 128}},
        .params = {{"invalid_frac", 0.1}, {"sink", 2.0}, {"topk_length", 1}},
        .attrs = {{"softmax_scale", 0.1352337788608801}}, .doc = "sinks (heads at +-95) and topk_length"},
+      {.name = "mla_prefill_flashmla", .stage = st, .generator = g, .seed = 13, .dims = {{"S", 3}, {"H", 64}, {"N", 192}, {"K", 128}},
+       .params = {{"invalid_frac", 0.1}, {"oob_frac", 0.05}, {"lonely_every", 3}, {"topk_length", 1}},
+       .attrs = {{"softmax_scale", 0.1352337788608801}, {"kernel", S(profiles::flashmla_sm90().name.c_str())}},
+       .doc = "a case whose kernel claims flashmla-sm90: its output is the prefill emulation, bit for bit"},
   };
 }
 
@@ -127,6 +132,34 @@ std::vector<Mutant> mutants() {
          });
        },
        "B35 sink numerator"},
+      // flashmla-sm90: what the bound cannot see. The plausible output is the emulation; one element changed by one
+      // ulp (within every bound) must FAIL, and so must an exact (not FlashMLA) output.
+      {"flashmla_out_one_ulp", "#39", "mla_prefill_flashmla", V{Verdict::FAIL},
+       "kernel claims flashmla-sm90, one out element one bf16 ulp from what FlashMLA computes",
+       [](Case& c, const Expected& E, std::uint64_t seed) {
+         plausible_outputs(c, E, seed);
+         Tensor& o = output(c, "out");
+         o.data<std::uint16_t>()[o.numel() / 3] ^= 1;
+       }},
+      {"flashmla_lse_1e-6", "#39", "mla_prefill_flashmla", V{Verdict::FAIL},
+       "kernel claims flashmla-sm90, one lse value 1e-6 off",
+       [](Case& c, const Expected& E, std::uint64_t seed) {
+         plausible_outputs(c, E, seed);
+         Tensor& l = output(c, "lse");
+         for (float& x : l.span<float>())
+           if (std::isfinite(x)) {  // the first finite one (a lonely row's lse is +inf)
+             x += 1e-6f;
+             break;
+           }
+       }},
+      {"flashmla_exact_not_kernel", "#39", "mla_prefill_flashmla", V{Verdict::FAIL},
+       "kernel claims flashmla-sm90 but the output is another correct kernel's (the exact value perturbed inside the bound)",
+       [](Case& c, const Expected& E, std::uint64_t seed) {
+         Case tmp = c;
+         tmp.attrs.erase("kernel");
+         plausible_outputs(tmp, E, seed + 1);
+         c.outputs = tmp.outputs;
+       }},
   };
 }
 
