@@ -187,8 +187,8 @@ bool prefill_row(const PrefillRow& r, std::uint16_t* out, float* max_logits, flo
   }
   const float scale = static_cast<float>(r.sm_scale) * 1.44269504f;
   const float L2E = 1.4426950408889634f, LN2 = 0.6931471805599453f, NEG = -std::numeric_limits<float>::infinity();
-  std::vector<double> K(static_cast<std::size_t>(64 * D)), P(64 * 64);
-  std::vector<int> KE(K.size()), PE(P.size());
+  std::vector<double> P(64 * 64);  // one block's P as exact doubles, with their exponents
+  std::vector<int> PE(P.size());
   for (std::int64_t h0 = 0; h0 < H; h0 += 64) {
     const double* q = qd.data() + h0 * D;
     const int* qx = qe.data() + h0 * D;
