@@ -3,6 +3,8 @@
 // runs exactly in double (products of bf16 values, truncations to powers of two).
 #include "profiles/flashmla_sm90/prefill_emu.hpp"
 
+#include "numerics/formats.hpp"
+
 #include <zlib.h>
 
 #include <algorithm>
@@ -87,27 +89,14 @@ const Tables& tables() {
   return t;
 }
 
-float f32(std::int32_t bits) {
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-std::uint32_t bits_of(float x) {
-  std::uint32_t b;
-  std::memcpy(&b, &x, 4);
-  return b;
-}
+float f32(std::int32_t bits) { return num::f32_from_bits(static_cast<std::uint32_t>(bits)); }
 float ftz(float x) { return std::fabs(x) < FLT_MIN ? std::copysign(0.0f, x) : x; }
 float mul(float a, float b) { return ftz(a * b); }
 float add(float a, float b) { return ftz(a + b); }
 float fmaf_(float a, float b, float c) { return ftz(std::fma(a, b, c)); }
-// RNE to bf16 bits (NaN: 0x7FC0; the reference canonicalizes NaNs afterwards).
-std::uint16_t bf16(float x) {
-  if (std::isnan(x)) return 0x7FC0;
-  const std::uint32_t b = bits_of(x);
-  return static_cast<std::uint16_t>((b + 0x7FFFu + ((b >> 16) & 1u)) >> 16);
-}
-float bf16f(std::uint16_t b) { return f32(static_cast<std::int32_t>(static_cast<std::uint32_t>(b) << 16)); }
+// cvt.rn.bf16.f32: RNE (num::f32_to_bf16), and back to its fp32 value.
+std::uint16_t bf16(float x) { return num::f32_to_bf16(x); }
+float bf16f(std::uint16_t b) { return num::bf16_to_f32(b); }
 int expo(double x) { return x == 0 ? INT_MIN : std::ilogb(x); }
 
 // One bf16 WGMMA k-step (16 products): acc + sum_j a_j b_j per the measured model (exact in double).
@@ -146,7 +135,7 @@ float rcp_approx(float x) {
   x = ftz(x);
   if (std::isinf(x) && x > 0) return 0.0f;
   if (!(x > 0)) return 1.0f / x;  // not a kernel argument (unmeasured)
-  const std::uint32_t b = bits_of(x);
+  const std::uint32_t b = num::f32_bits(x);
   const int e = static_cast<int>(b >> 23) - 127;
   return ftz(static_cast<float>(std::ldexp(static_cast<double>(f32(t.rcp[b & 0x7FFFFFu])), -e)));
 }
@@ -154,7 +143,7 @@ float rcp_approx(float x) {
 float lg2_approx(float x) {
   const Tables& t = tables();
   if (!(x >= 1.0f) || std::isinf(x)) return static_cast<float>(std::log2(static_cast<double>(x)));  // unmeasured
-  const std::uint32_t b = bits_of(x);
+  const std::uint32_t b = num::f32_bits(x);
   const int e = static_cast<int>(b >> 23) - 127;
   const std::uint32_t i = b & 0x7FFFFFu;
   if (e == 0) return f32(t.lg2_1_2[i]);
