@@ -37,6 +37,24 @@ warpgroup 0: its own P over V[:, :256], then (after warpgroup 1's max) P0 rescal
 O0 and L0 times that factor, then P1 over V[:, :256]; warpgroup 1: its own P1 over V[:, 256:], then the rescaled P0.
 End: L = quad sums ((L0+L1)+(L2+L3)) of both warpgroups added; out = bf16(O * rcp(L + ex2(sink log2e - max))) (0
 when L = 0); max_logits = max * ln2; lse = fma(lg2(L), ln2, max * ln2); lonely rows -inf / +inf.
+
+The sparse fp8 decode (flash_mla_with_kvcache; csrc/smxx/decode/get_decoding_sched_meta, csrc/sm90/decode/sparse_fp8/
+splitkv_mla.cuh, csrc/smxx/decode/combine): sparse_decode. Keys are dequantized in the kernel as bf16(bf16(e4m3) *
+bf16(scale)) (dequant_v32_656 / dequant_model1_584). The scheduler gives each request max(topk_length, 1) keys
+rounded up to 64-key blocks (+ ceil64(extra_topk_length) for the extra scope) plus 5 blocks of overhead and cuts the
+total into num_sm_parts = max(num_sms / s_q / (h_q/64), 1) equal payloads; a CTA runs one payload's blocks of one
+query token and 64 heads: per block the QK WGMMA over all d_qk dims (k-steps 0..d_qk/16 in order), masked keys -inf,
+new = max(old, block max * scale) (old -1e30 at first), O and each thread's row sum rescaled by ex2(old - new),
+p = ex2(fma(s, scale, -new)), each thread's 16 keys (8m+2c, 8m+2c+1, m = 0..7) summed one by one from 0 into
+L = fma(L, factor, sum), O += bf16(p) V by the WGMMA model (V = the first 512 dims). End: L = the quad sum; a CTA
+holding a whole request writes out = bf16(O rcp(L + ex2(sink log2e - max))) (0 when L = 0) and lse = fma(lg2(L),
+ln2, max * ln2) (+inf when L = 0; sink-exclusive); a split writes o_accum = O rcp(L) and lse_accum = lg2(L) + max
+(-inf). The combine (requests with several splits; MAX_SPLITS the next of 32, 64, 96, 128, 160 above num_sm_parts):
+per head, m = the max of lse_accum (0 if -inf), each lane's sum of ex2(lse_accum - m) over splits lane, lane + 32,
+... then the xor butterfly (16, 8, 4, 2, 1); g = lg2(sum) + m (+inf if 0); lse = g * ln2; with a sink g += lg2(1 +
+ex2(fma(sink, log2e, -g))) (g = +inf: sink log2e, or +inf for a -inf sink); out = bf16(sum over splits in order of
+fma(ex2(lse_accum - g), o_accum, acc)). Reproduces 100 % of out, lse, o_accum and lse_accum of the 24 captured decode
+cases (V3.2 h64/h128, MODEL1 with topk_length and the extra scope, sinks, lonely and all-invalid requests).
 """
 import os
 import struct
@@ -275,3 +293,225 @@ def sparse_prefill(q, kv, indices, sm_scale, attn_sink=None, topk_length=None):
             sl = _mul(np.asarray(attn_sink, np.float32)[h0:h0 + 64], L2E) if attn_sink is not None else np.full(64, -np.inf, np.float32)
             out[i, h0:h0 + 64], ml[i, h0:h0 + 64], lse[i, h0:h0 + 64] = _head_block(q[i, h0:h0 + 64], kv, ii, valid, scale, d_qk, sl)
     return out, ml, lse
+
+
+def _bf16_bits_to_f32(b):
+    return (np.asarray(b, np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
+def _e4m3(codes):
+    """e4m3fn bytes -> float32 (0x7F / 0xFF NaN)."""
+    c = np.asarray(codes, np.uint8).astype(np.int64)
+    e, m = (c >> 3) & 15, c & 7
+    v = np.where(e == 0, np.ldexp(m.astype(np.float64), -9), np.ldexp((8 + m).astype(np.float64), e - 10))
+    v = np.where((c & 0x7F) == 0x7F, np.nan, v)
+    return np.where(c & 0x80, -v, v).astype(np.float32)
+
+
+def dequant_v32_656(records):
+    """[N, 656] bytes of the V3.2 cache (512 e4m3 | 4 fp32 scales | 64 bf16 RoPE) -> [N, 576] float32 as the sm90
+    decode dequantizes: bf16(bf16(e4m3) * bf16(scale)) per 128-dim tile, the RoPE as stored."""
+    r = np.ascontiguousarray(np.asarray(records, np.uint8).reshape(-1, 656))
+    sc = _bf16(r[:, 512:528].copy().view(np.float32))
+    k = np.empty((r.shape[0], 576), np.float32)
+    codes = _e4m3(r[:, :512])
+    for t in range(4):
+        k[:, 128 * t:128 * t + 128] = _bf16(codes[:, 128 * t:128 * t + 128] * sc[:, t:t + 1])
+    k[:, 512:] = _bf16_bits_to_f32(r[:, 528:656].copy().view(np.uint16))
+    return k
+
+
+def dequant_model1_584(blocks, page_size):
+    """[num_blocks, >= page_size * 584] bytes of the MODEL1 cache (per block: page_size x (448 e4m3 | 64 bf16 RoPE),
+    then page_size x 8 e8m0 scales, 7 used) -> [num_blocks * page_size, 512] float32 as the kernel dequantizes."""
+    b = np.asarray(blocks, np.uint8)
+    nb = b.shape[0]
+    b = b.reshape(nb, -1)
+    tok = b[:, :page_size * 576].reshape(-1, 576)
+    sc = b[:, page_size * 576:page_size * 584].reshape(-1, 8).astype(np.int64)
+    with np.errstate(over="ignore"):
+        s = np.where(sc == 255, np.nan, np.ldexp(1.0, sc - 127)).astype(np.float32)  # 2^-127: a subnormal, exact in bf16
+    codes = _e4m3(tok[:, :448])
+    k = np.empty((tok.shape[0], 512), np.float32)
+    for t in range(7):
+        k[:, 64 * t:64 * t + 64] = _bf16(codes[:, 64 * t:64 * t + 64] * s[:, t:t + 1])
+    k[:, 448:] = _bf16_bits_to_f32(tok[:, 448:576].copy().view(np.uint16))
+    return k
+
+
+def decode_schedule(b, topk, topk_length, extra_topk, extra_topk_length, num_sm_parts, fixed=5, block=64):
+    """get_decoding_sched_meta: per SM part (begin_req, begin_block, begin_split, first_split, end_req, end_block,
+    last_split) and num_splits [b + 1] (cumulative)."""
+    cur = []
+    for i in range(b):
+        c = int(topk_length[i]) if topk_length is not None else topk
+        c = max(c, 1)
+        if extra_topk:
+            c = -(-c // block) * block + (int(extra_topk_length[i]) if extra_topk_length is not None else extra_topk)
+        cur.append(c)
+    last = [max(c - 1, 0) // block for c in cur]
+    nblk = [x + 1 for x in last]
+    payload = -(-sum(n + fixed for n in nblk) // num_sm_parts) + fixed
+    req = blk = nsp = cum = 0
+    ns = [0] * (b + 1)
+    parts = []
+    for _ in range(num_sm_parts):
+        m = dict(begin_req=req, begin_block=blk, begin_split=nsp, first_split=blk != 0)
+        rem = payload
+        while req < b:
+            left = nblk[req] - blk
+            if rem >= left + fixed:
+                cum += nsp + 1
+                ns[req + 1] = cum
+                rem -= left + fixed
+                req, blk, nsp = req + 1, 0, 0
+            else:
+                if rem - fixed > 0:
+                    blk, nsp, rem = blk + rem - fixed, nsp + 1, 0
+                break
+        m["end_req"] = req if blk > 0 else req - 1
+        m["end_block"] = blk if blk > 0 else (0 if cur[req - 1] == 0 else last[req - 1] + 1)
+        m["last_split"] = m["end_block"] != last[m["end_req"]] + 1 and cur[m["end_req"]] != 0
+        if m["begin_req"] == m["end_req"]:
+            m["first_split"] = m["last_split"] = m["first_split"] or m["last_split"]
+        parts.append(m)
+    return parts, ns
+
+
+def _lg2(x):
+    x = np.asarray(x, np.float32)
+    if np.any((x > 0) & (x < 1)):
+        raise ValueError("lg2_approx: a row sum in (0, 1) (measured for x >= 1 only)")
+    ok = np.isfinite(x) & (x >= 1)
+    with np.errstate(divide="ignore"):
+        return np.where(ok, lg2_approx(np.where(ok, x, F32(1))), np.log2(np.where(x >= 0, x, np.nan))).astype(np.float32)
+
+
+def _decode_cta(q, blocks, scale):
+    """One CTA: q [64, d_qk] over blocks [(K [64, d_qk], ok [64])] -> O [64, 512], max, L (module docstring)."""
+    H = q.shape[0]
+    rM = np.full(H, F32(-1e30), np.float32)
+    rL = np.zeros((H, 4), np.float32)
+    O = np.zeros((H, 512), np.float32)
+    qd = q.astype(np.float64)
+    for K, ok in blocks:
+        acc = np.zeros((H, 64))
+        kd = K.astype(np.float64)
+        for d0 in range(0, q.shape[1], 16):
+            acc = wgmma_chunk(acc, qd[:, None, d0:d0 + 16], kd[None, :, d0:d0 + 16])
+        s = np.where(ok[None, :], acc.astype(np.float32), F32(-np.inf)).astype(np.float32)
+        new = np.maximum(_mul(s.max(axis=1), scale), rM).astype(np.float32)
+        f = ex2_approx(_add(rM, -new))
+        O = _mul(O, f[:, None])
+        p = ex2_approx(_fma(s, np.full_like(s, scale), -new[:, None]))
+        sums = np.zeros((H, 4), np.float32)
+        for c in range(4):
+            for m in range(8):
+                sums[:, c] = _add(_add(sums[:, c], p[:, 8 * m + 2 * c]), p[:, 8 * m + 2 * c + 1])
+        rL = _fma(rL, f[:, None], sums)
+        rM = new
+        O = _pv(O, _bf16(p), K[:, :512])
+    return O, rM, _add(_add(rL[:, 0], rL[:, 1]), _add(rL[:, 2], rL[:, 3]))
+
+
+def sparse_decode(q, k_main, indices, sm_scale, attn_sink=None, topk_length=None, k_extra=None, extra_indices=None,
+                  extra_topk_length=None, num_sms=132, partials=False):
+    """flash_mla_with_kvcache's sparse fp8 path on sm90 as the kernels compute it. q [b, s_q, h_q, d_qk] bf16 values
+    (float32; d_qk 576 V3.2, 512 MODEL1), k_main [slots, d_qk] the dequantized cache (dequant_v32_656 /
+    dequant_model1_584; slot = page * page_size + offset), indices [b, s_q, topk] (-1 invalid), attn_sink [h_q],
+    topk_length [b] (MODEL1), k_extra / extra_indices [b, s_q, extra_topk] / extra_topk_length [b] (MODEL1's extra
+    scope), num_sms the GPU's SMs. Returns out [b, s_q, h_q, 512] (bf16 values as float32) and lse [b, s_q, h_q]
+    (the kernel's buffer, natural log), plus o_accum, lse_accum, num_splits with partials=True."""
+    q = np.asarray(q, np.float32)
+    idx = np.asarray(indices).astype(np.int64)
+    b, s_q, h_q, d_qk = q.shape
+    model1 = d_qk == 512
+    topk = idx.shape[2]
+    if h_q not in (64, 128) or d_qk not in (512, 576) or topk % 64:
+        raise ValueError("sparse_decode: h_q 64 / 128, d_qk 512 / 576, topk a multiple of 64")
+    if not model1 and (topk_length is not None or extra_indices is not None):
+        raise ValueError("sparse_decode: the V3.2 kernel takes no topk_length / extra scope")
+    eidx = np.asarray(extra_indices).astype(np.int64) if extra_indices is not None else None
+    xtopk = eidx.shape[2] if eidx is not None else 0
+    scale = F32(F32(sm_scale) * F32(1.44269504))
+    n_parts = max(num_sms // s_q // (h_q // 64), 1)
+    parts, ns = decode_schedule(b, topk, topk_length if model1 else None, xtopk, extra_topk_length, n_parts)
+    out = np.zeros((b, s_q, h_q, 512), np.float32)
+    lse = np.zeros((b, s_q, h_q), np.float32)
+    oacc = np.zeros((ns[b], s_q, h_q, 512), np.float32)
+    lacc = np.zeros((ns[b], s_q, h_q), np.float32)
+    L2E, LN2 = F32(1.4426950408889634), F32(0.6931471805599453)
+    sl = _mul(np.asarray(attn_sink, np.float32), L2E) if attn_sink is not None else np.full(h_q, -np.inf, np.float32)
+
+    def req(i):
+        if not model1:
+            return topk // 64, topk // 64, topk, 0
+        n = int(topk_length[i]) if topk_length is not None else topk
+        xn = (int(extra_topk_length[i]) if extra_topk_length is not None else xtopk) if eidx is not None else 0
+        orig = max(-(-n // 64) * 64, 64)
+        return orig // 64, (orig + -(-xn // 64) * 64) // 64, n, xn
+
+    def block(i, s, j, norig, n, xn):
+        extra = j >= norig
+        src, lim, kc = (eidx[i, s], xn, k_extra) if extra else (idx[i, s], n, k_main)
+        pos = 64 * (j - norig if extra else j) + np.arange(64)
+        ii = np.where(pos < len(src), src[np.minimum(pos, len(src) - 1)], -1)
+        ok = (ii != -1) & (pos < lim)
+        return np.where(ok[:, None], kc[np.where(ok, ii, 0)], F32(0)).astype(np.float32), ok
+
+    for m in parts:
+        if m["begin_req"] >= b:
+            continue
+        for i in range(m["begin_req"], m["end_req"] + 1):
+            norig, total, n, xn = req(i)
+            st = m["begin_block"] if i == m["begin_req"] else 0
+            en = m["end_block"] if i == m["end_req"] else total
+            whole = (not m["first_split"]) if i == m["begin_req"] else ((not m["last_split"]) if i == m["end_req"] else True)
+            sp = ns[i] + (m["begin_split"] if i == m["begin_req"] else 0)
+            for s in range(s_q):
+                blocks = [block(i, s, j, norig, n, xn) for j in range(st, en)]
+                for h0 in range(0, h_q, 64):
+                    O, rM, L = _decode_cta(q[i, s, h0:h0 + 64], blocks, scale)
+                    none = L == 0
+                    if whole:
+                        den = _add(L, ex2_approx(_add(sl[h0:h0 + 64], -rM)))
+                        inv = np.where(none, F32(0), rcp_approx(np.where(none, F32(1), den))).astype(np.float32)
+                        out[i, s, h0:h0 + 64] = _bf16(_mul(O, inv[:, None]))
+                        lse[i, s, h0:h0 + 64] = np.where(none, F32(np.inf), _fma(_lg2(np.where(none, F32(1), L)), np.full(64, LN2), _mul(rM, LN2)))
+                    else:
+                        inv = np.where(none, F32(0), rcp_approx(np.where(none, F32(1), L))).astype(np.float32)
+                        oacc[sp, s, h0:h0 + 64] = _mul(O, inv[:, None])
+                        lacc[sp, s, h0:h0 + 64] = np.where(none, F32(-np.inf), _add(_lg2(np.where(none, F32(1), L)), rM))
+    max_splits = next(x for x in (32, 64, 96, 128, 160) if n_parts <= x)
+    for i in range(b):
+        a, n = ns[i], ns[i + 1] - ns[i]
+        if n == 1:
+            continue
+        for s in range(s_q):
+            for h in range(h_q):
+                loc = np.full(max_splits, -np.inf, np.float32)
+                loc[:n] = lacc[a:a + n, s, h]
+                mx = loc.max()
+                mx = F32(0) if mx == -np.inf else mx
+                e = ex2_approx(_add(loc, -mx))
+                lanes = np.zeros(32, np.float32)
+                for r in range(max_splits // 32):
+                    lanes = _add(lanes, e[32 * r:32 * r + 32])
+                for off in (16, 8, 4, 2, 1):
+                    lanes = _add(lanes, lanes[np.arange(32) ^ off])
+                g = F32(np.inf) if lanes[0] == 0 else _add(_lg2(lanes[0]), mx)
+                lse[i, s, h] = _mul(g, LN2)
+                if attn_sink is not None:
+                    sk = F32(attn_sink[h])
+                    if g != np.inf:
+                        g = _add(g, _lg2(_add(F32(1), ex2_approx(_fma(sk, L2E, -g)))))
+                    else:
+                        g = F32(np.inf) if sk == -np.inf else _mul(sk, L2E)
+                f = ex2_approx(_add(loc[:n], -g))
+                acc = np.zeros(512, np.float32)
+                for k in range(n):
+                    acc = _fma(np.full(512, f[k]), oacc[a + k, s, h], acc)
+                out[i, s, h] = _bf16(acc)
+    if partials:
+        return out, lse, oacc, lacc, np.array(ns)
+    return out, lse

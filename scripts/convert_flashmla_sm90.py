@@ -12,7 +12,8 @@ prefill cases (flash_mla_sparse_fwd)  -> attn.sparse_mla_prefill: q, kv, indices
                                          out, max_logits, lse (natural log, FlashMLA @082094b and later);
 decode cases (flash_mla_with_kvcache) -> attn.sparse_mla_decode: q, k_cache (the padded page pool re-packed to
                                          [blocks, page, 1, record]), indices [, attn_sink, topk_length, extra scope] ->
-                                         out, lse (the kernel's [b, s_q, h_q] buffer transposed to the API's [b, h_q, s_q]).
+                                         out, lse (the kernel's [b, s_q, h_q] buffer transposed to the API's [b, h_q, s_q]);
+                                         attr num_sms = the SMs FlashMLA scheduled for (its split-KV schedule).
 Every case carries attr kernel=flashmla-sm90 and its provenance (meta.txt: GPU, driver, kernel instance; --provenance
 pairs: source commits, build flags). The output is written to a temp file and renamed. Exit 0 on success, 2 on bad
 input."""
@@ -121,6 +122,9 @@ def convert_case(dst, d, prov, rows=None):
         g.attrs["stage"] = "attn.sparse_mla_decode"
         layout, rec = LAYOUT[dqk]
         g.attrs["layout"] = layout
+        # The kernel's split-KV schedule follows the GPU's SM count (the flashmla-sm90 emulation needs it).
+        if "num_sms_used" in meta:
+            g.attrs["num_sms"] = np.int64(int(meta["num_sms_used"]))
         _ds(gi, "q", _load(d, "q", np.uint16), "bf16")
         _ds(gi, "k_cache", _pool(_load(d, "kcache", np.uint8), int(cj["block_size"]), rec, f"{d}: kcache"), "uint8")
         _ds(gi, "indices", _load(d, "indices", np.int32), "int32")

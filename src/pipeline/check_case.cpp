@@ -202,6 +202,7 @@ class BoundedJudge {
     if (const ProfileStage* ps = prof ? prof->on(b.stage->name) : nullptr) emu_required_ = ps->emulation_required;
     if (!emu_.empty()) {
       has_emu_ = ref.emulations.count(emu_) > 0;
+      if (auto it = ref.emulation_notes.find(emu_); it != ref.emulation_notes.end()) emu_why_ = it->second;
       if (has_emu_) emu_acc_.emplace(Tolerance{emu_, 0.0, 0.0}, ref, out_dtype);
     }
   }
@@ -231,7 +232,8 @@ class BoundedJudge {
         r.notes.push_back(h);
       }
     if (!emu_.empty() && !has_emu_) {
-      r.notes.push_back("emulation " + emu_ + " requested by attr kernel but not provided by the reference; judged by bound");
+      r.notes.push_back("emulation " + emu_ + " requested by attr kernel but not provided by the reference" +
+                        (emu_why_.empty() ? std::string() : " (" + emu_why_ + ")") + "; judged by bound");
     } else if (emu_acc_) {
       const CheckResult e = emu_acc_->finish();
       r.emulation = emu_;
@@ -271,7 +273,7 @@ class BoundedJudge {
   std::optional<cmp::BoundedAccumulator> emu_acc_;
   HypothesisSampler hyp_;
   MaskShift mask_;
-  std::string emu_;
+  std::string emu_, emu_why_;
   bool has_emu_ = false;
   bool emu_required_ = true;  // ProfileStage::emulation_required of the emulated profile on this stage
   std::int64_t diff_ = 0;

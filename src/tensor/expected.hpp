@@ -70,6 +70,8 @@ struct RefTensor {
   TopkRef topk;              // topk_set only
   // Bit-exact emulations of particular kernels (profile name -> value with the dtype/shape of `value`).
   std::map<std::string, Tensor> emulations;
+  // Why a stage did not provide an emulation it was asked for (profile name -> reason; the report carries it).
+  std::map<std::string, std::string> emulation_notes;
   // bytes: bit patterns accepted besides `value`'s at some elements (flat index -> the other accepted patterns, as
   // Tensor::bits gives them). A stage fills it where the kernel's documented approximations (e.g. Triton's approximate
   // exp / rsqrt) can flip a rounding its exact value is within reach of: the comparator passes such an element when the

@@ -64,25 +64,104 @@ def test_kernel_model_reproduces_the_prefill_bits(acc, case):
     assert np.array_equal(got, outs["out"]), (case, int(np.sum(got != outs["out"])))
 
 
-def test_the_profile_emulation_is_bitexact_on_every_prefill_case(acc, run_cli, tmp_path):
-    """The C++ emulation (src/profiles/flashmla_sm90/prefill_emu.cpp) on the real output: every prefill tensor
-    BITEXACT, zero mismatches; with --no-emulation the same outputs are judged by the bound."""
+DECODE = ["dec_v32_h64_b2_sq1_t512_partials_s0", "dec_v32_h128_b2_sq2_t576_bs61_lonely_s0", "dec_m1_h128_b2_sq2_t576_bs2_topklen_s0",
+          "dec_m1_h64_b2_sq1_t512_extra_partials_s0", "dec_m1_h64_b4_sq1_t64_extra64_lonely_s0",
+          "dec_m1_h128_b2_sq2_t128_extra1024_etl_tl_s0"]
+
+
+def decode_inputs(g):
+    """The case's inputs as reference/flashmla_sm90.sparse_decode takes them (the caches dequantized as the kernel)."""
+    ins = {k: g["inputs"][k][()] for k in g["inputs"]}
+    model1 = ins["q"].shape[-1] == 512
+
+    def deq(kc):
+        return fm.dequant_model1_584(kc.reshape(kc.shape[0], -1), kc.shape[1]) if model1 else fm.dequant_v32_656(kc.reshape(-1, 656))
+    return dict(q=bf16_values(ins["q"]), k_main=deq(ins["k_cache"]), indices=ins["indices"],
+                sm_scale=float(g.attrs["softmax_scale"]), attn_sink=ins.get("attn_sink"), topk_length=ins.get("topk_length"),
+                k_extra=deq(ins["extra_k_cache"]) if "extra_k_cache" in ins else None,
+                extra_indices=ins.get("extra_indices_in_kvcache"), extra_topk_length=ins.get("extra_topk_length"),
+                num_sms=int(g.attrs["num_sms"]))
+
+
+@pytest.mark.parametrize("case", DECODE)
+def test_kernel_model_reproduces_the_decode_bits(acc, case):
+    """The model's bits (scheduler, split CTAs, combine) against the real output: every out and lse value (measured over
+    all 24 captured decode cases, and their split partials o_accum / lse_accum, 100 %)."""
+    with h5py.File(acc) as f:
+        g = f[case]
+        kw = decode_inputs(g)
+        outs = {k: g["outputs"][k][()] for k in g["outputs"]}
+    out, lse, _, _, ns = fm.sparse_decode(**kw, partials=True)
+    assert ns[-1] > len(ns) - 1, "the case splits some request (the combine kernel runs)"
+    got = (out.view(np.uint32) >> 16).astype(np.uint16)
+    assert np.array_equal(np.transpose(lse, (0, 2, 1)).view(np.uint32), outs["lse"].view(np.uint32)), case
+    assert np.array_equal(got, outs["out"]), (case, int(np.sum(got != outs["out"])))
+
+
+def test_the_decode_schedule_follows_the_sm_count(acc):
+    """get_decoding_sched_meta's split count per request depends on the GPU: 132 SMs (H100 SXM) and 16 (an H100 MIG
+    1g slice) split the same call differently, and the bits of a split request follow its split."""
+    with h5py.File(acc) as f:
+        kw = decode_inputs(f["dec_v32_h64_b2_sq1_t512_partials_s0"])
+    a = fm.sparse_decode(**kw, partials=True)
+    kw["num_sms"] = 16
+    b = fm.sparse_decode(**kw, partials=True)
+    assert list(a[4]) == [0, 8, 16] and list(b[4]) == [0, 4, 8]
+    assert not np.array_equal(a[0], b[0])
+
+
+def test_the_profile_emulation_is_bitexact_on_every_case(acc, run_cli, tmp_path):
+    """The C++ emulations (src/profiles/flashmla_sm90/prefill_emu.cpp, decode_emu.cpp) on the real output: every
+    tensor BITEXACT, zero mismatches; with --no-emulation the same outputs are judged by the bound."""
     out = tmp_path / "r.json"
-    run_cli("check", "-q", acc, "--stage", "attn.sparse_mla_prefill", "--json", out, check_rc=0)
+    run_cli("check", "-q", acc, "--json", out, check_rc=0)
     res = json.loads(out.read_text())["results"]
-    assert len(res) == 15
+    assert len(res) == 15 + 2 * len(DECODE)
     for r in res:
         assert r["verdict"] == "BITEXACT" and r["emulation"]["profile"] == "flashmla-sm90" and r["emulation"]["mismatches"] == 0, r
-    run_cli("check", "-q", acc, "--stage", "attn.sparse_mla_prefill", "--no-emulation", "--json", out, check_rc=0)
+    run_cli("check", "-q", acc, "--no-emulation", "--json", out, check_rc=0)
     assert {r["verdict"] for r in json.loads(out.read_text())["results"]} == {"WITHIN_BOUND"}
 
 
-@pytest.mark.parametrize("tensor, change", [("out", "ulp"), ("lse", 1e-6), ("max_logits", "ulp")])
-def test_one_changed_value_fails_under_the_profile(acc, run_cli, tmp_path, tensor, change):
-    """One bf16 ulp in one out element, 1e-6 in one lse value, one fp32 ulp in one max_logits value: within every
-    bound, yet not what FlashMLA computes -- FAIL, naming the element."""
+def test_a_wrong_sm_count_fails_the_split_bits(acc, run_cli, tmp_path):
+    """A dump claiming another GPU (num_sms 16) than the one that ran it: the emulated schedule splits elsewhere, so
+    the combined requests' bits differ (FAIL under the profile) while the bound still holds."""
     bad = tmp_path / "bad.h5"
-    case = "pf_v32_h128_t2048_realscale_s0"
+    case = "dec_v32_h64_b2_sq1_t512_partials_s0"
+    with h5py.File(acc) as f, h5py.File(bad, "w") as g:
+        f.copy(f[case], g, case)
+        g[case].attrs["num_sms"] = np.int64(16)
+    out = tmp_path / "r.json"
+    p = run_cli("check", "-q", bad, "--json", out)
+    assert p.returncode == 1, p.stdout + p.stderr
+    r = next(x for x in json.loads(out.read_text())["results"] if x["tensor"] == "out")
+    assert r["verdict"] == "FAIL" and r["emulation"]["mismatches"] > 0, r
+    assert r["bounded"]["max_err_over_m"] < 1, r
+
+
+def test_an_emulation_the_kernel_cannot_run_says_why(acc, run_cli, tmp_path):
+    """A V3.2 decode with topk_length (the sm90 kernel refuses it): no emulation, and the report says why."""
+    bad = tmp_path / "tl.h5"
+    case = "dec_v32_h64_b2_sq1_t512_partials_s0"
+    with h5py.File(acc) as f, h5py.File(bad, "w") as g:
+        f.copy(f[case], g, case)
+        d = g[case]["inputs"].create_dataset("topk_length", data=np.array([512, 512], np.int32))
+        d.attrs["dtype"] = "int32"
+    out = tmp_path / "r.json"
+    run_cli("check", "-q", bad, "--json", out)
+    r = next(x for x in json.loads(out.read_text())["results"] if x["tensor"] == "out")
+    assert any("not provided by the reference (a V3.2 (576) call with topk_length" in n for n in r["notes"]), r
+
+
+@pytest.mark.parametrize("case, tensor, change", [("pf_v32_h128_t2048_realscale_s0", "out", "ulp"),
+                                                  ("pf_v32_h128_t2048_realscale_s0", "lse", 1e-6),
+                                                  ("pf_v32_h128_t2048_realscale_s0", "max_logits", "ulp"),
+                                                  ("dec_v32_h64_b2_sq1_t512_partials_s0", "out", "ulp"),
+                                                  ("dec_m1_h64_b2_sq1_t512_extra_partials_s0", "lse", 1e-6)])
+def test_one_changed_value_fails_under_the_profile(acc, run_cli, tmp_path, case, tensor, change):
+    """One bf16 ulp in one out element, 1e-6 in one lse value, one fp32 ulp in one max_logits value (prefill and
+    decode): within every bound, yet not what FlashMLA computes -- FAIL, naming the element."""
+    bad = tmp_path / "bad.h5"
     with h5py.File(acc) as f, h5py.File(bad, "w") as g:
         f.copy(f[case], g, case)
         d = g[f"{case}/outputs/{tensor}"]

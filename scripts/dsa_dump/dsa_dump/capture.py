@@ -35,6 +35,15 @@ def _np(x: Any) -> Any:
     return np.ascontiguousarray(np.asarray(x))
 
 
+def _device_sms(*xs: Any) -> Optional[int]:
+    """The SM count of the CUDA device holding the first CUDA torch tensor among xs (None: none is on a GPU)."""
+    for x in xs:
+        if x is not None and _dt.is_torch_tensor(x) and getattr(x, "is_cuda", False):
+            import torch
+            return int(torch.cuda.get_device_properties(x.device).multi_processor_count)
+    return None
+
+
 def _shape(x: Any) -> tuple:
     return tuple(int(d) for d in (x.array.shape if isinstance(x, _dt.Bits) else x.shape))
 
@@ -585,7 +594,7 @@ def capture_flash_mla_with_kvcache(q: Any, k_cache: Any, indices: Any, output: A
                                    extra_indices_in_kvcache: Any = None, extra_topk_length: Any = None,
                                    extra_page_size: Optional[int] = None, layout: Optional[str] = None,
                                    extra_layout: Optional[str] = None, record_order: Optional[str] = None,
-                                   name: Optional[str] = None, out: Out = None,
+                                   num_sms: Optional[int] = None, name: Optional[str] = None, out: Out = None,
                                    attrs: Optional[Dict[str, Any]] = None) -> Case:
     """attn.sparse_mla_decode: ``output, lse = flash_mla.flash_mla_with_kvcache(q, k_cache, block_table,
     cache_seqlens, 512, sched_meta, softmax_scale=..., is_fp8_kvcache=True, indices=..., attn_sink=...,
@@ -602,7 +611,11 @@ def capture_flash_mla_with_kvcache(q: Any, k_cache: Any, indices: Any, output: A
     extra_topk_length [b]) is attended in the same softmax. DeepSeek-V4.1 (FlashMLA's kv_format from kv.size(3)): a
     528-byte k_cache is layout v41_mxfp8_528 and a 288-byte extra_k_cache extra_layout v41_nvfp4_288 (the (V41,
     V41_FP4) pair); the other FP4 records are named with layout=; record_order page_segregated (FlashMLA
-    kv_cache_format.h, the default) or token_interleaved."""
+    kv_cache_format.h, the default) or token_interleaved. num_sms: the SMs of the GPU that ran the kernel (its split-KV
+    schedule, which the flashmla-sm90 emulation follows); None reads it from the device of q / output when they are
+    CUDA tensors, else the attribute keeps its default (132: H100 SXM / H800 / H200)."""
+    if num_sms is None:
+        num_sms = _device_sms(q, output[0] if isinstance(output, tuple) else output, k_cache)
     output, lse = _kernel_outputs(output, (lse,), out, "capture_flash_mla_with_kvcache")
     q = _np(q)
     if len(_shape(q)) == 3:
@@ -638,7 +651,8 @@ def capture_flash_mla_with_kvcache(q: Any, k_cache: Any, indices: Any, output: A
     outs = {"out": _reshape(_np(output), (b, s_q, h_q, -1)) if b > 0 else _np(output),
             "lse": _reshape(_np(lse), (b, h_q, s_q)) if (lse is not None and b > 0) else _np(lse)}
     a = dict(softmax_scale=float(softmax_scale), dequant=dequant, lse_includes_sink=lse_includes_sink, layout=layout,
-             extra_layout=extra_layout if extra_layout != layout else None, record_order=record_order)
+             extra_layout=extra_layout if extra_layout != layout else None, record_order=record_order,
+             num_sms=int(num_sms) if num_sms is not None else None)
     a.update(attrs or {})
     return _emit(_case("attn.sparse_mla_decode", name, ins, outs, a), out)
 

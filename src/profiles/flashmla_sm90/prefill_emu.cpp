@@ -2,6 +2,7 @@
 // row at a time. fp32 steps are IEEE single operations with the kernel's flush of subnormals (.ftz); the WGMMA model
 // runs exactly in double (products of bf16 values, truncations to powers of two).
 #include "profiles/flashmla_sm90/prefill_emu.hpp"
+#include "profiles/flashmla_sm90/sm90_ops.hpp"
 
 #include "numerics/formats.hpp"
 
@@ -90,17 +91,18 @@ const Tables& tables() {
 }
 
 float f32(std::int32_t bits) { return num::f32_from_bits(static_cast<std::uint32_t>(bits)); }
-float ftz(float x) { return std::fabs(x) < FLT_MIN ? std::copysign(0.0f, x) : x; }
-float mul(float a, float b) { return ftz(a * b); }
-float add(float a, float b) { return ftz(a + b); }
-float fmaf_(float a, float b, float c) { return ftz(std::fma(a, b, c)); }
-// cvt.rn.bf16.f32: RNE (num::f32_to_bf16), and back to its fp32 value.
-std::uint16_t bf16(float x) { return num::f32_to_bf16(x); }
-float bf16f(std::uint16_t b) { return num::bf16_to_f32(b); }
-int expo(double x) { return x == 0 ? INT_MIN : std::ilogb(x); }
+using ops::ftz;
+using ops::mul;
+using ops::add;
+using ops::bf16;
+using ops::bf16f;
+using ops::expo;
+float fmaf_(float a, float b, float c) { return ops::fma(a, b, c); }
+const auto chunk = ops::wgmma_k16;
 
-// One bf16 WGMMA k-step (16 products): acc + sum_j a_j b_j per the measured model (exact in double).
-double chunk(double acc, const double* a, const int* ea, std::int64_t sa, const double* b, const int* eb, std::int64_t sb) {
+}  // namespace
+
+double ops::wgmma_k16(double acc, const double* a, const int* ea, std::int64_t sa, const double* b, const int* eb, std::int64_t sb) {
   double p[16];
   int e = INT_MIN;
   for (int j = 0; j < 16; ++j) {
@@ -117,7 +119,6 @@ double chunk(double acc, const double* a, const int* ea, std::int64_t sa, const 
   return std::trunc(t / qq) * qq;
 }
 
-}  // namespace
 
 float ex2_approx(float x) {  // exact for x <= 0; x > 0 by the same rule (close, see the header)
   const Tables& t = tables();

@@ -4,6 +4,8 @@
 #include <vector>
 
 #include "engines/sparse_attn/sparse_attn_rows.hpp"
+#include "profiles/flashmla_sm90/decode_emu.hpp"
+#include "profiles/profiles.hpp"
 #include "stages/attn/sparse_mla_decode/stage.hpp"
 
 namespace dsa::attn::sparse_mla_decode {
@@ -50,6 +52,50 @@ Keys keys_of(const Case& c, const Params& p) {
   const Tensor& cache = c.input("k_cache");
   const Tensor* xc = p.extra ? c.input_opt("extra_k_cache") : nullptr;
   return {&p, cache.data<std::uint8_t>(), xc ? xc->data<std::uint8_t>() : nullptr, cache.dim(0) * cache.dim(1)};
+}
+
+// The flashmla-sm90 emulation of the whole call (profiles/flashmla_sm90/decode_emu.hpp: the split-KV schedule of a
+// GPU with attr num_sms SMs, the CTAs, the combine), on the host for either backend. Keys dequantized as the SM90
+// kernel does (bf16 scales) whatever attr dequant says.
+void add_flashmla_emulation(const Case& c, const Params& p, const RefOptions& opt, RefTensor& o, RefTensor& l) {
+  const std::string name = profiles::flashmla_sm90().name;
+  auto skip = [&](const std::string& why) { o.emulation_notes[name] = l.emulation_notes[name] = why; };
+  if (p.rec.f || p.misread_v32_no_rope)
+    return skip("layout " + (p.rec.f ? std::string(p.rec.f->name) : std::string("v32_no_rope")) +
+                ": the sm90 decode kernel reads the mla_fp8_656 and model1_fp8_584 caches");
+  if (p.cv.lse_includes_sink) return skip("lse_includes_sink: FlashMLA's lse is sink-exclusive");
+  const Tensor& q = c.input("q");
+  const Tensor& idx = c.input("indices");
+  const Tensor* tl = c.input_opt("topk_length");
+  const Tensor* xi = p.extra ? c.input_opt("extra_indices_in_kvcache") : nullptr;
+  const Tensor* xl = p.extra ? c.input_opt("extra_topk_length") : nullptr;
+  const Tensor* sink = c.input_opt("attn_sink");
+  const std::int64_t B = q.dim(0), S = q.dim(1), H = q.dim(2);
+  Params kp = p;
+  kp.bf16_scale = true;
+  const Keys keys = keys_of(c, kp);
+  profiles::flashmla_emu::DecodeCall call;
+  call.b = B, call.s_q = S, call.h_q = H, call.d_qk = q.dim(3);
+  call.q = q.data<std::uint16_t>();
+  call.key = [&](int scope, std::int64_t slot, double* k) { keys(scope ? keys.cap + slot : slot, k); };
+  auto ints = [](const Tensor* t, std::vector<std::int64_t>& v) {
+    if (!t) return;
+    v.resize(static_cast<std::size_t>(t->numel()));
+    for (std::int64_t i = 0; i < t->numel(); ++i) v[static_cast<std::size_t>(i)] = t->int_at(i);
+  };
+  ints(&idx, call.idx), ints(tl, call.length), ints(xi, call.xidx), ints(xl, call.xlength);
+  call.topk = idx.dim(2), call.xtopk = xi ? xi->dim(2) : 0;
+  call.sink = sink ? sink->data<float>() : nullptr;
+  call.sm_scale = static_cast<float>(p.softmax_scale);
+  call.num_sms = p.num_sms;
+  Tensor eo(DType::bf16, {B, S, H, 512}), el(DType::f32, {B, H, S});
+  std::vector<float> lse(static_cast<std::size_t>(B * S * H));
+  std::string why;
+  if (!profiles::flashmla_emu::decode(call, opt.thread_count(), eo.data<std::uint16_t>(), lse.data(), why)) return skip(why);
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t s = 0; s < S; ++s)
+      for (std::int64_t h = 0; h < H; ++h) el.data<float>()[(b * H + h) * S + s] = lse[static_cast<std::size_t>((b * S + s) * H + h)];
+  o.emulations[name] = eo, l.emulations[name] = el;
 }
 
 }  // namespace
@@ -119,6 +165,7 @@ Expected run(const Case& c, const Params& p, const RefOptions& opt, Backend back
   l.describe = [S, H](std::int64_t f) {
     return "batch " + std::to_string(f / (H * S)) + " head " + std::to_string(f / S % H) + " q token " + std::to_string(f % S);
   };
+  if (opt.emulates(profiles::flashmla_sm90())) add_flashmla_emulation(c, p, opt, o, l);
   ex.tensors = {std::move(o), std::move(l)};
   return ex;
 }

@@ -6,6 +6,7 @@
 
 #include "numerics/det_math.hpp"
 #include "numerics/formats.hpp"
+#include "profiles/profiles.hpp"
 #include "stage/mutant_kit.hpp"
 #include "stages/attn/sparse_mla_decode/stage.hpp"
 
@@ -47,6 +48,19 @@ std::vector<golden::GoldenSpec> selftest_cases() {
       {.name = "mla_decode_352", .stage = st, .generator = g, .seed = 26, .dims = {{"B", 2}, {"S", 1}, {"H", 16}, {"P", 2}, {"K", 64}},
        .params = {{"invalid_frac", 0.1}}, .attrs = {{"layout", S("flashmla_nvfp4_352")}, {"softmax_scale", mla_scale}},
        .doc = "the 352-byte NVFP4 record (V3.2, d_qk 576)"},
+      // flashmla-sm90 claims: the plausible output is the decode emulation. The SM counts make the schedule split the
+      // requests over CTAs (32 SMs, s_q 2: 16 parts of 2 blocks; 16 SMs: 16 parts of 1 block), so the combine runs too.
+      {.name = "mla_decode_flashmla", .stage = st, .generator = g, .seed = 27, .dims = {{"B", 3}, {"S", 2}, {"H", 64}, {"P", 4}, {"K", 192}},
+       .params = {{"invalid_frac", 0.1}, {"lonely_every", 5}, {"sink", 2.0}},
+       .attrs = {{"softmax_scale", mla_scale}, {"num_sms", AttrValue{std::int64_t{32}}}, {"kernel", S(profiles::flashmla_sm90().name.c_str())}},
+       .doc = "a V3.2 decode whose kernel claims flashmla-sm90 on a 32-SM schedule (split requests, the combine): its output "
+              "is the decode emulation, bit for bit"},
+      {.name = "mla_decode_flashmla_model1", .stage = st, .generator = g, .seed = 28,
+       .dims = {{"B", 2}, {"S", 1}, {"H", 64}, {"P", 2}, {"K", 128}, {"XP", 2}, {"xps", 32}, {"XK", 64}},
+       .params = {{"invalid_frac", 0.1}, {"topk_length", 1}, {"sink", 2.0}},
+       .attrs = {{"layout", S("model1_fp8_584")}, {"softmax_scale", AttrValue{0.04419417382415922}}, {"num_sms", AttrValue{std::int64_t{16}}},
+                 {"kernel", S(profiles::flashmla_sm90().name.c_str())}},
+       .doc = "MODEL1 with the extra scope and topk_length, kernel flashmla-sm90 on a 16-SM schedule"},
   };
 }
 
@@ -198,6 +212,33 @@ std::vector<Mutant> mutants() {
          Tensor& l = output(c, "lse");
          for (std::int64_t i = 0; i < l.numel(); ++i)
            if (std::isinf(l.data<float>()[i])) l.data<float>()[i] = -std::numeric_limits<float>::infinity();
+       }},
+      // flashmla-sm90: what the bound cannot see (the plausible output is the emulation). One out element one bf16 ulp
+      // off (in a combined request), one lse 1e-6 off, an exact (not FlashMLA) output: each must FAIL.
+      {"flashmla_decode_out_one_ulp", "#39", "mla_decode_flashmla", V{Verdict::FAIL},
+       "kernel claims flashmla-sm90, one out element one bf16 ulp from what FlashMLA computes",
+       [](Case& c, const Expected& E, std::uint64_t seed) {
+         plausible_outputs(c, E, seed);
+         Tensor& o = output(c, "out");
+         o.data<std::uint16_t>()[o.numel() / 3 + 7] ^= 1;
+       }},
+      {"flashmla_decode_lse_1e-6", "#39", "mla_decode_flashmla", V{Verdict::FAIL},
+       "kernel claims flashmla-sm90, one lse value 1e-6 off",
+       [](Case& c, const Expected& E, std::uint64_t seed) {
+         plausible_outputs(c, E, seed);
+         for (float& x : output(c, "lse").span<float>())
+           if (std::isfinite(x)) {
+             x += 1e-6f;
+             break;
+           }
+       }},
+      {"flashmla_decode_exact_not_kernel", "#39", "mla_decode_flashmla_model1", V{Verdict::FAIL},
+       "kernel claims flashmla-sm90 but the output is another correct kernel's (the exact value perturbed inside the bound)",
+       [](Case& c, const Expected& E, std::uint64_t seed) {
+         Case tmp = c;
+         tmp.attrs.erase("kernel");
+         plausible_outputs(tmp, E, seed + 1);
+         c.outputs = tmp.outputs;
        }},
   };
 }

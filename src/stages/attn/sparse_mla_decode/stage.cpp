@@ -27,6 +27,10 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& p) {
   r.cv.base2 = false;
   r.cv.lonely_lse_pos_inf = true;
   r.cv.lse_includes_sink = a.b("lse_includes_sink");
+  r.num_sms = a.i("num_sms");
+  if (r.num_sms < 1 || r.num_sms > 4096)
+    p.push_back({c.file, c.name, "attr num_sms", "the GPU's streaming multiprocessors, 1 .. 4096 (132: H100 SXM / H800 / H200)",
+                 std::to_string(r.num_sms)});
   const Tensor& cache = c.input("k_cache");
   r.layout.page_size = cache.dim(1);
   r.model1 = a.s("layout") == layouts::Model1KCache::kName;
@@ -252,6 +256,10 @@ Stage stage() {
       str_attr("dequant", "bf16_scale", {"bf16_scale", "f32_scale"},
                "in-kernel dequant: bf16(bf16(fp8)*bf16(scale)) (FlashMLA SM90) or bf16(fl32(fp8*scale)) (the tests' "
                "dequantize_k_cache); identical for power-of-two scales"),
+      int_attr("num_sms", 132,
+               "the SMs of the GPU that ran FlashMLA's sm90 decode (torch.cuda.get_device_properties().multi_processor_count): "
+               "its split-KV schedule, num_sm_parts = max(num_sms / s_q / (h_q/64), 1), decides where the kernel splits "
+               "and combines, hence the flashmla-sm90 emulation's bits (132: H100 SXM / H800 / H200; 114: H100 PCIe; 78: H20)"),
       bool_attr("lse_includes_sink", false, "public lse = logaddexp(lse, sink) (FlashMLA's lse is sink-exclusive: false)"),
       str_attr("layout", L::kName,
                [] {

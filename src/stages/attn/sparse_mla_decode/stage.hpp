@@ -39,6 +39,7 @@ struct Params : dsa::Params {
   // KV records (layouts/kv_records.hpp): the main cache's record and the extra scope's (FlashMLA's pairs (V41, V41),
   // (V41, V41_FP4); the other records with themselves); nullptr for mla_fp8_656 / model1_fp8_584.
   layouts::KvRecord rec, xrec;
+  std::int64_t num_sms = 132;  // attr num_sms: the flashmla-sm90 emulation's split-KV schedule
   bool misread_v32_no_rope = false;  // B56 (the selftest's mutant): a 528-byte row read as 512 e4m3 + 4 fp32 scales
   std::string tolerance_policy() const override { return "derived-bound"; }
 };

@@ -52,14 +52,20 @@ namespace {
 // both backends), attached to out / max_logits / lse; none where the model does not apply (the kernel's 2026+
 // conventions only: natural log, lonely lse +inf, sink-exclusive lse) -- those outputs are judged by the bound.
 void add_flashmla_emulation(const Case& c, const Params& p, const RefOptions& opt, RefTensor& o, RefTensor& m, RefTensor& l) {
-  if (p.cv.base2 || !p.cv.lonely_lse_pos_inf || p.cv.lse_includes_sink) return;
+  const std::string name = profiles::flashmla_sm90().name;
+  auto skip = [&](const std::string& why) {
+    for (RefTensor* t : {&o, &m, &l}) t->emulation_notes[name] = why;
+  };
+  if (p.cv.base2 || !p.cv.lonely_lse_pos_inf || p.cv.lse_includes_sink)
+    return skip("the case's lse conventions (lse_base / lse_includes_sink) are not the sm90 kernel's natural, sink-exclusive lse");
   const Tensor &q = c.input("q"), &kv = c.input("kv"), &idx = c.input("indices");
   const Tensor* sink = c.input_opt("attn_sink");
   const Tensor* tl = c.input_opt("topk_length");
   const std::int64_t S = q.dim(0), H = q.dim(1), D = q.dim(2), K = idx.dim(2);
-  if (p.dv != 512) return;
+  if (p.dv != 512) return skip("d_v " + std::to_string(p.dv) + " (the sm90 kernel: 512)");
   Tensor eo(DType::bf16, {S, H, 512}), em(DType::f32, {S, H}), el(DType::f32, {S, H});
-  bool ok = true;
+  std::string why;  // the first failing row's reason (deterministic for any thread count)
+  std::int64_t first = S;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(opt.thread_count())
   for (std::int64_t i = 0; i < S; ++i) {
     std::vector<std::int64_t> ids(static_cast<std::size_t>(K));
@@ -70,13 +76,12 @@ void add_flashmla_emulation(const Case& c, const Params& p, const RefOptions& op
     r.idx = ids.data(), r.topk = K, r.length = tl ? tl->int_at(i) : -1;
     r.sink = sink ? sink->data<float>() : nullptr;
     r.sm_scale = static_cast<float>(p.sm_scale);
-    std::string why;
-    if (!profiles::flashmla_emu::prefill_row(r, eo.data<std::uint16_t>() + i * H * 512, em.data<float>() + i * H, el.data<float>() + i * H, why))
-#pragma omp atomic write
-      ok = false;
+    std::string w;
+    if (!profiles::flashmla_emu::prefill_row(r, eo.data<std::uint16_t>() + i * H * 512, em.data<float>() + i * H, el.data<float>() + i * H, w))
+#pragma omp critical(flashmla_prefill_why)
+      if (i < first) first = i, why = "q row " + std::to_string(i) + ": " + w;
   }
-  if (!ok) return;
-  const std::string name = profiles::flashmla_sm90().name;
+  if (!why.empty()) return skip(why);
   o.emulations[name] = eo, m.emulations[name] = em, l.emulations[name] = el;
 }
 }  // namespace
