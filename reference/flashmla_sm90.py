@@ -36,7 +36,9 @@ O (dims 0..255 in warpgroup 0, 256..511 in warpgroup 1) accumulates P V by the W
 warpgroup 0: its own P over V[:, :256], then (after warpgroup 1's max) P0 rescaled as bf16(p0 * ex2(new0 - new1)),
 O0 and L0 times that factor, then P1 over V[:, :256]; warpgroup 1: its own P1 over V[:, 256:], then the rescaled P0.
 End: L = quad sums ((L0+L1)+(L2+L3)) of both warpgroups added; out = bf16(O * rcp(L + ex2(sink log2e - max))) (0
-when L = 0); max_logits = max * ln2; lse = fma(lg2(L), ln2, max * ln2); lonely rows -inf / +inf.
+when L = 0); max_logits = max * ln2; lse = fma(lg2(L), ln2, max * ln2); lonely rows -inf / +inf. A row sum in (0, 1) (one
+dominant key whose p rounds below 1) needs lg2.approx below 1, which is not measured: the models accept the value
+only where every lg2 within 2^-22 of log2(L) gives the same bits (_lg2_then), and refuse the call otherwise.
 
 The sparse fp8 decode (flash_mla_with_kvcache; csrc/smxx/decode/get_decoding_sched_meta, csrc/sm90/decode/sparse_fp8/
 splitkv_mla.cuh, csrc/smxx/decode/combine): sparse_decode. Keys are dequantized in the kernel as bf16(bf16(e4m3) *
@@ -263,7 +265,7 @@ def _head_block(q, kv, idx, valid, scale, d_qk, sink_l2e):
     none = not valid.any()
     ml = np.full(H, -np.inf, np.float32) if none else _mul(rM0, LN2)
     with np.errstate(divide="ignore"):
-        lse = np.full(H, np.inf, np.float32) if none else _fma(lg2_approx(np.where(L < 1, F32(1), L)), np.full(H, LN2), _mul(rM0, LN2))
+        lse = np.full(H, np.inf, np.float32) if none else _lg2_then(L, lambda y: _fma(y, np.full(H, LN2), _mul(rM0, LN2)))
     return out, ml, lse
 
 
@@ -379,12 +381,37 @@ def decode_schedule(b, topk, topk_length, extra_topk, extra_topk_length, num_sm_
 
 
 def _lg2(x):
+    """lg2.approx of x >= 1 (measured), +inf of +inf, -inf of 0; NaN where x is in (0, 1) (not measured: _lg2_then)."""
     x = np.asarray(x, np.float32)
-    if np.any((x > 0) & (x < 1)):
-        raise ValueError("lg2_approx: a row sum in (0, 1) (measured for x >= 1 only)")
     ok = np.isfinite(x) & (x >= 1)
-    with np.errstate(divide="ignore"):
-        return np.where(ok, lg2_approx(np.where(ok, x, F32(1))), np.log2(np.where(x >= 0, x, np.nan))).astype(np.float32)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.where(ok, lg2_approx(np.where(ok, x, F32(1))), np.log2(np.where(x >= 0, x, np.nan)))
+    return np.where((x > 0) & (x < 1), np.nan, r).astype(np.float32)
+
+
+def lg2_unmeasured_bounds(x):
+    """For x in (0, 1), where lg2.approx is not measured: fp32 bounds of every value within 2^-22 of log2(x) (the
+    unit's absolute error is below 2^-22.5 everywhere it is measured)."""
+    lg = np.log2(np.asarray(x, np.float64))
+    lo, hi = (lg - 2.0 ** -22).astype(np.float32), (lg + 2.0 ** -22).astype(np.float32)
+    lo = np.where(lo.astype(np.float64) > lg - 2.0 ** -22, np.nextafter(lo, np.float32(-np.inf)), lo)
+    hi = np.where(hi.astype(np.float64) < lg + 2.0 ** -22, np.nextafter(hi, np.float32(np.inf)), hi)
+    return lo.astype(np.float32), hi.astype(np.float32)
+
+
+def _lg2_then(x, f):
+    """f(lg2.approx(x)) elementwise; where x is in (0, 1) (one dominant key) the value both ends of
+    lg2_unmeasured_bounds give -- f is monotone -- else ValueError (the bits depend on the unmeasured unit)."""
+    x = np.asarray(x, np.float32)
+    low = (x > 0) & (x < 1)
+    r = f(_lg2(np.where(low, F32(1), x)))
+    if low.any():
+        lo, hi = lg2_unmeasured_bounds(np.where(low, x, F32(0.5)))
+        a, b = f(lo), f(hi)
+        if np.any(low & (a.view(np.uint32) != b.view(np.uint32))):
+            raise ValueError("a row sum in (0, 1) whose lse or split partial depends on lg2.approx below 1 (not measured)")
+        r = np.where(low, a, r)
+    return np.asarray(r, np.float32)
 
 
 def _decode_cta(q, blocks, scale):
@@ -477,11 +504,11 @@ def sparse_decode(q, k_main, indices, sm_scale, attn_sink=None, topk_length=None
                         den = _add(L, ex2_approx(_add(sl[h0:h0 + 64], -rM)))
                         inv = np.where(none, F32(0), rcp_approx(np.where(none, F32(1), den))).astype(np.float32)
                         out[i, s, h0:h0 + 64] = _bf16(_mul(O, inv[:, None]))
-                        lse[i, s, h0:h0 + 64] = np.where(none, F32(np.inf), _fma(_lg2(np.where(none, F32(1), L)), np.full(64, LN2), _mul(rM, LN2)))
+                        lse[i, s, h0:h0 + 64] = np.where(none, F32(np.inf), _lg2_then(np.where(none, F32(1), L), lambda y: _fma(y, np.full(64, LN2), _mul(rM, LN2))))
                     else:
                         inv = np.where(none, F32(0), rcp_approx(np.where(none, F32(1), L))).astype(np.float32)
                         oacc[sp, s, h0:h0 + 64] = _mul(O, inv[:, None])
-                        lacc[sp, s, h0:h0 + 64] = np.where(none, F32(-np.inf), _add(_lg2(np.where(none, F32(1), L)), rM))
+                        lacc[sp, s, h0:h0 + 64] = np.where(none, F32(-np.inf), _lg2_then(np.where(none, F32(1), L), lambda y: _add(y, rM)))
     max_splits = next(x for x in (32, 64, 96, 128, 160) if n_parts <= x)
     for i in range(b):
         a, n = ns[i], ns[i + 1] - ns[i]

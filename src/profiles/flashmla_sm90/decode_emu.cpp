@@ -191,7 +191,7 @@ bool decode(const DecodeCall& c, int threads, std::uint16_t* out, float* lse, st
   }
   std::vector<float> oacc(static_cast<std::size_t>(n_splits * S * H * 512), 0.0f), lacc(static_cast<std::size_t>(n_splits * S * H), 0.0f);
   const std::int64_t n_work = static_cast<std::int64_t>(items.size()) * S * (H / 64);
-  bool finite = true, below_one = false;
+  bool finite = true, below_one = false;  // below_one: a value that depends on lg2.approx below 1 (not measured)
   std::vector<std::uint16_t> o_out(static_cast<std::size_t>(B * S * H * 512), 0);
   std::vector<float> l_out(static_cast<std::size_t>(B * S * H), 0.0f);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(std::max(threads, 1))
@@ -205,27 +205,37 @@ bool decode(const DecodeCall& c, int threads, std::uint16_t* out, float* lse, st
       finite = false;
       continue;
     }
-    for (std::int64_t h = 0; h < 64; ++h) {
-      if (L[h] > 0 && L[h] < 1) {  // lg2.approx below 1 is not measured
+    // lg2(L) + c for L >= 1; for L in (0, 1) (one dominant key) the value both ends of lg2_unmeasured_bounds give,
+    // else the call is declined.
+    auto lg2_then = [&](float l, auto&& f) {
+      if (l >= 1.0f) return f(lg2_approx(l));
+      float lo, hi;
+      lg2_unmeasured_bounds(l, lo, hi);
+      const float a = f(lo), b = f(hi);
+      if (num::f32_bits(a) != num::f32_bits(b)) {
 #pragma omp atomic write
         below_one = true;
       }
+      return a;
+    };
+    for (std::int64_t h = 0; h < 64; ++h) {
       if (it.whole) {
         const float sl = c.sink ? mul(c.sink[h0 + h], kL2e) : kNeg;
         const float inv = L[h] == 0 ? 0.0f : rcp_approx(add(L[h], ex2_approx(add(sl, -rM[h]))));
         const std::int64_t f = (it.b * S + s) * H + h0 + h;
         for (std::int64_t d = 0; d < 512; ++d) o_out[f * 512 + d] = bf16(mul(static_cast<float>(O[h * 512 + d]), inv));
-        l_out[f] = L[h] == 0 ? kInf : ops::fma(lg2_approx(L[h]), kLn2, mul(rM[h], kLn2));
+        l_out[f] = L[h] == 0 ? kInf : lg2_then(L[h], [&](float y) { return ops::fma(y, kLn2, mul(rM[h], kLn2)); });
       } else {
         const float inv = L[h] == 0 ? 0.0f : rcp_approx(L[h]);
         const std::int64_t f = (it.split * S + s) * H + h0 + h;
         for (std::int64_t d = 0; d < 512; ++d) oacc[f * 512 + d] = mul(static_cast<float>(O[h * 512 + d]), inv);
-        lacc[f] = L[h] == 0 ? kNeg : add(lg2_approx(L[h]), rM[h]);
+        lacc[f] = L[h] == 0 ? kNeg : lg2_then(L[h], [&](float y) { return add(y, rM[h]); });
       }
     }
   }
   if (!finite) return why = "a non-finite value in a selected cache key", false;
-  if (below_one) return why = "a row sum in (0, 1) (one dominant key): lg2.approx is measured on [1, inf) only", false;
+  if (below_one)
+    return why = "a row sum in (0, 1) (one dominant key) whose lse or split partial depends on lg2.approx below 1 (not measured)", false;
   // The combine kernel: per request with several splits, query token and head.
   const std::int64_t max_splits = n_parts <= 32 ? 32 : n_parts <= 64 ? 64 : n_parts <= 96 ? 96 : n_parts <= 128 ? 128 : 160;
   if (n_parts > 160) return why = "num_sm_parts " + std::to_string(n_parts) + " > 160 (the combine kernel asserts it)", false;

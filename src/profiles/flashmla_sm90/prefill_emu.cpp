@@ -153,6 +153,13 @@ float lg2_approx(float x) {
   return static_cast<float>(std::trunc(v / q) * q);
 }
 
+void lg2_unmeasured_bounds(float x, float& lo, float& hi) {
+  const double l = std::log2(static_cast<double>(x)), a = l - 0x1p-22, b = l + 0x1p-22;
+  lo = static_cast<float>(a), hi = static_cast<float>(b);
+  if (static_cast<double>(lo) > a) lo = std::nextafter(lo, -std::numeric_limits<float>::infinity());
+  if (static_cast<double>(hi) < b) hi = std::nextafter(hi, std::numeric_limits<float>::infinity());
+}
+
 bool prefill_row(const PrefillRow& r, std::uint16_t* out, float* max_logits, float* lse, std::string& why) {
   const std::int64_t H = r.h_q, D = r.d_qk;
   if (D != 512 && D != 576) return why = "d_qk " + std::to_string(D) + " (the sm90 kernel: 512 or 576)", false;
@@ -285,7 +292,18 @@ bool prefill_row(const PrefillRow& r, std::uint16_t* out, float* max_logits, flo
         out[(h0 + h) * 512 + d] = bf16(mul(static_cast<float>(o), inv));
       }
       max_logits[h0 + h] = any ? mul(rM0[h], LN2) : NEG;
-      lse[h0 + h] = any ? fmaf_(lg2_approx(L < 1.0f ? 1.0f : L), LN2, mul(rM0[h], LN2)) : std::numeric_limits<float>::infinity();
+      if (!any) {
+        lse[h0 + h] = std::numeric_limits<float>::infinity();
+      } else if (L >= 1.0f) {
+        lse[h0 + h] = fmaf_(lg2_approx(L), LN2, mul(rM0[h], LN2));
+      } else {  // one dominant key: L in (0, 1)
+        float lo, hi;
+        lg2_unmeasured_bounds(L, lo, hi);
+        const float a = fmaf_(lo, LN2, mul(rM0[h], LN2)), b = fmaf_(hi, LN2, mul(rM0[h], LN2));
+        if (num::f32_bits(a) != num::f32_bits(b))
+          return why = "head " + std::to_string(h0 + h) + ": a row sum in (0, 1) whose lse depends on lg2.approx below 1 (not measured)", false;
+        lse[h0 + h] = a;
+      }
     }
   }
   return true;

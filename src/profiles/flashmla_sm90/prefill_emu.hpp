@@ -15,6 +15,10 @@ namespace dsa::profiles::flashmla_emu {
 float ex2_approx(float x);
 float rcp_approx(float x);
 float lg2_approx(float x);
+// Below 1, lg2.approx is not measured: [lo, hi] holds every fp32 within 2^-22 of log2(x) for x in (0, 1) (the unit's
+// absolute error is below 2^-22.5 everywhere it is measured, [1, 2^16)). An emulated value is accepted only where
+// both ends give the same bits (every step after lg2 is monotone in it); elsewhere the emulation declines.
+void lg2_unmeasured_bounds(float x, float& lo, float& hi);
 
 // One query row i of the prefill: q [h_q, d_qk] bf16 bits of the row, kv [s_kv, d_qk] bf16 bits, the row's
 // indices (topk of them, already cut to the kernel's ceil(topk_length / 64) blocks when topk_length is given:
@@ -32,7 +36,8 @@ struct PrefillRow {
   float sm_scale = 0;
 };
 // False (nothing written) where the model does not apply: d_qk not 512 / 576, h_q not a multiple of 64, topk not a
-// multiple of 64 (without topk_length), a non-finite q or indexed kv value; `why` says which.
+// multiple of 64 (without topk_length), a non-finite q or indexed kv value, an lse that depends on lg2.approx below 1
+// (lg2_unmeasured_bounds); `why` says which.
 bool prefill_row(const PrefillRow& r, std::uint16_t* out, float* max_logits, float* lse, std::string& why);
 
 }  // namespace dsa::profiles::flashmla_emu
