@@ -45,12 +45,8 @@ bool run_blocks(const DecodeCall& c, std::int64_t b, std::int64_t s, std::int64_
   const std::int64_t D = c.d_qk;
   const Req r = req(c, b);
   const float scale = c.sm_scale * 1.44269504f;  // sm_scale_div_log2 (LOG_2_E = 1.44269504f, host fp32)
-  std::vector<double> qd(static_cast<std::size_t>(64 * D)), Kd(static_cast<std::size_t>(64 * D)), P(64 * 64);
-  std::vector<int> qe(qd.size()), Ke(Kd.size()), PE(P.size());
-  for (std::int64_t i = 0; i < 64 * D; ++i) {
-    qd[i] = bf16f(c.q[((b * c.s_q + s) * c.h_q + h0) * D + i]);
-    qe[i] = expo(qd[i]);
-  }
+  std::vector<Op> qo(static_cast<std::size_t>(64 * D)), Ko(static_cast<std::size_t>(64 * D)), P(64 * 64);
+  for (std::int64_t i = 0; i < 64 * D; ++i) qo[i] = op(bf16f(c.q[((b * c.s_q + s) * c.h_q + h0) * D + i]));
   std::vector<float> rL(64 * 4, 0.0f), sc(64 * 64), p(64 * 64);
   std::vector<char> ok(64);
   rM.assign(64, -1e30f);
@@ -69,7 +65,7 @@ bool run_blocks(const DecodeCall& c, std::int64_t b, std::int64_t s, std::int64_
       for (std::int64_t d = 0; d < D; ++d) {
         const double v = ok[t] ? k[d] : 0.0;
         if (!std::isfinite(v)) return false;
-        Kd[t * D + d] = v, Ke[t * D + d] = expo(v);
+        Ko[t * D + d] = op(v);
       }
     }
     // S = Q K^T over d_qk in k-steps of 16 (tiles 0 .. d_qk/64 - 1), masked keys -inf.
@@ -81,7 +77,7 @@ bool run_blocks(const DecodeCall& c, std::int64_t b, std::int64_t s, std::int64_
         }
         double acc = 0;
         for (std::int64_t d0 = 0; d0 < D; d0 += 16)
-          acc = wgmma_k16(acc, qd.data() + h * D + d0, qe.data() + h * D + d0, 1, Kd.data() + t * D + d0, Ke.data() + t * D + d0, 1);
+          acc = wgmma_k16(acc, qo.data() + h * D + d0, 1, Ko.data() + t * D + d0, 1);
         sc[h * 64 + t] = static_cast<float>(acc);
       }
     // scale_softmax: the block max, the rescaling of O and of each thread's row sum, P = ex2(fma(s, scale, -max)).
@@ -100,13 +96,12 @@ bool run_blocks(const DecodeCall& c, std::int64_t b, std::int64_t s, std::int64_
       rM[h] = nw;
     }
     // O += bf16(P) V (V = the key's first 512 dims), 16 keys per k-step.
-    for (std::int64_t i = 0; i < 64 * 64; ++i) P[i] = bf16f(bf16(p[i])), PE[i] = expo(P[i]);
+    for (std::int64_t i = 0; i < 64 * 64; ++i) P[i] = op(bf16f(bf16(p[i])));
     for (std::int64_t h = 0; h < 64; ++h)
       for (std::int64_t d = 0; d < 512; ++d) {
         double acc = O[h * 512 + d];
         for (std::int64_t c4 = 0; c4 < 4; ++c4)
-          acc = wgmma_k16(acc, P.data() + h * 64 + 16 * c4, PE.data() + h * 64 + 16 * c4, 1, Kd.data() + 16 * c4 * D + d,
-                          Ke.data() + 16 * c4 * D + d, D);
+          acc = wgmma_k16(acc, P.data() + h * 64 + 16 * c4, 1, Ko.data() + 16 * c4 * D + d, D);
         O[h * 512 + d] = acc;
       }
   }

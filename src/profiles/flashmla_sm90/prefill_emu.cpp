@@ -96,29 +96,44 @@ using ops::mul;
 using ops::add;
 using ops::bf16;
 using ops::bf16f;
-using ops::expo;
+using ops::Op;
 float fmaf_(float a, float b, float c) { return ops::fma(a, b, c); }
 const auto chunk = ops::wgmma_k16;
 
 }  // namespace
 
-double ops::wgmma_k16(double acc, const double* a, const int* ea, std::int64_t sa, const double* b, const int* eb, std::int64_t sb) {
-  double p[16];
+double ops::wgmma_k16(double acc, const Op* a, std::int64_t sa, const Op* b, std::int64_t sb) {
   int e = INT_MIN;
-  for (int j = 0; j < 16; ++j) {
-    p[j] = a[j * sa] * b[j * sb];
-    if (p[j] != 0) e = std::max(e, ea[j * sa] + eb[j * sb]);
+  for (int j = 0; j < 16; ++j)
+    if (a[j * sa].sig != 0 && b[j * sb].sig != 0) e = std::max(e, a[j * sa].exp + b[j * sb].exp);
+  int eacc = INT_MIN;
+  std::int64_t macc = 0;
+  if (acc != 0) {
+    eacc = std::ilogb(acc);
+    macc = static_cast<std::int64_t>(std::ldexp(acc, 23 - eacc));  // fp32: a 24-bit signed significand
+    e = std::max(e, eacc);
   }
-  if (acc != 0) e = std::max(e, std::ilogb(acc));
   if (e == INT_MIN) return acc;
-  const double q = std::ldexp(1.0, e - 25);
-  double t = std::trunc(acc / q) * q;
-  for (int j = 0; j < 16; ++j) t += std::trunc(p[j] / q) * q;
-  if (t == 0) return t;
-  const double qq = std::ldexp(1.0, std::ilogb(t) - 23);
-  return std::trunc(t / qq) * qq;
+  auto cut = [](std::int64_t m, int right) -> std::int64_t {  // m 2^-right truncated toward zero (right >= 0)
+    if (right >= 63) return 0;
+    return m < 0 ? -((-m) >> right) : m >> right;
+  };
+  std::int64_t t = 0;
+  if (macc != 0) t = e - eacc <= 2 ? macc * (std::int64_t{1} << (2 - (e - eacc))) : cut(macc, e - eacc - 2);
+  for (int j = 0; j < 16; ++j) {
+    const Op& x = a[j * sa];
+    const Op& y = b[j * sb];
+    if (x.sig == 0 || y.sig == 0) continue;
+    const std::int64_t m = static_cast<std::int64_t>(x.sig) * y.sig;
+    const int d = e - x.exp - y.exp;
+    t += d <= 11 ? m * (std::int64_t{1} << (11 - d)) : cut(m, d - 11);
+  }
+  if (t == 0) return 0.0;
+  const std::uint64_t mag = static_cast<std::uint64_t>(t < 0 ? -t : t);
+  const int len = 64 - __builtin_clzll(mag), drop = std::max(len - 24, 0);
+  const std::int64_t kept = static_cast<std::int64_t>(mag >> drop);
+  return std::ldexp(static_cast<double>(t < 0 ? -kept : kept), e - 25 + drop);
 }
-
 
 float ex2_approx(float x) {  // exact for x <= 0; x > 0 by the same rule (close, see the header)
   const Tables& t = tables();
@@ -175,34 +190,31 @@ bool prefill_row(const PrefillRow& r, std::uint16_t* out, float* max_logits, flo
     valid[static_cast<std::size_t>(j)] = t >= 0 && t < r.s_kv;
     any = any || valid[static_cast<std::size_t>(j)];
   }
-  // Operands as exact doubles with their exponents; non-finite values are outside the model.
-  std::vector<double> qd(static_cast<std::size_t>(H * D));
-  std::vector<int> qe(qd.size());
+  // Operands as significands and exponents (ops::Op); non-finite values are outside the model.
+  std::vector<Op> qo(static_cast<std::size_t>(H * D));
   for (std::int64_t i = 0; i < H * D; ++i) {
-    qd[i] = bf16f(r.q[i]), qe[i] = expo(qd[i]);
-    if (!std::isfinite(qd[i])) return why = "a non-finite q value", false;
+    const double v = bf16f(r.q[i]);
+    if (!std::isfinite(v)) return why = "a non-finite q value", false;
+    qo[i] = ops::op(v);
   }
   const float scale = static_cast<float>(r.sm_scale) * 1.44269504f;
   const float L2E = 1.4426950408889634f, LN2 = 0.6931471805599453f, NEG = -std::numeric_limits<float>::infinity();
-  std::vector<double> P(64 * 64);  // one block's P as exact doubles, with their exponents
-  std::vector<int> PE(P.size());
+  std::vector<Op> P(64 * 64);  // one block's P (bf16 values)
   for (std::int64_t h0 = 0; h0 < H; h0 += 64) {
-    const double* q = qd.data() + h0 * D;
-    const int* qx = qe.data() + h0 * D;
+    const Op* q = qo.data() + h0 * D;
     std::vector<float> rM0(64, -1e30f), rM1(64, -1e30f), rL0(64 * 4, 0.0f), rL1(64 * 4, 0.0f);
     std::vector<double> O0(64 * 256, 0.0), O1(64 * 256, 0.0);  // fp32 values
     std::vector<float> s0(64 * 64), s1(64 * 64), p0(64 * 64), p1(64 * 64), new0(64), new1(64);
-    std::vector<double> K0(64 * D), K1(64 * D);
-    std::vector<int> K0e(64 * D), K1e(64 * D);
+    std::vector<Op> K0(64 * D), K1(64 * D);
     // Block b's keys (zero rows where masked) and scores [h][t].
-    auto block = [&](std::int64_t b, bool wg1, std::vector<double>& Kd, std::vector<int>& Ke, std::vector<float>& s) -> bool {
+    auto block = [&](std::int64_t b, bool wg1, std::vector<Op>& Ko, std::vector<float>& s) -> bool {
       for (std::int64_t t = 0; t < 64; ++t) {
         const std::int64_t j = 64 * b + t;
         const bool ok = valid[static_cast<std::size_t>(j)] != 0;
         for (std::int64_t d = 0; d < D; ++d) {
           const double v = ok ? static_cast<double>(bf16f(r.kv[r.idx[j] * D + d])) : 0.0;
           if (!std::isfinite(v)) return false;
-          Kd[t * D + d] = v, Ke[t * D + d] = expo(v);
+          Ko[t * D + d] = ops::op(v);
         }
       }
       const std::int64_t nt = D / 64;
@@ -217,7 +229,7 @@ bool prefill_row(const PrefillRow& r, std::uint16_t* out, float* max_logits, flo
             const std::int64_t tile = wg1 ? (ti + 4) % nt : ti;  // warpgroup 1: tiles 4..nt-1 then 0..3
             for (std::int64_t c = 0; c < 4; ++c) {
               const std::int64_t d0 = tile * 64 + 16 * c;
-              acc = chunk(acc, q + h * D + d0, qx + h * D + d0, 1, Kd.data() + t * D + d0, Ke.data() + t * D + d0, 1);
+              acc = chunk(acc, q + h * D + d0, 1, Ko.data() + t * D + d0, 1);
             }
           }
           s[h * 64 + t] = static_cast<float>(acc);
@@ -240,14 +252,13 @@ bool prefill_row(const PrefillRow& r, std::uint16_t* out, float* max_logits, flo
       }
     };
     // O[h][d0 .. d0+256) += P V by the WGMMA model, 16 keys per k-step (P bf16 values).
-    auto pv = [&](std::vector<double>& O, const std::vector<float>& Pb, const std::vector<double>& Kd, const std::vector<int>& Ke, std::int64_t d0) {
-      for (std::int64_t i = 0; i < 64 * 64; ++i) P[i] = Pb[i], PE[i] = expo(P[i]);
+    auto pv = [&](std::vector<double>& O, const std::vector<float>& Pb, const std::vector<Op>& Ko, std::int64_t d0) {
+      for (std::int64_t i = 0; i < 64 * 64; ++i) P[i] = ops::op(Pb[i]);
       for (std::int64_t h = 0; h < 64; ++h)
         for (std::int64_t d = 0; d < 256; ++d) {
           double acc = O[h * 256 + d];
           for (std::int64_t c = 0; c < 4; ++c)
-            acc = chunk(acc, P.data() + h * 64 + 16 * c, PE.data() + h * 64 + 16 * c, 1, Kd.data() + 16 * c * D + d0 + d,
-                        Ke.data() + 16 * c * D + d0 + d, D);
+            acc = chunk(acc, P.data() + h * 64 + 16 * c, 1, Ko.data() + 16 * c * D + d0 + d, D);
           O[h * 256 + d] = acc;
         }
     };
@@ -257,26 +268,26 @@ bool prefill_row(const PrefillRow& r, std::uint16_t* out, float* max_logits, flo
     };
     std::vector<float> f0(64), f1(64), g(64), Pb(64 * 64);
     for (std::int64_t j = 0; j < nb + nb % 2; j += 2) {
-      if (!block(j, false, K0, K0e, s0) || !block(j + 1, true, K1, K1e, s1)) return why = "a non-finite kv value", false;
+      if (!block(j, false, K0, s0) || !block(j + 1, true, K1, s1)) return why = "a non-finite kv value", false;
       softmax(s0, rM0, rM0, rL0, new0, f0, p0);
       scale_o(O0, f0);
       for (std::int64_t i = 0; i < 64 * 64; ++i) Pb[i] = bf16f(bf16(p0[i]));
-      pv(O0, Pb, K0, K0e, 0);
+      pv(O0, Pb, K0, 0);
       softmax(s1, new0, rM1, rL1, new1, f1, p1);
       rM1 = new1;
       scale_o(O1, f1);
       std::vector<float> P1(64 * 64);
       for (std::int64_t i = 0; i < 64 * 64; ++i) P1[i] = bf16f(bf16(p1[i]));
-      pv(O1, P1, K1, K1e, 256);
+      pv(O1, P1, K1, 256);
       for (std::int64_t h = 0; h < 64; ++h) g[h] = ex2_approx(add(new0[h], -new1[h]));
       rM0 = new1;
       for (std::int64_t h = 0; h < 64; ++h)
         for (std::int64_t t = 0; t < 64; ++t) Pb[h * 64 + t] = bf16f(bf16(mul(p0[h * 64 + t], g[h])));
-      pv(O1, Pb, K0, K0e, 256);
+      pv(O1, Pb, K0, 256);
       scale_o(O0, g);
       for (std::int64_t h = 0; h < 64; ++h)
         for (int c = 0; c < 4; ++c) rL0[h * 4 + c] = mul(rL0[h * 4 + c], g[h]);
-      pv(O0, P1, K1, K1e, 0);
+      pv(O0, P1, K1, 0);
     }
     for (std::int64_t h = 0; h < 64; ++h) {
       auto quad = [&](const std::vector<float>& L) { return add(add(L[h * 4], L[h * 4 + 1]), add(L[h * 4 + 2], L[h * 4 + 3])); };
