@@ -57,7 +57,7 @@ TEST_CASE("flashmla.wgmma_k16: the integer k-step equals the model's double form
       const float f = std::ldexp(static_cast<float>(static_cast<std::int32_t>(rng() >> 40) | 1), ea + eb - 24 + spread(rng) / 4);
       acc = static_cast<double>(f);
     }
-    const double want = model_k16(acc, a, b), got = ops::wgmma_k16(acc, oa, 1, ob, 1);
+    const double want = model_k16(acc, a, b), got = ops::wgmma_k16(acc, oa, ob);
     if (want != got || std::signbit(want) != std::signbit(got)) {
       CHECK(want == got);
       if (++n > 5) break;
@@ -68,9 +68,9 @@ TEST_CASE("flashmla.wgmma_k16: the integer k-step equals the model's double form
   // to -2^-25, the sum 1 - 2^-25 to 24 bits) -> 1 - 2^-24.
   ops::Op oa[16], ob[16];
   oa[0] = ops::op(1.0), oa[1] = ops::op(std::ldexp(1.0, -30)), ob[0] = ops::op(1.0), ob[1] = ops::op(1.0);
-  CHECK(ops::wgmma_k16(0.0, oa, 1, ob, 1) == 1.0);
+  CHECK(ops::wgmma_k16(0.0, oa, ob) == 1.0);
   oa[1] = ops::op(-1.5 * std::ldexp(1.0, -25));
-  CHECK(ops::wgmma_k16(0.0, oa, 1, ob, 1) == 1.0 - std::ldexp(1.0, -24));
+  CHECK(ops::wgmma_k16(0.0, oa, ob) == 1.0 - std::ldexp(1.0, -24));
 }
 
 TEST_CASE("flashmla.decode_schedule: the real kernel's split counts") {

@@ -46,6 +46,7 @@ bool run_blocks(const DecodeCall& c, std::int64_t b, std::int64_t s, std::int64_
   const Req r = req(c, b);
   const float scale = c.sm_scale * 1.44269504f;  // sm_scale_div_log2 (LOG_2_E = 1.44269504f, host fp32)
   std::vector<Op> qo(static_cast<std::size_t>(64 * D)), Ko(static_cast<std::size_t>(64 * D)), P(64 * 64);
+  std::vector<Op> Vt(512 * 64);  // V transposed: [dim][key], the 16 keys of a PV k-step contiguous
   for (std::int64_t i = 0; i < 64 * D; ++i) qo[i] = op(bf16f(c.q[((b * c.s_q + s) * c.h_q + h0) * D + i]));
   std::vector<float> rL(64 * 4, 0.0f), sc(64 * 64), p(64 * 64);
   std::vector<char> ok(64);
@@ -66,6 +67,7 @@ bool run_blocks(const DecodeCall& c, std::int64_t b, std::int64_t s, std::int64_
         const double v = ok[t] ? k[d] : 0.0;
         if (!std::isfinite(v)) return false;
         Ko[t * D + d] = op(v);
+        if (d < 512) Vt[d * 64 + t] = Ko[t * D + d];
       }
     }
     // S = Q K^T over d_qk in k-steps of 16 (tiles 0 .. d_qk/64 - 1), masked keys -inf.
@@ -77,7 +79,7 @@ bool run_blocks(const DecodeCall& c, std::int64_t b, std::int64_t s, std::int64_
         }
         double acc = 0;
         for (std::int64_t d0 = 0; d0 < D; d0 += 16)
-          acc = wgmma_k16(acc, qo.data() + h * D + d0, 1, Ko.data() + t * D + d0, 1);
+          acc = wgmma_k16(acc, qo.data() + h * D + d0, Ko.data() + t * D + d0);
         sc[h * 64 + t] = static_cast<float>(acc);
       }
     // scale_softmax: the block max, the rescaling of O and of each thread's row sum, P = ex2(fma(s, scale, -max)).
@@ -101,7 +103,7 @@ bool run_blocks(const DecodeCall& c, std::int64_t b, std::int64_t s, std::int64_
       for (std::int64_t d = 0; d < 512; ++d) {
         double acc = O[h * 512 + d];
         for (std::int64_t c4 = 0; c4 < 4; ++c4)
-          acc = wgmma_k16(acc, P.data() + h * 64 + 16 * c4, 1, Ko.data() + 16 * c4 * D + d, D);
+          acc = wgmma_k16(acc, P.data() + h * 64 + 16 * c4, Vt.data() + d * 64 + 16 * c4);
         O[h * 512 + d] = acc;
       }
   }

@@ -98,41 +98,50 @@ using ops::bf16;
 using ops::bf16f;
 using ops::Op;
 float fmaf_(float a, float b, float c) { return ops::fma(a, b, c); }
-const auto chunk = ops::wgmma_k16;
+inline double chunk(double acc, const Op* a, const Op* b) { return ops::wgmma_k16(acc, a, b); }
 
 }  // namespace
 
-double ops::wgmma_k16(double acc, const Op* a, std::int64_t sa, const Op* b, std::int64_t sb) {
-  int e = INT_MIN;
-  for (int j = 0; j < 16; ++j)
-    if (a[j * sa].sig != 0 && b[j * sb].sig != 0) e = std::max(e, a[j * sa].exp + b[j * sb].exp);
-  int eacc = INT_MIN;
-  std::int64_t macc = 0;
-  if (acc != 0) {
-    eacc = std::ilogb(acc);
-    macc = static_cast<std::int64_t>(std::ldexp(acc, 23 - eacc));  // fp32: a 24-bit signed significand
-    e = std::max(e, eacc);
+// Integer arithmetic only: the AVX2 clone (variable shifts per lane) gives the same bits as the baseline one.
+__attribute__((target_clones("avx2", "default"))) double ops::wgmma_k16(double acc, const Op* a, const Op* b) {
+  // The accumulator (an fp32 value held in a double): its exponent and 24-bit signed significand from the bits.
+  std::uint64_t ab;
+  std::memcpy(&ab, &acc, 8);
+  const bool has_acc = (ab << 1) != 0;
+  const int eacc = static_cast<int>((ab >> 52) & 0x7FF) - 1023;
+  // Products: |sig_a sig_b| < 2^16; their exponents; the alignment exponent e (branch-free, vectorizable).
+  std::int32_t m[16], pe[16];
+  int e = has_acc ? eacc : INT_MIN;
+  for (int j = 0; j < 16; ++j) {
+    m[j] = a[j].sig * b[j].sig;
+    pe[j] = m[j] != 0 ? a[j].exp + b[j].exp : INT_MIN;
+    e = std::max(e, pe[j]);
   }
   if (e == INT_MIN) return acc;
-  auto cut = [](std::int64_t m, int right) -> std::int64_t {  // m 2^-right truncated toward zero (right >= 0)
-    if (right >= 63) return 0;
-    return m < 0 ? -((-m) >> right) : m >> right;
-  };
-  std::int64_t t = 0;
-  if (macc != 0) t = e - eacc <= 2 ? macc * (std::int64_t{1} << (2 - (e - eacc))) : cut(macc, e - eacc - 2);
+  // Terms at 2^(e - 25): |m| 2^11 >> (e - ea - eb), the magnitude truncated (16 terms < 2^27 each: the sum fits in
+  // int32), then the accumulator's |m24| 2^2 >> (e - eacc).
+  std::int32_t sum = 0;
   for (int j = 0; j < 16; ++j) {
-    const Op& x = a[j * sa];
-    const Op& y = b[j * sb];
-    if (x.sig == 0 || y.sig == 0) continue;
-    const std::int64_t m = static_cast<std::int64_t>(x.sig) * y.sig;
-    const int d = e - x.exp - y.exp;
-    t += d <= 11 ? m * (std::int64_t{1} << (11 - d)) : cut(m, d - 11);
+    const std::int32_t sg = m[j] >> 31, mag = ((m[j] ^ sg) - sg) << 11;
+    const int r = m[j] != 0 ? std::min(e - pe[j], 31) : 31;
+    const std::int32_t v = mag >> r;
+    sum += (v ^ sg) - sg;
+  }
+  std::int64_t t = sum;
+  if (has_acc) {
+    const std::int64_t m24 = static_cast<std::int64_t>(((ab & 0xFFFFFFFFFFFFFull) | (std::uint64_t{1} << 52)) >> 29);
+    const std::int64_t mag = (m24 << 2) >> std::min(e - eacc, 62);
+    t += (ab >> 63) ? -mag : mag;
   }
   if (t == 0) return 0.0;
   const std::uint64_t mag = static_cast<std::uint64_t>(t < 0 ? -t : t);
   const int len = 64 - __builtin_clzll(mag), drop = std::max(len - 24, 0);
-  const std::int64_t kept = static_cast<std::int64_t>(mag >> drop);
-  return std::ldexp(static_cast<double>(t < 0 ? -kept : kept), e - 25 + drop);
+  const double kept = static_cast<double>(mag >> drop);
+  const int ex = e - 25 + drop;  // |result| = kept 2^ex; kept < 2^24, ex within the normal double range here
+  const std::uint64_t pb = static_cast<std::uint64_t>(ex + 1023) << 52;
+  double p2;
+  std::memcpy(&p2, &pb, 8);
+  return t < 0 ? -(kept * p2) : kept * p2;
 }
 
 float ex2_approx(float x) {  // exact for x <= 0; x > 0 by the same rule (close, see the header)
@@ -205,9 +214,9 @@ bool prefill_row(const PrefillRow& r, std::uint16_t* out, float* max_logits, flo
     std::vector<float> rM0(64, -1e30f), rM1(64, -1e30f), rL0(64 * 4, 0.0f), rL1(64 * 4, 0.0f);
     std::vector<double> O0(64 * 256, 0.0), O1(64 * 256, 0.0);  // fp32 values
     std::vector<float> s0(64 * 64), s1(64 * 64), p0(64 * 64), p1(64 * 64), new0(64), new1(64);
-    std::vector<Op> K0(64 * D), K1(64 * D);
+    std::vector<Op> K0(64 * D), K1(64 * D), V0(512 * 64), V1(512 * 64);  // V*: the block's values [dim][key]
     // Block b's keys (zero rows where masked) and scores [h][t].
-    auto block = [&](std::int64_t b, bool wg1, std::vector<Op>& Ko, std::vector<float>& s) -> bool {
+    auto block = [&](std::int64_t b, bool wg1, std::vector<Op>& Ko, std::vector<Op>& Vt, std::vector<float>& s) -> bool {
       for (std::int64_t t = 0; t < 64; ++t) {
         const std::int64_t j = 64 * b + t;
         const bool ok = valid[static_cast<std::size_t>(j)] != 0;
@@ -215,6 +224,7 @@ bool prefill_row(const PrefillRow& r, std::uint16_t* out, float* max_logits, flo
           const double v = ok ? static_cast<double>(bf16f(r.kv[r.idx[j] * D + d])) : 0.0;
           if (!std::isfinite(v)) return false;
           Ko[t * D + d] = ops::op(v);
+          if (d < 512) Vt[d * 64 + t] = Ko[t * D + d];
         }
       }
       const std::int64_t nt = D / 64;
@@ -229,7 +239,7 @@ bool prefill_row(const PrefillRow& r, std::uint16_t* out, float* max_logits, flo
             const std::int64_t tile = wg1 ? (ti + 4) % nt : ti;  // warpgroup 1: tiles 4..nt-1 then 0..3
             for (std::int64_t c = 0; c < 4; ++c) {
               const std::int64_t d0 = tile * 64 + 16 * c;
-              acc = chunk(acc, q + h * D + d0, 1, Ko.data() + t * D + d0, 1);
+              acc = chunk(acc, q + h * D + d0, Ko.data() + t * D + d0);
             }
           }
           s[h * 64 + t] = static_cast<float>(acc);
@@ -252,13 +262,13 @@ bool prefill_row(const PrefillRow& r, std::uint16_t* out, float* max_logits, flo
       }
     };
     // O[h][d0 .. d0+256) += P V by the WGMMA model, 16 keys per k-step (P bf16 values).
-    auto pv = [&](std::vector<double>& O, const std::vector<float>& Pb, const std::vector<Op>& Ko, std::int64_t d0) {
+    auto pv = [&](std::vector<double>& O, const std::vector<float>& Pb, const std::vector<Op>& Vt, std::int64_t d0) {
       for (std::int64_t i = 0; i < 64 * 64; ++i) P[i] = ops::op(Pb[i]);
       for (std::int64_t h = 0; h < 64; ++h)
         for (std::int64_t d = 0; d < 256; ++d) {
           double acc = O[h * 256 + d];
           for (std::int64_t c = 0; c < 4; ++c)
-            acc = chunk(acc, P.data() + h * 64 + 16 * c, 1, Ko.data() + 16 * c * D + d0 + d, D);
+            acc = chunk(acc, P.data() + h * 64 + 16 * c, Vt.data() + (d0 + d) * 64 + 16 * c);
           O[h * 256 + d] = acc;
         }
     };
@@ -268,26 +278,26 @@ bool prefill_row(const PrefillRow& r, std::uint16_t* out, float* max_logits, flo
     };
     std::vector<float> f0(64), f1(64), g(64), Pb(64 * 64);
     for (std::int64_t j = 0; j < nb + nb % 2; j += 2) {
-      if (!block(j, false, K0, s0) || !block(j + 1, true, K1, s1)) return why = "a non-finite kv value", false;
+      if (!block(j, false, K0, V0, s0) || !block(j + 1, true, K1, V1, s1)) return why = "a non-finite kv value", false;
       softmax(s0, rM0, rM0, rL0, new0, f0, p0);
       scale_o(O0, f0);
       for (std::int64_t i = 0; i < 64 * 64; ++i) Pb[i] = bf16f(bf16(p0[i]));
-      pv(O0, Pb, K0, 0);
+      pv(O0, Pb, V0, 0);
       softmax(s1, new0, rM1, rL1, new1, f1, p1);
       rM1 = new1;
       scale_o(O1, f1);
       std::vector<float> P1(64 * 64);
       for (std::int64_t i = 0; i < 64 * 64; ++i) P1[i] = bf16f(bf16(p1[i]));
-      pv(O1, P1, K1, 256);
+      pv(O1, P1, V1, 256);
       for (std::int64_t h = 0; h < 64; ++h) g[h] = ex2_approx(add(new0[h], -new1[h]));
       rM0 = new1;
       for (std::int64_t h = 0; h < 64; ++h)
         for (std::int64_t t = 0; t < 64; ++t) Pb[h * 64 + t] = bf16f(bf16(mul(p0[h * 64 + t], g[h])));
-      pv(O1, Pb, K0, 256);
+      pv(O1, Pb, V0, 256);
       scale_o(O0, g);
       for (std::int64_t h = 0; h < 64; ++h)
         for (int c = 0; c < 4; ++c) rL0[h * 4 + c] = mul(rL0[h * 4 + c], g[h]);
-      pv(O0, P1, K1, 0);
+      pv(O0, P1, V1, 0);
     }
     for (std::int64_t h = 0; h < 64; ++h) {
       auto quad = [&](const std::vector<float>& L) { return add(add(L[h * 4], L[h * 4 + 1]), add(L[h * 4 + 2], L[h * 4 + 3])); };

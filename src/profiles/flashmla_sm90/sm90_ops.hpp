@@ -33,7 +33,7 @@ inline Op op(double v) {
 // and the accumulator are truncated toward zero to a multiple of 2^(e - 25); the sum is truncated toward zero to 24
 // significant bits. In integers: at 2^(e - 25) a product is sig_a sig_b 2^(11 - d), d = e - ea - eb, the
 // accumulator its 24-bit significand times 2^(2 - d) (shifts right truncate the magnitude); the sum (< 2^32) is cut
-// to 24 bits. a / b: 16 operands at strides sa / sb.
-double wgmma_k16(double acc, const Op* a, std::int64_t sa, const Op* b, std::int64_t sb);
+// to 24 bits. a / b: 16 contiguous operands.
+double wgmma_k16(double acc, const Op* a, const Op* b);
 
 }  // namespace dsa::profiles::flashmla_emu::ops
