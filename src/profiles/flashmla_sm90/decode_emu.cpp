@@ -1,7 +1,7 @@
 // The flashmla-sm90 sparse decode emulation (decode_emu.hpp): reference/flashmla_sm90.py's sparse_decode in C++. The
 // scheduler splits each request's 64-key blocks over num_sm_parts CTAs; a CTA covering a whole request writes out /
 // lse, the others write fp32 partials that the combine kernel merges. fp32 steps are IEEE single operations with
-// the kernel's flush of subnormals; the WGMMA model runs exactly in double (sm90_ops.hpp).
+// the kernel's flush of subnormals; the WGMMA model runs exactly in integers (sm90_ops.hpp).
 #include "profiles/flashmla_sm90/decode_emu.hpp"
 
 #include <omp.h>
@@ -164,6 +164,8 @@ bool decode(const DecodeCall& c, int threads, std::uint16_t* out, float* lse, st
   if (!c.xidx.empty() && c.xtopk % kBlock != 0)
     return why = "extra_topk " + std::to_string(c.xtopk) + " not a multiple of 64 (the kernel reads whole 64-index blocks)", false;
   if (c.num_sms < 1) return why = "num_sms " + std::to_string(c.num_sms), false;
+  if (num_sm_parts(c) > 160)
+    return why = "num_sm_parts " + std::to_string(num_sm_parts(c)) + " > 160 (FlashMLA's combine kernel takes at most 160 splits)", false;
   for (std::int64_t i = 0; i < B * S * H * D; ++i)
     if (!std::isfinite(bf16f(c.q[i]))) return why = "a non-finite q value", false;
   std::vector<SchedPart> parts;
@@ -235,7 +237,6 @@ bool decode(const DecodeCall& c, int threads, std::uint16_t* out, float* lse, st
     return why = "a row sum in (0, 1) (one dominant key) whose lse or split partial depends on lg2.approx below 1 (not measured)", false;
   // The combine kernel: per request with several splits, query token and head.
   const std::int64_t max_splits = n_parts <= 32 ? 32 : n_parts <= 64 ? 64 : n_parts <= 96 ? 96 : n_parts <= 128 ? 128 : 160;
-  if (n_parts > 160) return why = "num_sm_parts " + std::to_string(n_parts) + " > 160 (the combine kernel asserts it)", false;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(std::max(threads, 1))
   for (std::int64_t w = 0; w < B * S * H; ++w) {
     const std::int64_t b = w / (S * H), s = w / H % S, h = w % H;

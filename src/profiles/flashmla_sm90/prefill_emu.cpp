@@ -1,6 +1,6 @@
 // The flashmla-sm90 prefill emulation (prefill_emu.hpp): reference/flashmla_sm90.py's operations in C++, one query
 // row at a time. fp32 steps are IEEE single operations with the kernel's flush of subnormals (.ftz); the WGMMA model
-// runs exactly in double (products of bf16 values, truncations to powers of two).
+// runs exactly in integers (sm90_ops.hpp: bf16 significands, truncations to powers of two).
 #include "profiles/flashmla_sm90/prefill_emu.hpp"
 #include "profiles/flashmla_sm90/sm90_ops.hpp"
 
