@@ -23,7 +23,9 @@ constexpr std::int64_t kBlock = 64, kFixed = 5;  // TOPK_BLOCK_SIZE; fixed_overh
 
 std::int64_t ceil64(std::int64_t x) { return (x + kBlock - 1) / kBlock * kBlock; }
 bool model1(const DecodeCall& c) { return c.d_qk == 512; }
-std::int64_t num_sm_parts(const DecodeCall& c) { return std::max<std::int64_t>(c.num_sms / c.s_q / (c.h_q / 64), 1); }
+std::int64_t num_sm_parts(const DecodeCall& c) {
+  return std::max<std::int64_t>(c.num_sms / std::max<std::int64_t>(c.s_q, 1) / std::max<std::int64_t>(c.h_q / 64, 1), 1);
+}
 
 // A request's blocks: the main scope's (topk / 64 for V3.2; max(ceil64(topk_length), 64) / 64 for MODEL1), then the
 // extra scope's ceil64(extra_topk_length) / 64.
@@ -156,6 +158,7 @@ void decode_schedule(const DecodeCall& c, std::vector<SchedPart>& parts, std::ve
 bool decode(const DecodeCall& c, int threads, std::uint16_t* out, float* lse, std::string& why, std::vector<float>* o_accum,
             std::vector<float>* lse_accum) {
   const std::int64_t B = c.b, S = c.s_q, H = c.h_q, D = c.d_qk;
+  if (B < 1 || S < 1) return why = "an empty call (b " + std::to_string(B) + ", s_q " + std::to_string(S) + ")", false;
   if (D != 576 && D != 512) return why = "d_qk " + std::to_string(D) + " (the sm90 decode: 576 or 512)", false;
   if (H != 64 && H != 128) return why = "h_q " + std::to_string(H) + " (the sm90 decode instantiates 64 and 128)", false;
   if (c.topk <= 0 || c.topk % kBlock != 0) return why = "topk " + std::to_string(c.topk) + " not a positive multiple of 64 (the kernel asserts it)", false;
