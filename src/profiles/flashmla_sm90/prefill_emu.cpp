@@ -98,12 +98,11 @@ using ops::bf16;
 using ops::bf16f;
 using ops::Op;
 float fmaf_(float a, float b, float c) { return ops::fma(a, b, c); }
-inline double chunk(double acc, const Op* a, const Op* b) { return ops::wgmma_k16(acc, a, b); }
-
 }  // namespace
 
-// Integer arithmetic only: the AVX2 clone (variable shifts per lane) gives the same bits as the baseline one.
-__attribute__((target_clones("avx2", "default"))) double ops::wgmma_k16(double acc, const Op* a, const Op* b) {
+// Integer arithmetic only: the AVX2 clone (variable shifts per lane) gives the same bits as the baseline one. (A
+// file-local function: clang takes target_clones only on a function not declared or used before without it.)
+__attribute__((target_clones("avx2", "default"))) static double k16_integer(double acc, const Op* a, const Op* b) {
   // The accumulator (an fp32 value held in a double): its exponent and 24-bit signed significand from the bits.
   std::uint64_t ab;
   std::memcpy(&ab, &acc, 8);
@@ -143,6 +142,15 @@ __attribute__((target_clones("avx2", "default"))) double ops::wgmma_k16(double a
   std::memcpy(&p2, &pb, 8);
   return t < 0 ? -(kept * p2) : kept * p2;
 }
+
+double ops::wgmma_k16(double acc, const Op* a, const Op* b) { return k16_integer(acc, a, b); }
+
+namespace {
+
+inline double chunk(double acc, const Op* a, const Op* b) { return ops::wgmma_k16(acc, a, b); }
+
+}  // namespace
+
 
 float ex2_approx(float x) {  // exact for x <= 0; x > 0 by the same rule (close, see the header)
   const Tables& t = tables();
