@@ -234,3 +234,31 @@ def test_the_cpp_emulations_follow_the_numpy_spec_on_generated_cases(dsa_check_b
                 assert np.array_equal(lse.view(np.uint32), outs["lse"].view(np.uint32)), name
                 seen += 1
     assert seen == 3
+
+
+@pytest.mark.parametrize("where, rc", [("past", 0), ("inside", 2)])
+def test_indices_past_topk_length_are_never_read(acc, run_cli, tmp_path, where, rc):
+    """FlashMLA masks the positions past a batch's topk_length (extra_topk_length) whatever they hold -- its MODEL1
+    kernel guards against INT_MAX there. Garbage past the length: the same real output is still BITEXACT; the same
+    garbage inside the length is an input error (exit 2) naming batch, token and position."""
+    bad = tmp_path / "tl.h5"
+    case = "dec_m1_h128_b2_sq2_t128_extra1024_etl_tl_s0"
+    with h5py.File(acc) as f, h5py.File(bad, "w") as g:
+        f.copy(f[case], g, case)
+        gi = g[case]["inputs"]
+        tl, idx = gi["topk_length"][()], gi["indices"][()]
+        xl, xi = gi["extra_topk_length"][()], gi["extra_indices_in_kvcache"][()]
+        for b in range(idx.shape[0]):
+            if where == "past":
+                idx[b, :, tl[b]:] = 2 ** 31 - 1
+                xi[b, :, xl[b]:] = 2 ** 31 - 1
+            elif tl[b] > 0:
+                idx[b, :, 0] = 2 ** 31 - 1
+        gi["indices"][...], gi["extra_indices_in_kvcache"][...] = idx, xi
+    out = tmp_path / "r.json"
+    p = run_cli("check", "-q", bad, "--json", out)
+    assert p.returncode == rc, p.stdout + p.stderr
+    if rc == 0:
+        assert {r["verdict"] for r in json.loads(out.read_text())["results"]} == {"BITEXACT"}
+    else:
+        assert "inputs/indices" in p.stderr and "position 0: 2147483647" in p.stderr, p.stderr

@@ -98,12 +98,15 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& p) {
   r.extra = xi != nullptr;
   if (xc) r.m1_extra.page_size = xc->dim(1);
   // Only -1 is masked on SM90: any other index outside the cache is read out of bounds, so the input is invalid.
-  auto check_range = [&](const Tensor& idx, std::int64_t cap, const std::string& name) {
+  // Positions past the batch's topk_length (extra_topk_length) are never read -- FlashMLA masks them, whatever they
+  // hold (its MODEL1 kernel guards against INT_MAX there) -- so they are not checked.
+  auto check_range = [&](const Tensor& idx, std::int64_t cap, const std::string& name, const Tensor* len) {
     const std::int64_t K = idx.dim(2);
     for (std::int64_t f = 0; f < idx.numel(); ++f) {
+      const std::int64_t row = f / K;
+      if (len && f % K >= len->int_at(row / idx.dim(1))) continue;
       const std::int64_t v = idx.int_at(f);
       if (v == -1 || (v >= 0 && v < cap)) continue;
-      const std::int64_t row = f / K;
       p.push_back({c.file, c.name, "inputs/" + name,
                    "-1 or page*page_size+offset in [0, num_blocks*page_size = " + std::to_string(cap) +
                        ") (only -1 is masked on SM90: any other value is read out of bounds, so the input is invalid)",
@@ -114,18 +117,19 @@ Params parse(const Case& c, const AttrReader& a, std::vector<Problem>& p) {
   };
   const Tensor& idx = c.input("indices");
   const std::int64_t cap = cache.dim(0) * cache.dim(1), K = idx.dim(2);
-  check_range(idx, cap, "indices");
   check_topk_length(c, K, "batch", p);
+  if (!p.empty()) return r;
+  check_range(idx, cap, "indices", c.input_opt("topk_length"));
   std::int64_t nmax = longest_row(idx, K, [](std::int64_t t) { return t != -1; });
   if (xi) {
-    check_range(*xi, xc->dim(0) * xc->dim(1), "extra_indices_in_kvcache");
-    if (const Tensor* xl = c.input_opt("extra_topk_length"))
-      for (std::int64_t b = 0; b < xl->numel(); ++b)
-        if (xl->int_at(b) < 0 || xl->int_at(b) > xi->dim(2)) {
-          p.push_back({c.file, c.name, "inputs/extra_topk_length", "entries in [0, extra_topk = " + std::to_string(xi->dim(2)) + "]",
-                       "batch " + std::to_string(b) + ": " + std::to_string(xl->int_at(b))});
-          break;
-        }
+    const Tensor* xl = c.input_opt("extra_topk_length");
+    for (std::int64_t b = 0; xl && b < xl->numel(); ++b)
+      if (xl->int_at(b) < 0 || xl->int_at(b) > xi->dim(2)) {
+        p.push_back({c.file, c.name, "inputs/extra_topk_length", "entries in [0, extra_topk = " + std::to_string(xi->dim(2)) + "]",
+                     "batch " + std::to_string(b) + ": " + std::to_string(xl->int_at(b))});
+        return r;
+      }
+    check_range(*xi, xc->dim(0) * xc->dim(1), "extra_indices_in_kvcache", xl);
     nmax += longest_row(*xi, xi->dim(2), [](std::int64_t t) { return t != -1; });
   }
   const double rows = static_cast<double>(q.dim(0) * q.dim(1)), H = static_cast<double>(q.dim(2)), n8 = static_cast<double>(nmax + 8);
@@ -147,10 +151,13 @@ void sanity(const Case& c, const std::string& tensor, const Tensor&, std::vector
     f.push_back("page_size " + std::to_string(c.input("k_cache").dim(1)) + ": the V3.2 release (@1408756) requires 64-token pages");
   // B25: scales the SM90 reader rounds to bf16 (non-pow2) make the decode differ from the writer's quantization.
   const Tensor& cache = c.input("k_cache");
+  const Tensor* tl = c.input_opt("topk_length");
+  const std::int64_t cap = cache.dim(0) * cache.dim(1);
   std::int64_t nonpow2 = 0;
   for (std::int64_t f2 = 0; f2 < idx.numel(); ++f2) {
+    if (tl && f2 % K >= tl->int_at(f2 / K / idx.dim(1))) continue;  // never read
     const std::int64_t v = idx.int_at(f2);
-    if (v < 0) continue;
+    if (v < 0 || v >= cap) continue;
     const layouts::MlaToken tok{cache.data<std::uint8_t>() + v * L::kRecord};
     for (std::int64_t j = 0; j < L::kTiles; ++j) {
       const float s = tok.scale(j);

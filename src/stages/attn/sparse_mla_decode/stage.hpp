@@ -7,8 +7,9 @@
 //   k_t[512..575] = the stored bf16 k_pe
 //   out[b,s,h,:] = sum_t softmax(z)_t k_t[:512] (x 1/(1 + e^(sink_h - lse)) with attn_sink)   -> bf16 once
 //   lse[b,h,s]   = ln sum_t e^(z_t) (natural in every version)                                 -> fp32 once
-// Rows without a valid index: out 0, lse +inf. An index other than -1 outside [0, num_blocks*page_size) is a
-// structural error of the input (the SM90 kernel reads out of bounds): parse() reports it, nothing reads it.
+// Rows without a valid index: out 0, lse +inf. An index other than -1 outside [0, num_blocks*page_size) within the
+// batch's topk_length is a structural error of the input (the SM90 kernel reads out of bounds): parse() reports it,
+// nothing reads it. Positions past topk_length (extra_topk_length) are never read, whatever they hold.
 // The arithmetic and the error bounds: src/engines/sparse_attn/sparse_attn.hpp.
 // DeepSeek-V4 (FlashMLA "MODEL1", spec v4 §9): attr layout = model1_fp8_584 (layouts/mla_kcache.hpp), d_qk = 512
 // (448 e4m3 NoPE dims with 7 e8m0 tile scales, 64 bf16 RoPE), keys = values = all 512 dims,
