@@ -69,25 +69,32 @@ _BLOB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src", "p
 _T = {}
 
 
+def read_tables(path=_BLOB):
+    """The measured tables of a MUFU blob, in file order: [(name, int64 values)]. Format: "DSAMUFU1", u32 count, then
+    per table: name (24 bytes), u32 width (8 / 32), u64 count n, i32 first value, u64 length z, z bytes of zlib
+    holding the n - 1 differences of consecutive values (int8 / int32, little-endian)."""
+    with open(path, "rb") as f:
+        b = f.read()
+    if b[:8] != b"DSAMUFU1":
+        raise ValueError(f"{path}: not a DSAMUFU1 table blob")
+    (count,), pos, out = struct.unpack_from("<I", b, 8), 12, []
+    for _ in range(count):
+        tname = b[pos:pos + 24].rstrip(b"\0").decode()
+        width, n, first, zlen = struct.unpack_from("<IQiQ", b, pos + 24)
+        pos += 24 + struct.calcsize("<IQiQ")
+        deltas = np.frombuffer(zlib.decompress(b[pos:pos + zlen]), {8: np.int8, 32: np.int32}[width]).astype(np.int64)
+        pos += zlen
+        if len(deltas) != n - 1:
+            raise ValueError(f"{path}: table {tname}: {len(deltas)} differences, expected {n - 1}")
+        out.append((tname, np.concatenate([[first], first + np.cumsum(deltas)]).astype(np.int64)))
+    return out
+
+
 def _table(name):
-    """A measured table of the blob src/profiles/flashmla_sm90/sm90_mufu.bin (the C++ profile embeds the same file):
-    "DSAMUFU1", u32 count, then per table: name (24 bytes), u32 width (8 / 32), u64 count n, i32 first value, u64
-    length z, z bytes of zlib holding the n - 1 differences of consecutive values (int8 / int32, little-endian)."""
+    """A measured table of the blob src/profiles/flashmla_sm90/sm90_mufu.bin (the C++ profile embeds the same file;
+    read_tables gives its format), as int32."""
     if not _T:
-        with open(_BLOB, "rb") as f:
-            b = f.read()
-        if b[:8] != b"DSAMUFU1":
-            raise ValueError(f"{_BLOB}: not a DSAMUFU1 table blob")
-        (count,), pos = struct.unpack_from("<I", b, 8), 12
-        for _ in range(count):
-            tname = b[pos:pos + 24].rstrip(b"\0").decode()
-            width, n, first, zlen = struct.unpack_from("<IQiQ", b, pos + 24)
-            pos += 24 + struct.calcsize("<IQiQ")
-            deltas = np.frombuffer(zlib.decompress(b[pos:pos + zlen]), {8: np.int8, 32: np.int32}[width]).astype(np.int64)
-            pos += zlen
-            if len(deltas) != n - 1:
-                raise ValueError(f"{_BLOB}: table {tname}: {len(deltas)} differences, expected {n - 1}")
-            _T[tname] = np.concatenate([[first], first + np.cumsum(deltas)]).astype(np.int32)
+        _T.update((n, v.astype(np.int32)) for n, v in read_tables())
     return _T[name]
 
 

@@ -17,23 +17,15 @@ import zlib
 
 import numpy as np
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from reference.flashmla_sm90 import read_tables  # noqa: E402
+
 BLOB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src", "profiles", "flashmla_sm90", "sm90_mufu.bin")
 
 
 def read(path):
-    with open(path, "rb") as f:
-        b = f.read()
-    if b[:8] != b"DSAMUFU1":
-        raise ValueError(f"{path}: not a DSAMUFU1 blob")
-    (count,), pos, out = struct.unpack_from("<I", b, 8), 12, []
-    for _ in range(count):
-        name = b[pos:pos + 24].rstrip(b"\0").decode()
-        width, n, first, zlen = struct.unpack_from("<IQiQ", b, pos + 24)
-        pos += 24 + struct.calcsize("<IQiQ")
-        d = np.frombuffer(zlib.decompress(b[pos:pos + zlen]), {8: np.int8, 32: np.int32}[width]).astype(np.int64)
-        pos += zlen
-        out.append((name, np.concatenate([[first], first + np.cumsum(d)]).astype(np.int64)))
-    return out
+    """[(name, int64 values)] in file order (reference/flashmla_sm90.py read_tables: one reader of the format)."""
+    return read_tables(path)
 
 
 def write(path, tables):

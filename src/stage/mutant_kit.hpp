@@ -20,6 +20,9 @@ Expected reference_for_check(const Case& c);
 // Compute `E` with reference_for_check (as `check` does); otherwise a case with attr `kernel` gets perturbed
 // logits, which `check` fails.
 void plausible_outputs(Case& c, const Expected& E, std::uint64_t seed);
+// The outputs of another correct kernel for a case whose attr `kernel` names an emulated profile: plausible_outputs
+// of the case without that attr (the exact value perturbed inside the bound), replacing c.outputs.
+void other_kernel_outputs(Case& c, const Expected& E, std::uint64_t seed);
 
 // Outputs of a kernel with a bug expressible as modified inputs/attrs: copies `c`, applies `bug` to the copy, runs
 // the stage reference on it and returns plausible outputs of that reference. Inputs of `c` are not changed.
