@@ -2,7 +2,9 @@
 // and the CUDA backend (logits_cuda.cu) share (determinism contract, way 3: one fixed sequence of IEEE fp64
 // operations compiled for both, --fmad=false / -ffp-contract=off). Plain C++17, no project includes but the HD
 // numerics, so nvcc compiles it for the device.
-//   head_lanes   the 8-lane head sums of logits_engine.hpp (2): lane l = h mod 8 in increasing h
+//   head_lanes   the 8-lane head sums of logits_engine.hpp (2): lane l = h mod 8 in increasing h, one fused
+//                multiply-add per head and lane (a = fma(relu(s), w, a): one rounding, three fp64 operations per
+//                score with the conversion on the GPU instead of five)
 //   tree8        ((x0+x1)+(x2+x3))+((x4+x5)+(x6+x7)) = tree4(x) + tree4(x + 4)
 //   round_bits   RNE of an f64 to fp32 / bf16 bits, NaN -> the canonical code
 //   certify      v = acc * sc, M = mag * sc and the rounding certificate of (2); false = the exact fallback decides
@@ -21,16 +23,16 @@ DSA_HD inline double relu(double s) { return s < 0.0 ? 0.0 : s; }
 DSA_HD inline double tree4(const double* x) { return (x[0] + x[1]) + (x[2] + x[3]); }
 DSA_HD inline double tree8(const double* x) { return tree4(x) + tree4(x + 4); }
 
-// Adds heads [h0, h1) (h0 and h1 multiples of 8) of one logit to the lanes: a[h % 8] += relu(s_h) * wd_h, m likewise
-// with wa_h = |wd_h|; s(h), wd(h), wa(h) read head h. Every caller (CPU generic path, GPU) performs exactly these
+// Adds heads [h0, h1) (h0 and h1 multiples of 8) of one logit to the lanes: a[h % 8] = fma(relu(s_h), wd_h, a[h % 8]),
+// m likewise with wa_h = |wd_h|; s(h), wd(h), wa(h) read head h. Every caller (CPU generic path, GPU) performs exactly these
 // operations in this order; the CPU SIMD paths are checked to agree bit for bit.
 template <class S, class Wd, class Wa>
 DSA_HD inline void head_lanes(S s, Wd wd, Wa wa, int h0, int h1, double* a, double* m) {
   for (int h = h0; h < h1; h += 8)
     for (int l = 0; l < 8; ++l) {  // constant trip count: the lanes stay in registers on the device
       const double r = relu(s(h + l));
-      a[l] += r * wd(h + l);
-      m[l] += r * wa(h + l);
+      a[l] = hd::fma(r, wd(h + l), a[l]);
+      m[l] = hd::fma(r, wa(h + l), m[l]);
     }
 }
 
@@ -41,8 +43,8 @@ DSA_HD inline void head_lanes_half(S s, Wd wd, Wa wa, int h0, int h1, int half, 
   for (int h = h0 + 4 * half; h < h1; h += 8)
     for (int l = 0; l < 4; ++l) {
       const double r = relu(s(h + l));
-      a[l] += r * wd(h + l);
-      m[l] += r * wa(h + l);
+      a[l] = hd::fma(r, wd(h + l), a[l]);
+      m[l] = hd::fma(r, wa(h + l), m[l]);
     }
 }
 

@@ -136,8 +136,8 @@ void heads_generic(const double* C, sz ldc, int nj, const double* wd, const doub
     core::head_lanes([s](int h) { return s[h]; }, [wd](int h) { return wd[h]; }, [wa](int h) { return wa[h]; }, 0, H8, a, m);
     for (int h = H8; h < H; ++h) {  // not reached: parse demands H % 8 == 0
       const double r = core::relu(s[h]);
-      a[0] += r * wd[h];
-      m[0] += r * wa[h];
+      a[0] = hd::fma(r, wd[h], a[0]);
+      m[0] = hd::fma(r, wa[h], m[0]);
     }
     acc[j] = tree8(a);
     mag[j] = tree8(m);
@@ -150,7 +150,7 @@ void heads_generic(const double* C, sz ldc, int nj, const double* wd, const doub
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 // vmaxpd(0, s) returns its second operand s when s is NaN or a zero of either sign: exactly `s < 0 ? 0 : s`.
-__attribute__((target("avx512f"))) void heads_avx512(const double* C, sz ldc, int nj, const double* wd,
+__attribute__((target("avx512f,fma"))) void heads_avx512(const double* C, sz ldc, int nj, const double* wd,
                                                      const double* wa, int H, double* acc, double* mag) {
   if (H % 8 != 0) return heads_generic(C, ldc, nj, wd, wa, H, acc, mag);
   const __m512d zero = _mm512_setzero_pd();
@@ -160,8 +160,8 @@ __attribute__((target("avx512f"))) void heads_avx512(const double* C, sz ldc, in
     __m512d va = zero, vm = zero;
     for (int h = 0; h < H; h += 8) {
       const __m512d r = _mm512_max_pd(zero, _mm512_loadu_pd(s + h));
-      va = _mm512_add_pd(va, _mm512_mul_pd(r, _mm512_loadu_pd(wd + h)));
-      vm = _mm512_add_pd(vm, _mm512_mul_pd(r, _mm512_loadu_pd(wa + h)));
+      va = _mm512_fmadd_pd(r, _mm512_loadu_pd(wd + h), va);
+      vm = _mm512_fmadd_pd(r, _mm512_loadu_pd(wa + h), vm);
     }
     _mm512_store_pd(a, va);
     _mm512_store_pd(m, vm);
@@ -170,7 +170,7 @@ __attribute__((target("avx512f"))) void heads_avx512(const double* C, sz ldc, in
   }
 }
 
-__attribute__((target("avx2"))) void heads_avx2(const double* C, sz ldc, int nj, const double* wd, const double* wa,
+__attribute__((target("avx2,fma"))) void heads_avx2(const double* C, sz ldc, int nj, const double* wd, const double* wa,
                                                 int H, double* acc, double* mag) {
   if (H % 8 != 0) return heads_generic(C, ldc, nj, wd, wa, H, acc, mag);
   const __m256d zero = _mm256_setzero_pd();
@@ -181,10 +181,10 @@ __attribute__((target("avx2"))) void heads_avx2(const double* C, sz ldc, int nj,
     for (int h = 0; h < H; h += 8) {
       const __m256d r0 = _mm256_max_pd(zero, _mm256_loadu_pd(s + h));
       const __m256d r1 = _mm256_max_pd(zero, _mm256_loadu_pd(s + h + 4));
-      a0 = _mm256_add_pd(a0, _mm256_mul_pd(r0, _mm256_loadu_pd(wd + h)));
-      a1 = _mm256_add_pd(a1, _mm256_mul_pd(r1, _mm256_loadu_pd(wd + h + 4)));
-      m0 = _mm256_add_pd(m0, _mm256_mul_pd(r0, _mm256_loadu_pd(wa + h)));
-      m1 = _mm256_add_pd(m1, _mm256_mul_pd(r1, _mm256_loadu_pd(wa + h + 4)));
+      a0 = _mm256_fmadd_pd(r0, _mm256_loadu_pd(wd + h), a0);
+      a1 = _mm256_fmadd_pd(r1, _mm256_loadu_pd(wd + h + 4), a1);
+      m0 = _mm256_fmadd_pd(r0, _mm256_loadu_pd(wa + h), m0);
+      m1 = _mm256_fmadd_pd(r1, _mm256_loadu_pd(wa + h + 4), m1);
     }
     _mm256_store_pd(a, a0);
     _mm256_store_pd(a + 4, a1);
@@ -229,7 +229,7 @@ Isa pick_isa() {
   const std::string want = env ? env : "";
 #if defined(__x86_64__)
   __builtin_cpu_init();
-  const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+  const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("fma") &&
                       __builtin_cpu_supports("avx512vl");
   const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   if ((want.empty() || want == "avx512") && avx512) return {gemm_avx512, heads_avx512, decode_avx512};

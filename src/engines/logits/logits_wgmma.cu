@@ -182,8 +182,8 @@ __device__ __forceinline__ void epilogue(const TileCtx& x, const int (&R)[NT / 2
           double r = __longlong_as_double(v) - kMagic;
           if constexpr (NANS)
             if ((kk ? kn1 : kn0) || x.qn[c + e]) r = __longlong_as_double(0x7FF8000000000000ll);
-          a[kk][e] += r * (e ? wv.y : wv.x);
-          m[kk][e] += r * (e ? wa.y : wa.x);
+          a[kk][e] = ::fma(r, e ? wv.y : wv.x, a[kk][e]);
+          m[kk][e] = ::fma(r, e ? wa.y : wa.x, m[kk][e]);
         }
     }
 #pragma unroll
