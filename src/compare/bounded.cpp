@@ -2,9 +2,12 @@
 // Non-finite values must match the reference's pattern; for clean logits the -inf mask must match exactly.
 // Metrics (all in double, fixed element order): max abs, max rel, max err/M, max ULP distance at the reference,
 // cosine, DeepGEMM calc_diff, msprobe thousandth ratios, and the minimum rtol that passes.
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <exception>
 #include <sstream>
 
 #include "compare/compare.hpp"
@@ -89,164 +92,331 @@ void decode_block(const Tensor& t, std::int64_t i0, std::int64_t n, double* val,
     }
   }
 }
+
+inline double tree8(const double* x) { return ((x[0] + x[1]) + (x[2] + x[3])) + ((x[4] + x[5]) + (x[6] + x[7])); }
+
+// What one thread saw over its elements, apart from the sums: merged by rules that do not depend on the order
+// (counts add; maxima; the kept elements by value, ties to the lowest index). Indices are local to the add() call.
+struct Seen {
+  std::int64_t compared = 0, ulp_compared = 0, n1e3 = 0, n5e3 = 0, bit_diff = 0, nonfinite = 0, mask = 0, bound_fail = 0, g_n = 0;
+  double max_abs = 0, max_rel = 0, max_em = 0, max_ulp = 0, min_rtol = 0, zero_bound_ulp = 0;
+  std::int64_t first_nf = -1, first_mask = -1, first_fail = -1;
+  std::vector<std::int64_t> breaks;  // the lowest 16 indices of non-finite / mask breaks, increasing
+  double worst_em = -1, pass_em = -1;
+  std::int64_t worst_i = -1, pass_i = -1;
+  std::vector<std::pair<double, std::int64_t>> top;  // err/M > 0 elements: the 16 largest (em desc, index asc)
+  std::vector<double> cell_max;                      // plots: per grid cell
+  std::vector<std::uint8_t> flag;
+  std::vector<std::int64_t> bins;
+  std::int64_t hzero = 0, hbelow = 0, hover = 0;
+  std::vector<std::int64_t> beyond;  // per peer
+
+  static void keep_first(std::int64_t& a, std::int64_t b) {
+    if (b >= 0 && (a < 0 || b < a)) a = b;
+  }
+  static void keep_max(double& em, std::int64_t& i, double oem, std::int64_t oi) {
+    if (oi >= 0 && (oem > em || (oem == em && (i < 0 || oi < i)))) em = oem, i = oi;
+  }
+  static bool top_before(const std::pair<double, std::int64_t>& a, const std::pair<double, std::int64_t>& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  }
+  void push_top(double em, std::int64_t i, std::size_t cap) {
+    if (top.size() == cap && !top_before({em, i}, top.front())) return;
+    if (top.size() == cap) {
+      std::pop_heap(top.begin(), top.end(), top_before);
+      top.pop_back();
+    }
+    top.emplace_back(em, i);
+    std::push_heap(top.begin(), top.end(), top_before);  // front: the one ranked last
+  }
+  void merge(const Seen& o, std::size_t cap) {
+    compared += o.compared, ulp_compared += o.ulp_compared, n1e3 += o.n1e3, n5e3 += o.n5e3, bit_diff += o.bit_diff;
+    nonfinite += o.nonfinite, mask += o.mask, bound_fail += o.bound_fail, g_n += o.g_n;
+    max_abs = std::max(max_abs, o.max_abs), max_rel = std::max(max_rel, o.max_rel), max_em = std::max(max_em, o.max_em);
+    max_ulp = std::max(max_ulp, o.max_ulp), min_rtol = std::max(min_rtol, o.min_rtol);
+    zero_bound_ulp = std::max(zero_bound_ulp, o.zero_bound_ulp);
+    keep_first(first_nf, o.first_nf), keep_first(first_mask, o.first_mask), keep_first(first_fail, o.first_fail);
+    std::vector<std::int64_t> b(breaks);
+    b.insert(b.end(), o.breaks.begin(), o.breaks.end());
+    std::sort(b.begin(), b.end());
+    if (b.size() > 16) b.resize(16);
+    breaks = std::move(b);
+    keep_max(worst_em, worst_i, o.worst_em, o.worst_i);
+    keep_max(pass_em, pass_i, o.pass_em, o.pass_i);
+    for (const auto& t : o.top) push_top(t.first, t.second, cap);
+    for (std::size_t c = 0; c < o.cell_max.size(); ++c) cell_max[c] = std::max(cell_max[c], o.cell_max[c]);
+    for (std::size_t c = 0; c < o.flag.size(); ++c) flag[c] |= o.flag[c];
+    for (std::size_t c = 0; c < o.bins.size(); ++c) bins[c] += o.bins[c];
+    hzero += o.hzero, hbelow += o.hbelow, hover += o.hover;
+    for (std::size_t c = 0; c < o.beyond.size(); ++c) beyond[c] += o.beyond[c];
+  }
+};
 }  // namespace
+
+void BoundedAccumulator::close_block(const double* lanes) {
+  double* g[kNSum] = {&sxy_, &sxx_, &syy_, &g_d_, &g_dd_, &g_de_, &g_ee_, &g_eedd_, &g_eeed_, &g_eeee_, &g_abs_e_};
+  for (int k = 0; k < kNSum; ++k) *g[k] += tree8(lanes + 8 * k);
+  for (std::size_t q = 0; q < peers_.size(); ++q) {
+    const double* l = lanes + 8 * (kNSum + 3 * static_cast<int>(q));
+    peers_[q].xy += tree8(l), peers_[q].xx += tree8(l + 8), peers_[q].yy += tree8(l + 16);
+  }
+}
 
 void BoundedAccumulator::add(const Tensor& out, const RefTensor& ref, const Tensor* against) {
   const Tensor& v = against ? *against : ref.value;
-  const std::int64_t off = ref.flat_offset;
-  numel_ += v.numel();
+  const std::int64_t off = ref.flat_offset, n = v.numel();
+  numel_ += n;
   const std::uint8_t* def = ref.defined.defined() ? ref.defined.data<std::uint8_t>() : nullptr;
-  const bool has_m = ref.magnitude.defined() && ref.magnitude.numel() == v.numel();
+  const bool has_m = ref.magnitude.defined() && ref.magnitude.numel() == n;
   const double* mag = has_m ? ref.magnitude.data<double>() : nullptr;
-  const Tolerance& tol = tol_;
-  BoundedStats& s = s_;
-  // Locations carry the whole output's flat index and meaning (a row tile's element i is element off + i).
-  auto loc = [&](std::int64_t i, double err, double bound, bool describe_now) {
-    Location l = detail::location(out, v, i, describe_now ? detail::describe(ref, off + i) : std::string(), err, bound);
-    l.flat = off + i;
-    return l;
-  };
-  std::optional<Location> worst_here;
-  double worst_here_key = -1;
-  std::optional<Location> fail_here;
-  HeatmapData* heat = plot_ ? &*plot_->heat : nullptr;
-  HistData* hist = plot_ ? &*plot_->hist : nullptr;
-  // The grid cell of element i (whole-output flat index off + i viewed as [rows, cols]).
+  const Tolerance tol = tol_;
+  const bool sys = sys_floor_ > 0;
+  const int np = static_cast<int>(peers_.size());
+  const int nl = 8 * (kNSum + 3 * np);  // lanes per block
+  const int p = p_, emin = emin_;
+  const HeatmapData* heat = plot_ ? &*plot_->heat : nullptr;
+  const double hist_lo = plot_ ? plot_->hist->lo : 0, hist_step = plot_ ? plot_->hist->step : 1;
+  const std::size_t nbins = plot_ ? plot_->hist->bins.size() : 0;
   auto cell = [&](std::int64_t i) {
     const std::int64_t f = off + i, r = f / heat->cols, c = f % heat->cols;
     return static_cast<std::size_t>(std::min(r * heat->gh / heat->rows, heat->gh - 1) * heat->gw + c * heat->gw / heat->cols);
   };
-  // Blocks of decoded elements (one typed pass per tensor; the element order of every sum is unchanged).
-  constexpr std::int64_t kBlock = 2048;
-  double ob[kBlock], eb[kBlock];
-  std::uint64_t orw[kBlock], erw[kBlock];
-  for (std::int64_t b0 = 0; b0 < v.numel(); b0 += kBlock) {
-  const std::int64_t nb = std::min(kBlock, v.numel() - b0);
-  decode_block(out, b0, nb, ob, orw);
-  decode_block(v, b0, nb, eb, erw);
-  for (std::int64_t k = 0; k < nb; ++k) {
-    const std::int64_t i = b0 + k;
-    if (def && !def[i]) continue;
-    const double o = ob[k], e = eb[k];
-    if (orw[k] == erw[k] && std::isfinite(e)) {
-      // The same bits (a passing kernel's common case): err = 0, so only the counts and the peer sums move; the
-      // same updates as the general path below, in the same order.
-      ++s.compared;
-      sxy_ += o * e;
-      sxx_ += o * o;
-      syy_ += e * e;
-      if (sys_floor_ > 0) g_n_ += 1, g_ee_ += e * e, g_eeee_ += e * e * e * e, g_abs_e_ += std::fabs(e);
-      ++n_1e3_;
-      ++n_5e3_;
-      if (heat) {
-        double& cm = cell_max_[cell(i)];
-        cm = std::max(cm, 0.0);
-        ++hist->zero;
+  auto fresh = [&] {
+    Seen s;
+    if (plot_) s.cell_max.assign(cell_max_.size(), -1.0), s.flag.assign(cell_max_.size(), 0), s.bins.assign(nbins, 0);
+    s.beyond.assign(static_cast<std::size_t>(np), 0);
+    return s;
+  };
+  // Elements [i0, i1) (local indices, within one block) into lanes L and sn.
+  const std::size_t esz = dtype_size(v.dtype());
+  const bool same_type = out.dtype() == v.dtype();
+  auto run = [&](std::int64_t i0, std::int64_t i1, double* L, Seen& sn, double* ob, double* eb, std::uint64_t* orw, std::uint64_t* erw) {
+    // Elements all defined, all +0 in the reference and the same bytes in the output (untouched pool rows): only the
+    // counts move (every sum term is +0, and |e| = 0 stands above no bound).
+    if (same_type && !heat && np == 0) {
+      const std::byte* pe = v.raw() + static_cast<std::size_t>(i0) * esz;
+      const std::size_t nb = static_cast<std::size_t>(i1 - i0) * esz;
+      bool zero = true;
+      for (std::size_t x = 0; x < nb && zero; x += 8) {
+        std::uint64_t w = 0;
+        std::memcpy(&w, pe + x, std::min<std::size_t>(8, nb - x));
+        zero = w == 0;
       }
-      const double M = mag ? mag[i] : std::fabs(e);
-      if (std::fabs(e) > tol.rtol * M + tol.atol) ++s.ulp_compared;
-      continue;
-    }
-    if (orw[k] != erw[k] && !(std::isnan(o) && std::isnan(e))) ++bit_diff_;
-    if (!std::isfinite(e) || !std::isfinite(o)) {
-      const bool same = (std::isnan(e) && std::isnan(o)) || o == e;
-      if (same) continue;
-      // Locations (with their decoded meaning) are built only when kept: a failing 16M-logit tensor must not
-      // format 16M strings.
-      const bool mask_issue = ref.mask_must_match && ((e == -kInf && !std::isnan(o)) || (o == -kInf && std::isfinite(e)));
-      if (heat) heat->flag[cell(i)] |= mask_issue ? 2 : 1;
-      std::optional<Location>& keep = mask_issue ? first_mask_ : first_nf_;
-      ++(mask_issue ? mask_ : nonfinite_);
-      if (!keep) keep = loc(i, kInf, 0.0, true);
-      if (plot_ && plot_->breaks.size() < 16) plot_->breaks.push_back(loc(i, kInf, 0.0, true));
-      continue;
-    }
-    const double M = mag ? mag[i] : std::fabs(e);
-    const double err = std::fabs(o - e);
-    const double bound = tol.rtol * M + tol.atol;
-    ++s.compared;
-    sxy_ += o * e;
-    sxx_ += o * o;
-    syy_ += e * e;
-    if (sys_floor_ > 0) {
-      const double d = o - e, ee = e * e;
-      g_n_ += 1, g_d_ += d, g_dd_ += d * d, g_de_ += d * e, g_ee_ += ee, g_eedd_ += ee * d * d, g_eeed_ += ee * e * d;
-      g_eeee_ += ee * ee, g_abs_e_ += std::fabs(e);
-    }
-    if (bound == 0 && err > 0) zero_bound_ulp_ = std::max(zero_bound_ulp_, err / detail::ulp_at(e, p_, emin_));
-    s.max_abs = std::max(s.max_abs, err);
-    const double rel = e != 0 ? err / std::fabs(e) : (err == 0 ? 0.0 : kInf);
-    s.max_rel = std::max(s.max_rel, rel);
-    if (rel < 1e-3) ++n_1e3_;
-    if (rel < 5e-3) ++n_5e3_;
-    const double em = M > 0 ? err / M : (err == 0 ? 0.0 : kInf);
-    s.max_err_over_m = std::max(s.max_err_over_m, em);
-    if (heat) {
-      double& cm = cell_max_[cell(i)];
-      cm = std::max(cm, em);
-      if (err == 0) ++hist->zero;
-      else if (!(em < 1e3)) ++hist->over;  // 10^kPlotLogHi
-      else {
-        const double b = std::floor((std::log10(em) - hist->lo) / hist->step);
-        if (b < 0) ++hist->below;
-        else hist->bins[static_cast<std::size_t>(std::min<double>(b, static_cast<double>(hist->bins.size() - 1)))] += 1;
-      }
-      if (err > 0 && (top_.size() < kWorst || em > top_.front().first)) {
-        auto gt = [](const std::pair<double, Location>& a, const std::pair<double, Location>& b) { return a.first > b.first; };
-        if (top_.size() == kWorst) {
-          std::pop_heap(top_.begin(), top_.end(), gt);
-          top_.pop_back();
-        }
-        top_.emplace_back(em, loc(i, err, bound, true));
-        std::push_heap(top_.begin(), top_.end(), gt);
+      if (zero && (!def || std::memchr(def + i0, 0, static_cast<std::size_t>(i1 - i0)) == nullptr) &&
+          std::memcmp(out.raw() + static_cast<std::size_t>(i0) * esz, pe, nb) == 0) {
+        const std::int64_t k = i1 - i0;
+        sn.compared += k, sn.n1e3 += k, sn.n5e3 += k;
+        if (sys) sn.g_n += k;
+        return;
       }
     }
-    // ulps only where |ref| stands above the bound: below it (cancellation, near-zero logits) an ulp of the
-    // reference says nothing about the kernel (err/M is the meaningful figure there).
-    if (std::fabs(e) > bound) {
-      s.max_ulp = std::max(s.max_ulp, err / detail::ulp_at(e, p_, emin_));
-      ++s.ulp_compared;
-    }
-    if (err > tol.atol) s.min_rtol = std::max(s.min_rtol, M > 0 ? (err - tol.atol) / M : kInf);
-    if (err > 0 && err <= bound && em > top_pass_key_) top_pass_key_ = em, top_pass_ = loc(i, err, bound, true);
-    if (err > bound) {
-      ++bound_fail_;
-      if (!first_fail_ && !fail_here) fail_here = loc(i, err, bound, false);
-      if (em > worst_key_ && em > worst_here_key) {
-        worst_here_key = em;
-        worst_here = loc(i, err, bound, false);
-      }
-    }
-  }
-  }
-
-  for (auto* l : {&fail_here, &worst_here})
-    if (*l) (*l)->where = detail::describe(ref, (*l)->flat);
-  if (fail_here) first_fail_ = fail_here;
-  if (worst_here) worst_ = worst_here, worst_key_ = worst_here_key;
-  for (auto& pa : peers_) {
-    const PeerMetric& pm = pa.pm;
-    for (std::int64_t b0 = 0; b0 < v.numel(); b0 += kBlock) {
-    const std::int64_t nb = std::min(kBlock, v.numel() - b0);
-    decode_block(out, b0, nb, ob, orw);
-    decode_block(v, b0, nb, eb, erw);
-    for (std::int64_t k = 0; k < nb; ++k) {
-      const std::int64_t i = b0 + k;
+    decode_block(out, i0, i1 - i0, ob, orw);
+    decode_block(v, i0, i1 - i0, eb, erw);
+    for (std::int64_t i = i0; i < i1; ++i) {
+      const std::int64_t k = i - i0;
+      const int lane = static_cast<int>((off + i) & 7);
       if (def && !def[i]) continue;
       const double o = ob[k], e = eb[k];
-      if (!std::isfinite(e) || !std::isfinite(o)) {
-        pa.beyond += !((std::isnan(e) && std::isnan(o)) || o == e);
+      for (int q = 0; q < np; ++q) {
+        const PeerMetric& pm = peers_[static_cast<std::size_t>(q)].pm;
+        double* pl = L + 8 * (kNSum + 3 * q) + lane;
+        if (!std::isfinite(e) || !std::isfinite(o)) {
+          sn.beyond[static_cast<std::size_t>(q)] += !((std::isnan(e) && std::isnan(o)) || o == e);
+          continue;
+        }
+        const double d = std::fabs(o - e);
+        sn.beyond[static_cast<std::size_t>(q)] += !(d < pm.abs_tol || d / (std::fabs(e) + pm.rel_eps) < pm.rel_tol);
+        pl[0] += o * e, pl[8] += o * o, pl[16] += e * e;
+      }
+      if (orw[k] == erw[k] && std::isfinite(e)) {
+        // The same bits (a passing kernel's common case): err = 0, so only the counts and the sums move.
+        ++sn.compared;
+        const double ee = e * e;
+        L[8 * kSxy + lane] += ee, L[8 * kSxx + lane] += ee, L[8 * kSyy + lane] += ee;
+        if (sys) ++sn.g_n, L[8 * kGee + lane] += ee, L[8 * kGeeee + lane] += ee * ee, L[8 * kGabs + lane] += std::fabs(e);
+        ++sn.n1e3, ++sn.n5e3;
+        if (heat) {
+          double& cm = sn.cell_max[cell(i)];
+          cm = std::max(cm, 0.0);
+          ++sn.hzero;
+        }
+        if (e != 0) {  // |e| = 0 stands above no bound: M unread
+          const double M = mag ? mag[i] : std::fabs(e);
+          if (std::fabs(e) > tol.rtol * M + tol.atol) ++sn.ulp_compared;
+        }
         continue;
       }
-      const double d = std::fabs(o - e);
-      pa.beyond += !(d < pm.abs_tol || d / (std::fabs(e) + pm.rel_eps) < pm.rel_tol);
-      pa.xy += o * e, pa.xx += o * o, pa.yy += e * e;
+      if (orw[k] != erw[k] && !(std::isnan(o) && std::isnan(e))) ++sn.bit_diff;
+      if (!std::isfinite(e) || !std::isfinite(o)) {
+        if ((std::isnan(e) && std::isnan(o)) || o == e) continue;
+        const bool mask_issue = ref.mask_must_match && ((e == -kInf && !std::isnan(o)) || (o == -kInf && std::isfinite(e)));
+        if (heat) sn.flag[cell(i)] |= mask_issue ? 2 : 1;
+        ++(mask_issue ? sn.mask : sn.nonfinite);
+        Seen::keep_first(mask_issue ? sn.first_mask : sn.first_nf, i);
+        if (plot_ && sn.breaks.size() < 16) sn.breaks.push_back(i);
+        continue;
+      }
+      const double M = mag ? mag[i] : std::fabs(e);
+      const double err = std::fabs(o - e);
+      const double bound = tol.rtol * M + tol.atol;
+      ++sn.compared;
+      L[8 * kSxy + lane] += o * e, L[8 * kSxx + lane] += o * o, L[8 * kSyy + lane] += e * e;
+      if (sys) {
+        const double d = o - e, ee = e * e;
+        ++sn.g_n;
+        L[8 * kGd + lane] += d, L[8 * kGdd + lane] += d * d, L[8 * kGde + lane] += d * e, L[8 * kGee + lane] += ee;
+        L[8 * kGeedd + lane] += ee * d * d, L[8 * kGeeed + lane] += ee * e * d, L[8 * kGeeee + lane] += ee * ee;
+        L[8 * kGabs + lane] += std::fabs(e);
+      }
+      if (bound == 0 && err > 0) sn.zero_bound_ulp = std::max(sn.zero_bound_ulp, err / detail::ulp_at(e, p, emin));
+      sn.max_abs = std::max(sn.max_abs, err);
+      const double rel = e != 0 ? err / std::fabs(e) : (err == 0 ? 0.0 : kInf);
+      sn.max_rel = std::max(sn.max_rel, rel);
+      if (rel < 1e-3) ++sn.n1e3;
+      if (rel < 5e-3) ++sn.n5e3;
+      const double em = M > 0 ? err / M : (err == 0 ? 0.0 : kInf);
+      sn.max_em = std::max(sn.max_em, em);
+      if (heat) {
+        double& cm = sn.cell_max[cell(i)];
+        cm = std::max(cm, em);
+        if (err == 0) ++sn.hzero;
+        else if (!(em < 1e3)) ++sn.hover;  // 10^kPlotLogHi
+        else {
+          const double b = std::floor((std::log10(em) - hist_lo) / hist_step);
+          if (b < 0) ++sn.hbelow;
+          else sn.bins[static_cast<std::size_t>(std::min<double>(b, static_cast<double>(nbins - 1)))] += 1;
+        }
+        if (err > 0) sn.push_top(em, i, kWorst);
+      }
+      // ulps only where |ref| stands above the bound: below it (cancellation, near-zero logits) an ulp of the
+      // reference says nothing about the kernel (err/M is the meaningful figure there).
+      if (std::fabs(e) > bound) {
+        sn.max_ulp = std::max(sn.max_ulp, err / detail::ulp_at(e, p, emin));
+        ++sn.ulp_compared;
+      }
+      if (err > tol.atol) sn.min_rtol = std::max(sn.min_rtol, M > 0 ? (err - tol.atol) / M : kInf);
+      if (err > 0 && err <= bound) Seen::keep_max(sn.pass_em, sn.pass_i, em, i);
+      if (err > bound) {
+        ++sn.bound_fail;
+        Seen::keep_first(sn.first_fail, i);
+        Seen::keep_max(sn.worst_em, sn.worst_i, em, i);
+      }
     }
+  };
+
+  // Blocks of whole-output flat indices: the open block's rest first (this thread), the whole blocks on the team,
+  // the last partial block stays open for the next tile (or finish()).
+  if (open_lanes_.size() != static_cast<std::size_t>(nl)) open_lanes_.assign(static_cast<std::size_t>(nl), 0.0);
+  Seen all = fresh();
+  std::vector<double> ob(kSumBlock), eb(kSumBlock);
+  std::vector<std::uint64_t> orw(kSumBlock), erw(kSumBlock);
+  std::int64_t i = 0;
+  while (i < n) {
+    const std::int64_t f = off + i, blk = f / kSumBlock, bend = std::min(n, (blk + 1) * kSumBlock - off);
+    if (open_block_ != blk) {
+      if (open_block_ >= 0) close_block(open_lanes_.data());
+      std::fill(open_lanes_.begin(), open_lanes_.end(), 0.0);
+      open_block_ = blk;
+    }
+    const bool whole = f % kSumBlock == 0 && bend - i == kSumBlock;
+    if (whole) break;  // the whole blocks from here on
+    run(i, bend, open_lanes_.data(), all, ob.data(), eb.data(), orw.data(), erw.data());
+    i = bend;
+  }
+  if (i < n) {
+    // [i, wend): whole blocks; then the tail opens its block.
+    const std::int64_t nblocks = (n - i) / kSumBlock, wend = i + nblocks * kSumBlock;
+    if (open_block_ >= 0 && open_block_ != (off + i) / kSumBlock) close_block(open_lanes_.data());
+    open_block_ = -1;
+    std::vector<double> totals(static_cast<std::size_t>(nblocks * nl));
+    const int team = threads_ > 0 ? threads_ : omp_get_max_threads();
+    const int nt = static_cast<int>(std::max<std::int64_t>(1, std::min<std::int64_t>(team, nblocks)));
+    std::vector<Seen> seen(static_cast<std::size_t>(nt));
+    std::exception_ptr err;
+    const std::int64_t base = i;
+#pragma omp parallel num_threads(nt)
+    {
+      const int t = omp_get_thread_num();
+      try {
+        Seen sn = fresh();
+        std::vector<double> tob(kSumBlock), teb(kSumBlock);
+        std::vector<std::uint64_t> torw(kSumBlock), terw(kSumBlock);
+#pragma omp for schedule(static)
+        for (std::int64_t b = 0; b < nblocks; ++b) {
+          double* L = totals.data() + b * nl;
+          run(base + b * kSumBlock, base + (b + 1) * kSumBlock, L, sn, tob.data(), teb.data(), torw.data(), terw.data());
+        }
+        seen[static_cast<std::size_t>(t)] = std::move(sn);
+      } catch (...) {
+#pragma omp critical(dsa_bounded_add)
+        err = std::current_exception();
+      }
+    }
+    if (err) std::rethrow_exception(err);
+    for (std::int64_t b = 0; b < nblocks; ++b) close_block(totals.data() + b * nl);
+    for (const Seen& sn : seen) all.merge(sn, kWorst);
+    i = wend;
+    if (i < n) {
+      open_block_ = (off + i) / kSumBlock;
+      std::fill(open_lanes_.begin(), open_lanes_.end(), 0.0);
+      run(i, n, open_lanes_.data(), all, ob.data(), eb.data(), orw.data(), erw.data());
+    }
+  }
+
+  // Fold this call into the accumulator, building the kept elements' locations while the tile is at hand.
+  BoundedStats& s = s_;
+  auto elem = [&](std::int64_t k, double& err, double& bound) {
+    const double o = out.value(k), e = v.value(k), M = mag ? mag[k] : std::fabs(e);
+    err = std::fabs(o - e), bound = tol.rtol * M + tol.atol;
+  };
+  auto loc = [&](std::int64_t k, bool nonfinite) {
+    double err = kInf, bound = 0.0;
+    if (!nonfinite) elem(k, err, bound);
+    Location l = detail::location(out, v, k, detail::describe(ref, off + k), err, bound);
+    l.flat = off + k;
+    return l;
+  };
+  s.compared += all.compared, s.ulp_compared += all.ulp_compared, n_1e3_ += all.n1e3, n_5e3_ += all.n5e3;
+  bit_diff_ += all.bit_diff, nonfinite_ += all.nonfinite, mask_ += all.mask, bound_fail_ += all.bound_fail, g_n_ += static_cast<double>(all.g_n);
+  s.max_abs = std::max(s.max_abs, all.max_abs), s.max_rel = std::max(s.max_rel, all.max_rel);
+  s.max_err_over_m = std::max(s.max_err_over_m, all.max_em), s.max_ulp = std::max(s.max_ulp, all.max_ulp);
+  s.min_rtol = std::max(s.min_rtol, all.min_rtol), zero_bound_ulp_ = std::max(zero_bound_ulp_, all.zero_bound_ulp);
+  if (!first_nf_ && all.first_nf >= 0) first_nf_ = loc(all.first_nf, true);
+  if (!first_mask_ && all.first_mask >= 0) first_mask_ = loc(all.first_mask, true);
+  if (!first_fail_ && all.first_fail >= 0) first_fail_ = loc(all.first_fail, false);
+  if (all.worst_i >= 0 && all.worst_em > worst_key_) worst_key_ = all.worst_em, worst_ = loc(all.worst_i, false);
+  if (all.pass_i >= 0 && all.pass_em > top_pass_key_) top_pass_key_ = all.pass_em, top_pass_ = loc(all.pass_i, false);
+  for (std::size_t q = 0; q < peers_.size(); ++q) peers_[q].beyond += all.beyond[q];
+  if (plot_) {
+    for (std::int64_t k : all.breaks)
+      if (plot_->breaks.size() < 16) plot_->breaks.push_back(loc(k, true));
+    for (std::size_t c = 0; c < cell_max_.size(); ++c) cell_max_[c] = std::max(cell_max_[c], all.cell_max[c]);
+    for (std::size_t c = 0; c < all.flag.size(); ++c) plot_->heat->flag[c] |= all.flag[c];
+    HistData& h = *plot_->hist;
+    for (std::size_t c = 0; c < nbins; ++c) h.bins[c] += all.bins[c];
+    h.zero += all.hzero, h.below += all.hbelow, h.over += all.hover;
+    // The 16 largest err/M so far (earlier tiles hold lower indices: they win ties).
+    std::sort(all.top.begin(), all.top.end(), Seen::top_before);
+    for (const auto& [em, k] : all.top) {
+      auto gt = [](const std::pair<double, Location>& a, const std::pair<double, Location>& b) { return a.first > b.first; };
+      if (top_.size() == kWorst && !(em > top_.front().first)) continue;
+      if (top_.size() == kWorst) {
+        std::pop_heap(top_.begin(), top_.end(), gt);
+        top_.pop_back();
+      }
+      top_.emplace_back(em, loc(k, false));
+      std::push_heap(top_.begin(), top_.end(), gt);
     }
   }
 }
 
 CheckResult BoundedAccumulator::finish() const {
+  BoundedAccumulator a(*this);  // the open block's lanes join the sums in the copy: more tiles may follow
+  if (a.open_block_ >= 0) a.close_block(a.open_lanes_.data()), a.open_block_ = -1;
+  return a.finish_closed();
+}
+
+CheckResult BoundedAccumulator::finish_closed() const {
   CheckResult r;
   r.kind = CompareKind::bounded;
   r.tensor = name_;

@@ -142,11 +142,18 @@ CheckResult compare_bytes(const Tensor& out, const RefTensor& ref, NanPolicy nan
 // `against`: the tensor to compare with (ref.value, or an emulation); magnitude/defined/mask from `ref`.
 CheckResult compare_bounded(const Tensor& out, const RefTensor& ref, const Tolerance& tol, const Tensor* against = nullptr);
 // The bounded comparator over row tiles of one output (Stage::tiling), fed in order: the same result, metrics and
-// message as compare_bounded over the whole tensor (sums in the same element order). Each tile's RefTensor carries
-// its flat_offset; its describe() takes whole-output flat indices.
+// message as compare_bounded over the whole tensor. Each tile's RefTensor carries its flat_offset; its describe()
+// takes whole-output flat indices.
+// Determinism: every sum (cosine, calc_diff, the systematic gate, the peers) runs over fixed blocks of kSumBlock
+// whole-output flat indices: within a block 8 lanes (flat index mod 8) summed in increasing index, the lanes added
+// ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)), the blocks added in increasing order; counts, maxima and the kept elements
+// (first, worst, top) are chosen by value then by lowest index. So the blocks run on any number of threads, and any
+// tiling gives the same bits.
 class BoundedAccumulator {
  public:
+  static constexpr std::int64_t kSumBlock = 4096;
   BoundedAccumulator(const Tolerance& tol, const RefTensor& ref, DType out_dtype);
+  void set_threads(int threads) { threads_ = threads; }  // <= 0: OpenMP's default
   void add(const Tensor& out, const RefTensor& ref, const Tensor* against = nullptr);
   // Also collect the heatmap (the whole output viewed as [rows, cols]), histogram and worst elements (PlotData).
   void collect_plot(std::int64_t rows, std::int64_t cols);
@@ -161,16 +168,23 @@ class BoundedAccumulator {
     std::int64_t beyond;
     double xy, xx, yy;
   };
+  // The sums, by index: sxy, sxx, syy, then the systematic-error gate's (RefTensor::systematic_floor) over compared
+  // finite pairs, d = out - ref, e = ref: d, dd, de, ee, eedd, eeed, eeee, |e|; then per peer xy, xx, yy.
+  enum Sum { kSxy, kSxx, kSyy, kGd, kGdd, kGde, kGee, kGeedd, kGeeed, kGeeee, kGabs, kNSum };
   Tolerance tol_;
   std::string name_;
-  int p_ = 24, emin_ = -126;
+  int p_ = 24, emin_ = -126, threads_ = 0;
   BoundedStats s_;
   std::int64_t numel_ = 0, nonfinite_ = 0, mask_ = 0, bound_fail_ = 0, bit_diff_ = 0, n_1e3_ = 0, n_5e3_ = 0;
   double sxy_ = 0, sxx_ = 0, syy_ = 0, worst_key_ = -1;
   std::optional<Location> first_nf_, first_mask_, first_fail_, worst_;
   std::vector<PeerAcc> peers_;
-  // Systematic-error gate sums (RefTensor::systematic_floor), over compared finite pairs: d = out - ref, e = ref.
   double sys_floor_ = 0, g_n_ = 0, g_d_ = 0, g_dd_ = 0, g_de_ = 0, g_ee_ = 0, g_eedd_ = 0, g_eeed_ = 0, g_eeee_ = 0, g_abs_e_ = 0;
+  // The open block (a tile ended inside it): its index and lanes ([sum][lane], the peers' after kNSum).
+  std::int64_t open_block_ = -1;
+  std::vector<double> open_lanes_;
+  void close_block(const double* lanes);  // adds one block's lane totals to the sums
+  CheckResult finish_closed() const;
   // The largest err/M among passing elements (a passing result names its worst element) and, where the bound is 0,
   // the largest error in ulps of the reference.
   std::optional<Location> top_pass_;

@@ -191,6 +191,7 @@ class BoundedJudge {
   BoundedJudge(const BoundCase& b, const std::string& group, const RefTensor& ref, DType out_dtype, const CheckOptions& o,
                const Shape& whole)
       : group_(group), tol_(resolve_tolerance(b, ref.name, o.tol)), main_(tol_, ref, out_dtype), hyp_(b, ref.name, tol_, o.hint_samples) {
+    main_.set_threads(o.threads);
     if (o.plots) {  // the whole output viewed as [rows, last dim]
       std::int64_t n = 1;
       for (auto d : whole) n *= d;
@@ -203,7 +204,7 @@ class BoundedJudge {
     if (!emu_.empty()) {
       has_emu_ = ref.emulations.count(emu_) > 0;
       if (auto it = ref.emulation_notes.find(emu_); it != ref.emulation_notes.end()) emu_why_ = it->second;
-      if (has_emu_) emu_acc_.emplace(Tolerance{emu_, 0.0, 0.0}, ref, out_dtype);
+      if (has_emu_) emu_acc_.emplace(Tolerance{emu_, 0.0, 0.0}, ref, out_dtype), emu_acc_->set_threads(o.threads);
     }
   }
   void add(const Tensor& out, const RefTensor& ref) {

@@ -332,3 +332,93 @@ TEST_CASE("compare: JSON and JUnit reports, atomic write") {
   CHECK(!io::write_text_atomic((dir / "missing" / "r.json").string(), "{}").empty());
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("compare_bounded: the same result on any thread count and any tiling, sums in the documented block order") {
+  // 12.5 blocks of BoundedAccumulator::kSumBlock elements: equal bits, small and large errors, NaN pairs, a broken
+  // -inf mask, undefined elements; magnitudes, a peer metric, the systematic gate and the plots all on.
+  const std::int64_t B = BoundedAccumulator::kSumBlock, n = 12 * B + B / 2;
+  std::vector<float> ev(static_cast<std::size_t>(n)), ov(ev.size());
+  std::vector<double> mv(ev.size());
+  std::vector<std::uint8_t> dv(ev.size());
+  std::uint64_t st = 0x9E3779B97F4A7C15ull;
+  auto rnd = [&] {
+    st ^= st << 13, st ^= st >> 7, st ^= st << 17;
+    return static_cast<double>(st >> 11) * 0x1p-53;
+  };
+  for (std::size_t i = 0; i < ev.size(); ++i) {
+    const double u = rnd();
+    ev[i] = static_cast<float>(4 * rnd() - 2);
+    mv[i] = std::fabs(ev[i]) + 0.25;
+    dv[i] = u < 0.97 ? 1 : 0;
+    ov[i] = ev[i];
+    if (u < 0.2) ov[i] = ev[i] + static_cast<float>(1e-3 * (rnd() - 0.3));  // small errors, a biased sign
+    else if (u < 0.2005) ov[i] = ev[i] + 1.0f;                               // outside the bound
+    else if (u < 0.201) ev[i] = ov[i] = std::numeric_limits<float>::quiet_NaN();
+    else if (u < 0.2012) ev[i] = -std::numeric_limits<float>::infinity();   // the kernel misses the mask
+  }
+  auto slice = [&](std::int64_t a, std::int64_t b, Tensor* out) {
+    RefTensor r;
+    r.name = "x";
+    r.kind = CompareKind::bounded;
+    r.mask_must_match = true;
+    r.systematic_floor = 1e-9;
+    r.peers = {PeerMetric{"peer", 1e-4, 1e-4, 1e-6, 1e-5}};
+    r.flat_offset = a;
+    auto sub = [&](const auto& v) { return std::vector<typename std::decay_t<decltype(v)>::value_type>(v.begin() + a, v.begin() + b); };
+    r.value = Tensor::from_vector(DType::f32, {b - a}, sub(ev));
+    r.magnitude = Tensor::from_vector(DType::f64, {b - a}, sub(mv));
+    r.defined = Tensor::from_vector(DType::u8, {b - a}, sub(dv));
+    *out = Tensor::from_vector(DType::f32, {b - a}, sub(ov));
+    return r;
+  };
+  const Tolerance tol{"t", 1e-3, 0.0};
+  auto run = [&](int threads, const std::vector<std::int64_t>& cuts) {
+    Tensor o;
+    BoundedAccumulator acc(tol, slice(0, 1, &o), DType::f32);
+    acc.set_threads(threads);
+    acc.collect_plot(n / 64, 64);
+    std::int64_t a = 0;
+    for (std::int64_t c : cuts) {
+      const RefTensor r = slice(a, c, &o);
+      acc.add(o, r);
+      a = c;
+    }
+    return acc.finish();
+  };
+  const CheckResult one = run(1, {n});
+  CHECK(one.verdict == Verdict::MASK_MISMATCH);
+  REQUIRE(one.bounded);
+  for (const CheckResult& r : {run(2, {n}), run(5, {n}), run(3, {777, 5000, 5001, 2 * B, 7 * B + 3, n}), run(1, {B - 1, B + 1, n})}) {
+    CHECK(r.verdict == one.verdict);
+    CHECK(r.message == one.message);
+    CHECK(r.notes == one.notes);
+    CHECK(r.bounded->cosine == one.bounded->cosine);
+    CHECK(r.bounded->calc_diff == one.bounded->calc_diff);
+    CHECK(r.bounded->compared == one.bounded->compared);
+    CHECK(r.bounded->max_ulp == one.bounded->max_ulp);
+    CHECK(r.bounded->min_rtol == one.bounded->min_rtol);
+    CHECK(r.first->flat == one.first->flat);
+    REQUIRE(r.plot);
+    CHECK(r.plot->heat->code == one.plot->heat->code);
+    CHECK(r.plot->heat->flag == one.plot->heat->flag);
+    CHECK(r.plot->hist->bins == one.plot->hist->bins);
+    REQUIRE(r.plot->worst.size() == one.plot->worst.size());
+    for (std::size_t k = 0; k < r.plot->worst.size(); ++k) CHECK(r.plot->worst[k].flat == one.plot->worst[k].flat);
+    REQUIRE(r.plot->breaks.size() == one.plot->breaks.size());
+    for (std::size_t k = 0; k < r.plot->breaks.size(); ++k) CHECK(r.plot->breaks[k].flat == one.plot->breaks[k].flat);
+  }
+  // The documented order, written out: lanes (flat mod 8) within blocks, tree of the lanes, blocks in order.
+  double sxy = 0, sxx = 0, syy = 0;
+  for (std::int64_t b0 = 0; b0 < n; b0 += B) {
+    double lxy[8] = {}, lxx[8] = {}, lyy[8] = {};
+    for (std::int64_t i = b0; i < std::min(n, b0 + B); ++i) {
+      const double o = ov[static_cast<std::size_t>(i)], e = ev[static_cast<std::size_t>(i)];
+      if (!dv[static_cast<std::size_t>(i)] || !std::isfinite(o) || !std::isfinite(e)) continue;
+      lxy[i % 8] += o * e, lxx[i % 8] += o * o, lyy[i % 8] += e * e;
+    }
+    auto t8 = [](const double* x) { return ((x[0] + x[1]) + (x[2] + x[3])) + ((x[4] + x[5]) + (x[6] + x[7])); };
+    sxy += t8(lxy), sxx += t8(lxx), syy += t8(lyy);
+  }
+  CHECK(one.bounded->cosine == sxy / std::sqrt(sxx * syy));
+  CHECK(one.bounded->calc_diff == 1.0 - 2.0 * sxy / (sxx + syy));
+}
