@@ -84,8 +84,8 @@ template <typename U>
 void canonicalize(Tensor& t, U mag_mask, U nan_above, U canon) {
   const U* p = t.data<U>();
   const std::int64_t n = t.numel();
-  U any = 0;  // a branch-free OR-reduction (vectorized): references are large and NaN-free almost always
-#pragma omp simd reduction(| : any)
+  U any = 0;  // a branch-free OR-reduction (vectorized, on all cores when large): references are NaN-free almost always
+#pragma omp parallel for simd reduction(| : any) schedule(static) if (n > (std::int64_t{1} << 22))
   for (std::int64_t i = 0; i < n; ++i) any |= static_cast<U>(static_cast<U>(p[i] & mag_mask) > nan_above ? p[i] ^ canon : 0);
   if (!any) return;
   if (!t.sole_owner()) t = t.clone();  // never write through storage a reference might share with an input

@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -218,7 +219,18 @@ Tensor Tensor::view_as(DType dtype) const {
 Tensor Tensor::clone() const {
   if (source_) throw std::logic_error("Tensor::clone of a deferred tensor (read its rows)");
   Tensor t(dtype_, shape_, Uninit{});
-  if (nbytes()) std::memcpy(t.raw(), raw(), nbytes());
+  const std::size_t nb = nbytes();
+  constexpr std::size_t kPiece = std::size_t{4} << 20;  // a large copy runs on all cores (its page faults too)
+  if (nb > 16 * kPiece) {
+    const auto pieces = static_cast<std::int64_t>((nb + kPiece - 1) / kPiece);
+#pragma omp parallel for schedule(static)
+    for (std::int64_t k = 0; k < pieces; ++k) {
+      const std::size_t a = static_cast<std::size_t>(k) * kPiece;
+      std::memcpy(t.raw() + a, raw() + a, std::min(kPiece, nb - a));
+    }
+  } else if (nb) {
+    std::memcpy(t.raw(), raw(), nb);
+  }
   return t;
 }
 
