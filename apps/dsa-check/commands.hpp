@@ -47,11 +47,13 @@ inline CLI::Option* add_backend_option(CLI::App* cmd, std::string& name) {
 // The Backend named by `name`; false (the reason on stderr) when cuda is asked for and cannot run here.
 inline bool resolve_backend(const std::string& name, Backend& b) {
   b = parse_backend(name).value_or(Backend::cpu);  // the option's check admits backend_names() only
-  if (b == Backend::cuda)
+  if (b == Backend::cuda) {
     if (const std::string e = cuda::device_problem(); !e.empty()) {
       std::cerr << "error: --backend cuda: " << e << "\n";
       return false;
     }
+    cuda::warm_up();  // the context is created while the files are read
+  }
   return true;
 }
 

@@ -10,6 +10,11 @@ namespace dsa::cuda {
 // backend: ..."). The message is the whole answer of `--backend cuda` on this machine (exit 2).
 std::string device_problem();
 
+// Starts creating the CUDA context on a background thread (the first CUDA call of a process pays ~0.1-0.3 s for it),
+// so that it overlaps the file reads of a check; the first kernel call waits for it if it is not done. Joined at exit.
+// A no-op in a build without the backend.
+void warm_up();
+
 #ifdef DSA_CUDA_BACKEND
 // Device buffers for one reference call: RAII, every CUDA call checked (std::runtime_error naming the call).
 // DSA_CUDA_POISON=<hex byte> (e.g. ff, 5a) fills every new buffer with that byte, so an output element a kernel

@@ -7,6 +7,7 @@ namespace dsa::cuda {
 std::string device_problem() {
   return "this build has no CUDA backend (CMake found no CUDA compiler, or -DDSA_WITH_CUDA=OFF): rebuild with nvcc on PATH";
 }
+void warm_up() {}
 #endif
 
 }  // namespace dsa::cuda

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 #include "backend/cuda.hpp"
 
@@ -23,6 +24,16 @@ std::string device_problem() {
   if (e != cudaSuccess) return std::string("no CUDA device: cudaGetDeviceCount: ") + cudaGetErrorString(e);
   if (n == 0) return "no CUDA device: cudaGetDeviceCount found 0 devices";
   return "";
+}
+
+void warm_up() {
+  static std::thread t([] { cudaFree(nullptr); });  // creates the primary context; the runtime serializes its users
+  static struct Join {
+    ~Join() {
+      if (t.joinable()) t.join();
+    }
+  } join;
+  (void)join;
 }
 
 namespace {

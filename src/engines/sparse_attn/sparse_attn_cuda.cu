@@ -18,6 +18,7 @@
 
 #include "backend/chain_tile.cuh"
 #include "backend/cuda.hpp"
+#include "backend/cuda_stats.hpp"
 #include "numerics/half_core.hpp"
 #include "engines/sparse_attn/sparse_attn_cuda.hpp"
 
@@ -191,9 +192,19 @@ unsigned blocks_for(i64 threads, int per) { return static_cast<unsigned>((thread
 void run_rows_cuda(const DeviceRows& in, const std::function<void(std::int64_t, std::int64_t, const std::vector<RowView>&)>& fn) {
   const i64 R = in.R, H = in.H, D = in.D, dv = in.dv;
   if (R <= 0) return;
+  cuda::PhaseClock clk("sparse attention");
+  auto sync = [&](const char* phase) {
+    if (cuda::stats_on()) cudaDeviceSynchronize();
+    clk.mark(phase);
+  };
+  if (cuda::stats_on()) {
+    cudaFree(nullptr);  // the context (the first CUDA call of the process pays for it)
+    clk.mark("context");
+  }
   cuda::Buffer dq(static_cast<std::size_t>(R * H * D) * 2), dk(static_cast<std::size_t>(in.nkeys * D) * (in.keys_f32 ? 4 : 2));
   dq.upload(in.q, static_cast<std::size_t>(R * H * D) * 2);
   dk.upload(in.keys, static_cast<std::size_t>(in.nkeys * D) * (in.keys_f32 ? 4 : 2));
+  sync("upload q + keys");
   const double gD = gamma_n(static_cast<double>(D));
   // Chunks: at most 65535 rows (grid z) and about 2^27 doubles of scores + outputs (1 GiB); a row alone may exceed it.
   const i64 budget = i64{1} << 27;
@@ -219,6 +230,7 @@ void run_rows_cuda(const DeviceRows& in, const std::function<void(std::int64_t, 
         dV(in.vabs ? static_cast<std::size_t>(rows * D) * 8 : 0), dH(static_cast<std::size_t>(rows * H) * sizeof(HeadResult));
     dptr.upload(ptr.data(), ptr.size() * 8);
     dids.upload(in.ids + e0, static_cast<std::size_t>(entries) * 8);
+    sync("upload ids");
     Chunk c;
     c.rows = rows, c.H = H, c.D = D, c.dv = dv;
     c.q = static_cast<const std::uint16_t*>(dq.get()) + r0 * H * D;
@@ -237,15 +249,19 @@ void run_rows_cuda(const DeviceRows& in, const std::function<void(std::int64_t, 
       if (in.keys_f32) kss_kernel<true><<<blocks_for(entries, 128), 128>>>(c);
       else kss_kernel<false><<<blocks_for(entries, 128), 128>>>(c);
       cuda::check_last("sparse attention: key norms");
+      sync("kernel key norms");
       if (in.keys_f32) qk_kernel<true><<<gqk, cuda::kChainThreads>>>(c);
       else qk_kernel<false><<<gqk, cuda::kChainThreads>>>(c);
       cuda::check_last("sparse attention: scores");
+      sync("kernel qk");
     }
     softmax_kernel<<<blocks_for(rows * H * 32, 128), 128>>>(c, in.sm, gD);
     cuda::check_last("sparse attention: softmax");
+    sync("kernel softmax");
     if (in.keys_f32) pv_kernel<true, false><<<gpv, cuda::kChainThreads>>>(c), pv_kernel<true, true><<<gpv, cuda::kChainThreads>>>(c);
     else pv_kernel<false, false><<<gpv, cuda::kChainThreads>>>(c), pv_kernel<false, true><<<gpv, cuda::kChainThreads>>>(c);
     cuda::check_last("sparse attention: P.V");
+    sync("kernel pv");
     if (in.vabs) {
       if (in.keys_f32) vabs_kernel<true><<<blocks_for(rows * D, 128), 128>>>(c);
       else vabs_kernel<false><<<blocks_for(rows * D, 128), 128>>>(c);
@@ -261,6 +277,7 @@ void run_rows_cuda(const DeviceRows& in, const std::function<void(std::int64_t, 
       vabs.resize(static_cast<std::size_t>(rows * D));
       dV.download(vabs.data(), vabs.size() * 8);
     }
+    sync("download");
     views.resize(static_cast<std::size_t>(rows));
     for (i64 r = 0; r < rows; ++r) {
       for (i64 h = 0; h < H; ++h)
@@ -269,9 +286,13 @@ void run_rows_cuda(const DeviceRows& in, const std::function<void(std::int64_t, 
           RowView{H, dv, ptr[static_cast<std::size_t>(r + 1)] - ptr[static_cast<std::size_t>(r)], heads.data() + r * H,
                   O.data() + r * H * dv, M.data() + r * H * dv, in.vabs ? vabs.data() + r * D : nullptr};
     }
+    clk.mark("head_finish (host)");
     fn(r0, r1, views);
+    clk.mark("write rows (host)");
     r0 = r1;
   }
+  clk.print(std::to_string(R) + " rows, H " + std::to_string(H) + ", D " + std::to_string(D) + ", dv " + std::to_string(dv) +
+            ", " + std::to_string(in.row_ptr[R]) + " key entries, " + std::to_string(in.nkeys) + " table keys");
 }
 
 }  // namespace dsa::attn

@@ -8,6 +8,7 @@
 #include "numerics/formats.hpp"
 #include "engines/sparse_attn/sparse_attn.hpp"
 #ifdef DSA_CUDA_BACKEND
+#include "backend/cuda_stats.hpp"
 #include "engines/sparse_attn/sparse_attn_cuda.hpp"
 #endif
 
@@ -46,6 +47,7 @@ void run_cpu(const RowSource& src, int threads, const std::function<void(std::in
 
 #ifdef DSA_CUDA_BACKEND
 void run_cuda(const RowSource& src, int threads, const std::function<void(std::int64_t, const RowView&)>& write) {
+  cuda::PhaseClock clk("sparse attention host");
   std::vector<std::int64_t> ptr(static_cast<std::size_t>(src.R + 1), 0), ids, row;
   for (std::int64_t r = 0; r < src.R; ++r) {
     row.clear();
@@ -83,6 +85,8 @@ void run_cuda(const RowSource& src, int threads, const std::function<void(std::i
   d.ids = ids.data();
   d.sm = src.sm;
   d.vabs = src.vabs;
+  clk.mark(src.bf16_table ? "row ids" : "row ids + key table");
+  clk.print(std::to_string(src.R) + " rows");
   run_rows_cuda(d, [&](std::int64_t r0, std::int64_t r1, const std::vector<RowView>& views) {
 #pragma omp parallel for schedule(static) num_threads(threads)
     for (std::int64_t r = r0; r < r1; ++r) write(r, views[static_cast<std::size_t>(r - r0)]);
