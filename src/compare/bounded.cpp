@@ -365,33 +365,38 @@ void BoundedAccumulator::add(const Tensor& out, const RefTensor& ref, const Tens
     const std::int64_t nblocks = (n - i) / kSumBlock, wend = i + nblocks * kSumBlock;
     if (open_block_ >= 0 && open_block_ != (off + i) / kSumBlock) close_block(open_lanes_.data());
     open_block_ = -1;
-    std::vector<double> totals(static_cast<std::size_t>(nblocks * nl));
+    // In rounds of at most 4096 blocks (a bounded lane table whatever the tensor's size), each closed in order.
+    constexpr std::int64_t kRound = 4096;
+    std::vector<double> totals;
     const int team = threads_ > 0 ? threads_ : omp_get_max_threads();
     const int nt = static_cast<int>(std::max<std::int64_t>(1, std::min<std::int64_t>(team, nblocks)));
     std::vector<Seen> seen(static_cast<std::size_t>(nt));
-    std::exception_ptr err;
-    const std::int64_t base = i;
+    for (Seen& sn : seen) sn = fresh();
+    for (std::int64_t r0 = 0; r0 < nblocks; r0 += kRound) {
+      const std::int64_t nr = std::min(kRound, nblocks - r0), base = i + r0 * kSumBlock;
+      totals.assign(static_cast<std::size_t>(nr * nl), 0.0);
+      std::exception_ptr err;
 #pragma omp parallel num_threads(nt)
-    {
-      const int t = omp_get_thread_num();
-      try {
-        Seen sn = fresh();
-        std::vector<double> tob(kSumBlock), teb(kSumBlock);
-        std::vector<std::uint64_t> torw(kSumBlock), terw(kSumBlock);
+      {
+        const int t = omp_get_thread_num();
+        try {
+          Seen& sn = seen[static_cast<std::size_t>(t)];
+          std::vector<double> tob(kSumBlock), teb(kSumBlock);
+          std::vector<std::uint64_t> torw(kSumBlock), terw(kSumBlock);
 #pragma omp for schedule(static)
-        for (std::int64_t b = 0; b < nblocks; ++b) {
-          double* L = totals.data() + b * nl;
-          const std::int64_t b0 = base + b * kSumBlock, b1 = b0 + kSumBlock;
-          if (!equal_block(b0, b1, L, sn, teb.data(), terw.data())) run(b0, b1, L, sn, tob.data(), teb.data(), torw.data(), terw.data());
-        }
-        seen[static_cast<std::size_t>(t)] = std::move(sn);
-      } catch (...) {
+          for (std::int64_t b = 0; b < nr; ++b) {
+            double* L = totals.data() + b * nl;
+            const std::int64_t b0 = base + b * kSumBlock, b1 = b0 + kSumBlock;
+            if (!equal_block(b0, b1, L, sn, teb.data(), terw.data())) run(b0, b1, L, sn, tob.data(), teb.data(), torw.data(), terw.data());
+          }
+        } catch (...) {
 #pragma omp critical(dsa_bounded_add)
-        err = std::current_exception();
+          err = std::current_exception();
+        }
       }
+      if (err) std::rethrow_exception(err);
+      for (std::int64_t b = 0; b < nr; ++b) close_block(totals.data() + b * nl);
     }
-    if (err) std::rethrow_exception(err);
-    for (std::int64_t b = 0; b < nblocks; ++b) close_block(totals.data() + b * nl);
     for (const Seen& sn : seen) all.merge(sn, kWorst);
     i = wend;
     if (i < n) {
