@@ -69,12 +69,13 @@ DSA_HD inline double lse_bound(const HeadResult& r, double n) {
 
 // The head's normalized outputs from the raw sums O = sum_t p_t v_t and M = sum_t p_t |v_t| (dv values each): NaN
 // heads NaN (M 0), lonely heads 0, else O / L and M / L.
+DSA_HD inline void head_finish_one(const HeadResult& r, double& o, double& mg) {
+  if (r.nan) o = num::detail::nan64(), mg = 0.0;
+  else if (r.lonely) o = 0.0, mg = 0.0;
+  else o = o / r.L, mg = mg / r.L;
+}
 DSA_HD inline void head_finish(const HeadResult& r, std::int64_t dv, double* o, double* mg) {
-  for (std::int64_t c = 0; c < dv; ++c) {
-    if (r.nan) o[c] = num::detail::nan64(), mg[c] = 0.0;
-    else if (r.lonely) o[c] = 0.0, mg[c] = 0.0;
-    else o[c] = o[c] / r.L, mg[c] = mg[c] / r.L;
-  }
+  for (std::int64_t c = 0; c < dv; ++c) head_finish_one(r, o[c], mg[c]);
 }
 
 // One row's results, from either engine: H heads, dv normalized outputs and magnitudes per head, n keys; vabs (when

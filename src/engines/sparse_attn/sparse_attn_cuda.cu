@@ -8,8 +8,8 @@
 //           by one lane in key order, head_lse (sparse_attn_core.hpp)
 //   pv      O and M = fma chains over the row's keys in order of p_t v_t[c] and p_t |v_t[c]| (chain_tile: 32 heads x
 //           64 columns per block; RowEngine: gemm_pv)
-//   vabs    sum_t |k_t[d]| in key order (attn.v4_sparse's absolute term)
-// then head_finish on the host. Device memory: q, the key table, and per chunk the ids, scores and outputs.
+//   finish  head_finish (O / L, M / L; NaN and lonely heads) per element, IEEE division as on the host
+//   vabs    sum_t |k_t[d]| in key order (attn.v4_sparse's absolute term) Device memory: q, the key table, and per chunk the ids, scores and outputs.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -175,6 +175,13 @@ __global__ void __launch_bounds__(cuda::kChainThreads) pv_kernel(Chunk c) {
   }
 }
 
+// head_finish of every (row, head, column) on the device (IEEE division, as the host's).
+__global__ void finish_kernel(Chunk c) {
+  const i64 x = static_cast<i64>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (x >= c.rows * c.H * c.dv) return;
+  head_finish_one(c.heads[x / c.dv], c.O[x], c.M[x]);
+}
+
 template <bool F32>
 __global__ void vabs_kernel(Chunk c) {
   const i64 x = static_cast<i64>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -261,7 +268,9 @@ void run_rows_cuda(const DeviceRows& in, const std::function<void(std::int64_t, 
     if (in.keys_f32) pv_kernel<true, false><<<gpv, cuda::kChainThreads>>>(c), pv_kernel<true, true><<<gpv, cuda::kChainThreads>>>(c);
     else pv_kernel<false, false><<<gpv, cuda::kChainThreads>>>(c), pv_kernel<false, true><<<gpv, cuda::kChainThreads>>>(c);
     cuda::check_last("sparse attention: P.V");
-    sync("kernel pv");
+    finish_kernel<<<blocks_for(rows * H * dv, 256), 256>>>(c);
+    cuda::check_last("sparse attention: head finish");
+    sync("kernel pv + finish");
     if (in.vabs) {
       if (in.keys_f32) vabs_kernel<true><<<blocks_for(rows * D, 128), 128>>>(c);
       else vabs_kernel<false><<<blocks_for(rows * D, 128), 128>>>(c);
@@ -280,13 +289,10 @@ void run_rows_cuda(const DeviceRows& in, const std::function<void(std::int64_t, 
     sync("download");
     views.resize(static_cast<std::size_t>(rows));
     for (i64 r = 0; r < rows; ++r) {
-      for (i64 h = 0; h < H; ++h)
-        head_finish(heads[static_cast<std::size_t>(r * H + h)], dv, O.data() + (r * H + h) * dv, M.data() + (r * H + h) * dv);
       views[static_cast<std::size_t>(r)] =
           RowView{H, dv, ptr[static_cast<std::size_t>(r + 1)] - ptr[static_cast<std::size_t>(r)], heads.data() + r * H,
                   O.data() + r * H * dv, M.data() + r * H * dv, in.vabs ? vabs.data() + r * D : nullptr};
     }
-    clk.mark("head_finish (host)");
     fn(r0, r1, views);
     clk.mark("write rows (host)");
     r0 = r1;
