@@ -201,6 +201,12 @@ std::vector<GoldenSpec> goldens() {
        .params = {{"invalid_frac", 0.0}}, .attrs = {{"softmax_scale", mla_scale}},
        .committed = false,
        .doc = "the benchmark shape: b 64, s_q 2, h_q 128, topk 2048 (scripts/bench.sh)"},
+      {.name = "mla_decode_v32_b256", .stage = st, .generator = g, .seed = 808,
+       .dims = {{"B", 256}, {"S", 2}, {"H", 128}, {"P", 64}, {"K", 2048}},
+       .params = {{"invalid_frac", 0.0}}, .attrs = {{"softmax_scale", mla_scale}},
+       .committed = false,
+       .doc = "a 256-request V3.2 decode step with MTP (b 256, s_q 2, h_q 128, topk 2048: 146 G multiply-adds; the GPU "
+              "benchmark, scripts/gpu_bench.sh attn)"},
       // Shapes FlashMLA's SM90 sparse decode itself accepts (h_q 64 or 128; the h_q 16 cases above are for the
       // reference and for kernels that take any h_q): a kernel test can feed these goldens to the real kernel.
       {.name = "mla_decode_v32_hq64", .stage = st, .generator = g, .seed = 807,

@@ -121,6 +121,12 @@ std::vector<GoldenSpec> goldens() {
        .params = {{"invalid_frac", 0.02}, {"lonely_every", 32}}, .attrs = {{"softmax_scale", kMlaScale}},
        .committed = false,
        .doc = "V3.2 shapes: s_q 64, h_q 128, topk 2048 over 8192 keys"},
+      {.name = "mla_prefill_v32_8k", .stage = st, .generator = g, .seed = 708,
+       .dims = {{"S", 8192}, {"H", 128}, {"N", 8192}, {"K", 2048}},
+       .params = {{"invalid_frac", 0.02}, {"lonely_every", 1024}}, .attrs = {{"softmax_scale", kMlaScale}},
+       .committed = false,
+       .doc = "an 8K-token V3.2 prefill (s_q 8192, h_q 128, topk 2048 over 8192 keys: 2.3 T multiply-adds of QK + PV; "
+              "2.2 GB; the GPU benchmark, scripts/gpu_bench.sh attn)"},
   };
 }
 
