@@ -9,7 +9,8 @@
 //   pv      O and M = fma chains over the row's keys in order of p_t v_t[c] and p_t |v_t[c]| (chain_tile: 32 heads x
 //           64 columns per block; RowEngine: gemm_pv)
 //   finish  head_finish (O / L, M / L; NaN and lonely heads) per element, IEEE division as on the host
-//   vabs    sum_t |k_t[d]| in key order (attn.v4_sparse's absolute term) Device memory: q, the key table, and per chunk the ids, scores and outputs.
+//   vabs    sum_t |k_t[d]| in key order (attn.v4_sparse's absolute term)
+// Device memory: q, the key table, and per chunk the ids, scores and outputs. DSA_CUDA_STATS=1 times the phases.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
