@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <cmath>
+#include <memory>
 #include <stdexcept>
 
 #include "numerics/formats.hpp"
@@ -55,10 +56,11 @@ void run_cuda(const RowSource& src, int threads, const std::function<void(std::i
     ids.insert(ids.end(), row.begin(), row.end());
     ptr[static_cast<std::size_t>(r + 1)] = static_cast<std::int64_t>(ids.size());
   }
+  clk.mark("row ids");
   DeviceRows d;
   d.R = src.R, d.H = src.H, d.D = src.D, d.dv = src.dv;
   d.q = src.q;
-  std::vector<float> table;
+  std::unique_ptr<float[]> table;  // not zeroed: every element is written below, first touched by its thread
   if (src.bf16_table) {
     d.keys = src.bf16_table, d.nkeys = src.id_space;
   } else {  // the keys the rows read, in order of first use
@@ -69,7 +71,7 @@ void run_cuda(const RowSource& src, int threads, const std::function<void(std::i
       id = k;
     }
     const std::int64_t n = static_cast<std::int64_t>(used.size()), D = src.D;
-    table.resize(static_cast<std::size_t>(n * D));
+    table.reset(new float[static_cast<std::size_t>(std::max<std::int64_t>(n * D, 1))]);
 #pragma omp parallel num_threads(threads)
     {
       std::vector<double> k(static_cast<std::size_t>(D));
@@ -79,13 +81,13 @@ void run_cuda(const RowSource& src, int threads, const std::function<void(std::i
         for (std::int64_t x = 0; x < D; ++x) table[static_cast<std::size_t>(j * D + x)] = static_cast<float>(k[static_cast<std::size_t>(x)]);
       }
     }
-    d.keys = table.data(), d.keys_f32 = true, d.nkeys = n;
+    d.keys = table.get(), d.keys_f32 = true, d.nkeys = n;
   }
   d.row_ptr = ptr.data();
   d.ids = ids.data();
   d.sm = src.sm;
   d.vabs = src.vabs;
-  clk.mark(src.bf16_table ? "row ids" : "row ids + key table");
+  clk.mark("key table");
   clk.print(std::to_string(src.R) + " rows");
   run_rows_cuda(d, [&](std::int64_t r0, std::int64_t r1, const std::vector<RowView>& views) {
 #pragma omp parallel for schedule(static) num_threads(threads)
