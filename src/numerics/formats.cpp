@@ -110,9 +110,6 @@ std::uint16_t f64_to_fp16(double x) { return static_cast<std::uint16_t>(encode(k
 std::uint8_t f64_to_e4m3(double x) { return static_cast<std::uint8_t>(encode(kE4M3, x)); }
 std::uint8_t f64_to_e5m2(double x) { return static_cast<std::uint8_t>(encode(kE5M2, x)); }
 
-// RNE on the low 16 bits; overflow carries into the exponent and gives inf correctly (numerics/half_core.hpp: the
-// definition the CUDA backend runs too).
-std::uint16_t f32_to_bf16(float x) { return halfcore::f32_to_bf16(x); }
 
 double decode_bits(DType t, std::uint64_t bits) {
   switch (t) {

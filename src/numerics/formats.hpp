@@ -22,6 +22,7 @@
 
 #include "numerics/dtype.hpp"
 #include "numerics/fp8_core.hpp"
+#include "numerics/half_core.hpp"
 
 namespace dsa::num {
 
@@ -51,15 +52,23 @@ float fp16_to_f32(std::uint16_t bits);
 // Table lookups (all 256 codes), exact. Valid for the lifetime of the program.
 const float* e4m3_table();
 const float* e5m2_table();
-inline float e4m3_to_f32(std::uint8_t bits) { return e4m3_table()[bits]; }
-inline float e5m2_to_f32(std::uint8_t bits) { return e5m2_table()[bits]; }
+// The table pointer is fetched once per program (these run per element in the caches' dequantization loops).
+inline float e4m3_to_f32(std::uint8_t bits) {
+  static const float* const t = e4m3_table();
+  return t[bits];
+}
+inline float e5m2_to_f32(std::uint8_t bits) {
+  static const float* const t = e5m2_table();
+  return t[bits];
+}
 
 // ---- encode (one RNE rounding from the exact input) ----
 std::uint16_t f64_to_bf16(double x);
 std::uint16_t f64_to_fp16(double x);
 std::uint8_t f64_to_e4m3(double x);
 std::uint8_t f64_to_e5m2(double x);
-std::uint16_t f32_to_bf16(float x);  // fast path, identical to f64_to_bf16(double(x))
+// Fast path, identical to f64_to_bf16(double(x)): numerics/half_core.hpp's definition (the CUDA backend's too), inline.
+inline std::uint16_t f32_to_bf16(float x) { return halfcore::f32_to_bf16(x); }
 inline std::uint16_t f32_to_fp16(float x) { return f64_to_fp16(static_cast<double>(x)); }
 // fp32 -> e4m3fn by bit manipulation (the quantizers' hot loop), identical to f64_to_e4m3(double(x)) for every
 // fp32 input (tests/cpp/test_numerics.cpp checks every exponent x mantissa-rounding class and 2^24 random inputs):
