@@ -4,18 +4,16 @@
 #pragma once
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "io/env_flag.hpp"
 
 namespace dsa::cuda {
 
 inline bool stats_on() {
-  static const bool on = [] {
-    const char* s = std::getenv("DSA_CUDA_STATS");
-    return s && *s && std::strcmp(s, "0") != 0;
-  }();
+  static const bool on = io::env_flag("DSA_CUDA_STATS");
   return on;
 }
 

@@ -3,17 +3,14 @@
 #pragma once
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <string>
+
+#include "io/env_flag.hpp"
 
 namespace dsa::pipeline {
 
 inline bool timing_on() {
-  static const bool on = [] {
-    const char* s = std::getenv("DSA_TIMING");
-    return s && *s && std::strcmp(s, "0") != 0;
-  }();
+  static const bool on = io::env_flag("DSA_TIMING");
   return on;
 }
 

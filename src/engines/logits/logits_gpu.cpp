@@ -3,9 +3,9 @@
 // emulation on the device when asked.
 #ifdef DSA_CUDA_BACKEND
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 
+#include "backend/cuda_stats.hpp"
 #include "profiles/deepgemm_sm90/emulate_cuda.hpp"
 #include "engines/logits/logits_cuda.hpp"
 #include "engines/logits/logits_engine.hpp"
@@ -34,7 +34,7 @@ void run_gpu_logits(GpuLogitsJob& job, LogitsTensors& lt, const std::function<st
     lt.emu = Tensor(lt.value.dtype(), lt.value.shape(), Tensor::Uninit{});
     profiles::sm90::emulate_logits_cuda(job, lt.emu.raw());
   }
-  if (const char* s = std::getenv("DSA_CUDA_STATS"); s && *s && std::strcmp(s, "0") != 0)
+  if (cuda::stats_on())
     std::fprintf(stderr, "cuda logits: %lld rows x %lld cols, H %d, D %d: device %.3f ms (uploads, digit planes, kernel), kernel %.3f ms (%s), %.1f MiB device memory, %lld exact fallback(s)\n",
                  static_cast<long long>(job.rows), static_cast<long long>(job.cols), job.H, job.D, job.device_ms, job.kernel_ms, job.engine,
                  static_cast<double>(job.device_bytes) / 1048576.0, static_cast<long long>(fallbacks));
