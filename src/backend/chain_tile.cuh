@@ -1,6 +1,6 @@
 // One block's tile of fp64 "chain" products on the GPU: C[i][j] = fma(A[i][K-1], B[j][K-1], ... fma(A[i][0], B[j][0], 0))
 // -- each element an fma chain over k in increasing order, the order the CPU micro-kernels keep per element
-// (attn::gemm_qk, attn::gemm_pv), so both give the same bits in any tiling. 128 threads own a 32 (i) x 64 (j) tile,
+// (attn::gemm_qk, attn::row_qk, attn::row_pv), so both give the same bits in any tiling. 128 threads own a 32 (i) x 64 (j) tile,
 // 4 x 4 elements each; k runs in shared-memory slices of 32. The loaders give A(i, k) and B(j, k) as doubles for
 // i < ni, j < nj, k < K (only those are requested). Device code only (include from .cu files).
 #pragma once

@@ -105,7 +105,7 @@ const float* e5m2_table() {
   return t.data();
 }
 
-std::uint16_t f64_to_bf16(double x) { return static_cast<std::uint16_t>(encode(kBF16, x)); }
+std::uint16_t f64_to_bf16_generic(double x) { return static_cast<std::uint16_t>(encode(kBF16, x)); }
 std::uint16_t f64_to_fp16(double x) { return static_cast<std::uint16_t>(encode(kFP16, x)); }
 std::uint8_t f64_to_e4m3(double x) { return static_cast<std::uint8_t>(encode(kE4M3, x)); }
 std::uint8_t f64_to_e5m2(double x) { return static_cast<std::uint8_t>(encode(kE5M2, x)); }

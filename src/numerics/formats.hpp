@@ -63,7 +63,10 @@ inline float e5m2_to_f32(std::uint8_t bits) {
 }
 
 // ---- encode (one RNE rounding from the exact input) ----
-std::uint16_t f64_to_bf16(double x);
+// f64_to_bf16: numerics/half_core.hpp's bit path (inline; the CUDA backend's too), equal to the generic encoder
+// f64_to_bf16_generic (tests/cpp/test_numerics.cpp: every rounding class).
+inline std::uint16_t f64_to_bf16(double x) { return halfcore::f64_to_bf16(x); }
+std::uint16_t f64_to_bf16_generic(double x);
 std::uint16_t f64_to_fp16(double x);
 std::uint8_t f64_to_e4m3(double x);
 std::uint8_t f64_to_e5m2(double x);

@@ -30,13 +30,13 @@ std::vector<double> randv(Rng& r, std::size_t n, double scale = 1.0) {
 }
 }  // namespace
 
-TEST_CASE("attn: the generic, AVX2 and AVX-512 micro-kernels give identical bits") {
-  // Shapes crossing every tile edge: head blocks of 2/4/6/8, 1-3 panel tiles, dim chunks of 64 (D not a multiple),
-  // key chunks of 128 / 256, 8- and 16-column blocks; NaN and inf among the values.
+TEST_CASE("attn: gemm_qk gives identical bits on the generic, AVX2 and AVX-512 paths") {
+  // Shapes crossing every tile edge: head blocks of 2/4/6/8, 1-3 panel tiles, dim chunks of 64 (D not a multiple);
+  // NaN and inf among the values.
   struct Shape {
-    std::int64_t Hp, D, np, n, dv;
+    std::int64_t Hp, D, np;
   };
-  const Shape shapes[] = {{8, 576, 24, 21, 512}, {4, 3, 8, 5, 8}, {12, 130, 40, 300, 24}, {20, 64, 56, 513, 520}, {28, 4096, 16, 129, 16}};
+  const Shape shapes[] = {{8, 576, 24}, {4, 3, 8}, {12, 130, 40}, {20, 64, 56}, {28, 4096, 16}};
   for (attn::GemmIsa isa : {attn::GemmIsa::avx2, attn::GemmIsa::avx512}) {
     const char* name = isa == attn::GemmIsa::avx2 ? "AVX2" : "AVX-512";
     if (!attn::gemm_isa_supported(isa)) {
@@ -44,30 +44,119 @@ TEST_CASE("attn: the generic, AVX2 and AVX-512 micro-kernels give identical bits
       continue;
     }
     for (const Shape& z : shapes) {
-      INFO(name << " Hp " << z.Hp << " D " << z.D << " np " << z.np << " n " << z.n << " dv " << z.dv);
+      INFO(name << " Hp " << z.Hp << " D " << z.D << " np " << z.np);
       Rng r(7 + static_cast<std::uint64_t>(z.D));
-      auto Q = randv(r, static_cast<std::size_t>(z.Hp * z.D)), Kp = randv(r, static_cast<std::size_t>(z.np * z.D)),
-           P = randv(r, static_cast<std::size_t>(z.Hp * z.np)), V = randv(r, static_cast<std::size_t>(z.n * z.dv));
-      Q[1] = INFINITY, Kp[5] = NAN, V[3] = -INFINITY, P[2] = 0.0;
-      std::vector<double> a(static_cast<std::size_t>(z.Hp * z.np)), b(a.size()), oa(static_cast<std::size_t>(z.Hp * z.dv)), ob(oa.size()),
-          ma(oa.size()), mb(oa.size());
+      auto Q = randv(r, static_cast<std::size_t>(z.Hp * z.D)), Kp = randv(r, static_cast<std::size_t>(z.np * z.D));
+      Q[1] = INFINITY, Kp[5] = NAN;
+      std::vector<double> a(static_cast<std::size_t>(z.Hp * z.np)), b(a.size());
       attn::gemm_qk(Q.data(), z.Hp, Kp.data(), z.np, z.D, a.data(), isa);
       attn::gemm_qk(Q.data(), z.Hp, Kp.data(), z.np, z.D, b.data(), attn::GemmIsa::generic);
       CHECK(std::memcmp(a.data(), b.data(), a.size() * 8) == 0);
-      attn::gemm_pv(P.data(), z.Hp, z.np, V.data(), std::min(z.n, z.np), z.dv, oa.data(), ma.data(), isa);
-      attn::gemm_pv(P.data(), z.Hp, z.np, V.data(), std::min(z.n, z.np), z.dv, ob.data(), mb.data(), attn::GemmIsa::generic);
-      CHECK(std::memcmp(oa.data(), ob.data(), oa.size() * 8) == 0);
-      CHECK(std::memcmp(ma.data(), mb.data(), ma.size() * 8) == 0);
-      std::fill(oa.begin(), oa.end(), 1.0);  // O alone (M null): the same O
-      attn::gemm_pv(P.data(), z.Hp, z.np, V.data(), std::min(z.n, z.np), z.dv, oa.data(), nullptr, isa);
-      CHECK(std::memcmp(oa.data(), ob.data(), oa.size() * 8) == 0);
     }
   }
 }
 
-TEST_CASE("attn: exp_shifted is det_exp lane by lane on every path") {
+namespace {
+// Equal bits, or both NaN (a NaN's payload depends on which operand an instruction takes it from; the outputs
+// canonicalize NaNs).
+bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (std::memcmp(&a[i], &b[i], 8) != 0 && !(std::isnan(a[i]) && std::isnan(b[i]))) return false;
+  return true;
+}
+}  // namespace
+
+TEST_CASE("attn: the row engine's kernels equal their scalar definitions bit for bit on every path") {
+  // Shapes crossing every tile and chunk edge of row_kernels.cpp: head blocks of 8..72 (tiles of 64 / 32 / 16 / 8
+  // heads), key counts around the QK key block (48), the tiles' key tails (3 / 5 / 8) and the PV chunk (32), dims
+  // around the 64-dim chunk, dv 8 / 24 / 512 (16-column pairs and a single 8-column tail); odd row strides. NaN, inf
+  // and zero weights among the values.
+  struct Shape {
+    std::int64_t hb, D, n, dv;
+  };
+  const Shape shapes[] = {{64, 576, 97, 512}, {8, 3, 1, 8}, {24, 130, 49, 24}, {40, 64, 33, 64}, {72, 65, 5, 8}, {16, 200, 300, 136}};
+  for (const Shape& z : shapes) {
+    const std::int64_t ldk = z.D + 5, lds = z.hb + 3, ldo = z.dv + 9;
+    Rng r(31 + static_cast<std::uint64_t>(z.n));
+    auto K = randv(r, static_cast<std::size_t>(z.n * ldk)), Qt = randv(r, static_cast<std::size_t>(z.D * z.hb), 0.2);
+    K[static_cast<std::size_t>(ldk * (z.n / 2) + 1)] = NAN, Qt[3] = INFINITY;
+    if (z.n > 2) K[static_cast<std::size_t>(ldk + 2)] = -INFINITY;
+    // The definitions, written out: S = fma chains over d; the scan, the exp with a per-head m, L; O / M chains over t.
+    std::vector<double> S(static_cast<std::size_t>(z.n * lds), -7.0), m(static_cast<std::size_t>(z.hb)), zmax(m.size()), L(m.size()),
+        s2(static_cast<std::size_t>(z.n)), O(static_cast<std::size_t>(z.hb * ldo), -7.0), M(O.size(), -7.0);
+    std::vector<unsigned char> nan(m.size()), keep(m.size());
+    const double sm = 0.0721;
+    for (std::int64_t t = 0; t < z.n; ++t) {
+      double q = 0;
+      for (std::int64_t d = 0; d < z.D; ++d) q += K[static_cast<std::size_t>(t * ldk + d)] * K[static_cast<std::size_t>(t * ldk + d)];
+      s2[static_cast<std::size_t>(t)] = q;
+      for (std::int64_t h = 0; h < z.hb; ++h) {
+        double acc = 0;
+        for (std::int64_t d = 0; d < z.D; ++d) acc = std::fma(Qt[static_cast<std::size_t>(d * z.hb + h)], K[static_cast<std::size_t>(t * ldk + d)], acc);
+        S[static_cast<std::size_t>(t * lds + h)] = acc;
+      }
+    }
+    std::vector<double> Z = S, P = S;
+    for (std::int64_t h = 0; h < z.hb; ++h) {
+      double mh = -INFINITY, zh = 0;
+      bool nh = false;
+      for (std::int64_t t = 0; t < z.n; ++t) {
+        const double v = sm * S[static_cast<std::size_t>(t * lds + h)];
+        Z[static_cast<std::size_t>(t * lds + h)] = v;
+        nh = nh || std::isnan(v);
+        if (v > mh) mh = v;
+        if (zh < std::fabs(v)) zh = std::fabs(v);
+      }
+      m[static_cast<std::size_t>(h)] = mh, zmax[static_cast<std::size_t>(h)] = zh, nan[static_cast<std::size_t>(h)] = nh;
+      keep[static_cast<std::size_t>(h)] = h % 5 != 3;
+      double l = 0;
+      for (std::int64_t t = 0; t < z.n; ++t) {
+        const double p = keep[static_cast<std::size_t>(h)] ? num::det_exp(Z[static_cast<std::size_t>(t * lds + h)] - mh) : 0.0;
+        P[static_cast<std::size_t>(t * lds + h)] = p;
+        l += p;
+      }
+      L[static_cast<std::size_t>(h)] = l;
+      for (std::int64_t c = 0; c < z.dv; ++c) {
+        double o = 0, mg = 0;
+        for (std::int64_t t = 0; t < z.n; ++t) {
+          const double p = P[static_cast<std::size_t>(t * lds + h)], v = K[static_cast<std::size_t>(t * ldk + c)];
+          o = std::fma(p, v, o), mg = std::fma(p, std::fabs(v), mg);
+        }
+        O[static_cast<std::size_t>(h * ldo + c)] = o, M[static_cast<std::size_t>(h * ldo + c)] = mg;
+      }
+    }
+    for (attn::GemmIsa isa : {attn::GemmIsa::generic, attn::GemmIsa::avx2, attn::GemmIsa::avx512}) {
+      INFO("isa " << static_cast<int>(isa) << " hb " << z.hb << " D " << z.D << " n " << z.n << " dv " << z.dv);
+      if (!attn::gemm_isa_supported(isa)) {
+        MESSAGE("skipped: this CPU lacks ISA path " << static_cast<int>(isa) << " (tested where it runs)");
+        continue;
+      }
+      std::vector<double> gS(S.size(), -7.0), gm(m.size()), gz(m.size()), gL(m.size()), g2(s2.size()), gO(O.size(), -7.0), gM(O.size(), -7.0);
+      std::vector<unsigned char> gn(m.size());
+      attn::row_key_norms(K.data(), ldk, z.n, z.D, g2.data(), isa);
+      CHECK(same_bits(g2, s2));
+      attn::row_qk(K.data(), ldk, z.n, Qt.data(), z.hb, z.D, gS.data(), lds, isa);
+      CHECK(same_bits(gS, S));
+      attn::row_scan(gS.data(), lds, z.n, z.hb, sm, gm.data(), gz.data(), gn.data(), isa);
+      CHECK(same_bits(gS, Z));
+      CHECK(same_bits(gm, m));
+      CHECK(same_bits(gz, zmax));
+      CHECK(gn == nan);
+      attn::row_exp(gS.data(), lds, z.n, z.hb, m.data(), keep.data(), gL.data(), isa);
+      CHECK(same_bits(gS, P));
+      CHECK(same_bits(gL, L));
+      attn::row_pv(P.data(), lds, z.hb, z.n, K.data(), ldk, z.dv, gO.data(), gM.data(), ldo, isa);
+      CHECK(same_bits(gO, O));
+      CHECK(same_bits(gM, M));
+    }
+  }
+}
+
+TEST_CASE("attn: row_exp is det_exp lane by lane on every path, with a max per head") {
   // Random arguments over det_exp's whole range, the special values, the cutoffs 709.8 / -746 and their neighbours,
-  // subnormal results, odd and even negative k (k / 2 truncated toward zero), k at rounding midpoints.
+  // subnormal results, odd and even negative k (k / 2 truncated toward zero), k at rounding midpoints; 8 heads, each
+  // with its own m.
   Rng r(3);
   std::vector<double> x;
   for (int i = 0; i < 20000; ++i) x.push_back((r.uniform() * 2 - 1) * (i % 3 == 0 ? 800.0 : i % 3 == 1 ? 40.0 : 1.0));
@@ -75,23 +164,37 @@ TEST_CASE("attn: exp_shifted is det_exp lane by lane on every path") {
                    -1.5 * 0.6931471805599453, -2.5 * 0.6931471805599453, 5e-324, -5e-324})
     x.push_back(v), x.push_back(std::nextafter(v, 1e308)), x.push_back(std::nextafter(v, -1e308));
   x.push_back(INFINITY), x.push_back(-INFINITY), x.push_back(NAN), x.push_back(-NAN);
-  for (double m : {0.0, 3.25, -17.0}) {
-    std::vector<double> want(x.size());
-    for (std::size_t i = 0; i < x.size(); ++i) want[i] = num::det_exp((x[i] + m) - m);
-    for (attn::GemmIsa isa : {attn::GemmIsa::generic, attn::GemmIsa::avx2, attn::GemmIsa::avx512}) {
-      if (!attn::gemm_isa_supported(isa)) {
-        MESSAGE("skipped: this CPU lacks ISA path " << static_cast<int>(isa) << " (tested where it runs)");
-        continue;
-      }
-      std::vector<double> got(x.size());
-      for (std::size_t i = 0; i < x.size(); ++i) got[i] = x[i] + m;
-      attn::exp_shifted(got.data(), static_cast<std::int64_t>(got.size()), m, isa);
-      std::size_t bad = 0;
-      for (std::size_t i = 0; i < x.size(); ++i)
-        if (std::memcmp(&got[i], &want[i], 8) != 0 && !(std::isnan(got[i]) && std::isnan(want[i])) && bad++ < 3)
-          MESSAGE("isa " << static_cast<int>(isa) << " x " << x[i] << ": " << got[i] << " != " << want[i]);
-      CHECK(bad == 0);
+  while (x.size() % 8) x.push_back(0.25);
+  const std::int64_t hb = 8, n = static_cast<std::int64_t>(x.size()) / 8, lds = 11;
+  const std::vector<double> m = {0.0, 3.25, -17.0, 0.0, 1.0, -0.5, 700.0, -700.0};
+  const std::vector<unsigned char> keep = {1, 1, 1, 0, 1, 1, 1, 1};
+  std::vector<double> in(static_cast<std::size_t>(n * lds)), want(in.size()), wantL(8, 0.0);
+  for (std::int64_t t = 0; t < n; ++t)
+    for (std::int64_t h = 0; h < hb; ++h) {
+      const double v = x[static_cast<std::size_t>(t * hb + h)] + m[static_cast<std::size_t>(h)];
+      in[static_cast<std::size_t>(t * lds + h)] = v;
+      const double p = keep[static_cast<std::size_t>(h)] ? num::det_exp(v - m[static_cast<std::size_t>(h)]) : 0.0;
+      want[static_cast<std::size_t>(t * lds + h)] = p;
+      wantL[static_cast<std::size_t>(h)] += p;
     }
+  for (attn::GemmIsa isa : {attn::GemmIsa::generic, attn::GemmIsa::avx2, attn::GemmIsa::avx512}) {
+    if (!attn::gemm_isa_supported(isa)) {
+      MESSAGE("skipped: this CPU lacks ISA path " << static_cast<int>(isa) << " (tested where it runs)");
+      continue;
+    }
+    std::vector<double> got = in, L(8);
+    attn::row_exp(got.data(), lds, n, hb, m.data(), keep.data(), L.data(), isa);
+    std::size_t bad = 0;
+    for (std::int64_t t = 0; t < n; ++t)
+      for (std::int64_t h = 0; h < hb; ++h) {
+        const std::size_t i = static_cast<std::size_t>(t * lds + h);
+        if (std::memcmp(&got[i], &want[i], 8) != 0 && !(std::isnan(got[i]) && std::isnan(want[i])) && bad++ < 3)
+          MESSAGE("isa " << static_cast<int>(isa) << " x " << in[i] << " m " << m[static_cast<std::size_t>(h)] << ": " << got[i] << " != " << want[i]);
+      }
+    CHECK(bad == 0);
+    for (std::int64_t h = 0; h < hb; ++h)
+      CHECK((std::memcmp(&L[static_cast<std::size_t>(h)], &wantL[static_cast<std::size_t>(h)], 8) == 0 ||
+             (std::isnan(L[static_cast<std::size_t>(h)]) && std::isnan(wantL[static_cast<std::size_t>(h)]))));
   }
 }
 

@@ -13,90 +13,79 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 }  // namespace
 
+// A row stride in doubles: at least w, a multiple of 8 (whole cache lines), an odd number of lines (a column slice
+// then spreads over every L1 set).
+std::int64_t odd_lines(std::int64_t w) {
+  const std::int64_t l = std::max<std::int64_t>((w + 7) / 8, 1);
+  return (l % 2 ? l : l + 1) * 8;
+}
+
 void RowEngine::reset(std::int64_t H, std::int64_t D, std::int64_t dv, std::int64_t n) {
   H_ = H, D_ = D, dv_ = dv, n_ = n;
-  Hp_ = (H + 3) / 4 * 4;
-  np_ = (n + 7) / 8 * 8;
-  Q_.assign(static_cast<std::size_t>(Hp_ * D), 0.0);
-  K_.resize(static_cast<std::size_t>(std::max<std::int64_t>(n, 1) * D));
+  Hp_ = (H + 7) / 8 * 8;
+  ldk_ = odd_lines(D);
+  Q_.assign(static_cast<std::size_t>(H * D), 0.0);
+  K_.resize(static_cast<std::size_t>(std::max<std::int64_t>(n, 1) * ldk_));
   res_.assign(static_cast<std::size_t>(H), HeadResult{});
 }
 
 void RowEngine::run(double sm) {
-  const std::int64_t H = H_, D = D_, dv = dv_, n = n_, np = np_, Hp = Hp_;
-  O_.assign(static_cast<std::size_t>(Hp * dv), 0.0);
-  M_.assign(static_cast<std::size_t>(Hp * dv), 0.0);
+  const std::int64_t H = H_, D = D_, dv = dv_, n = n_, Hp = Hp_, ldk = ldk_;
+  O_.assign(static_cast<std::size_t>(H * dv), 0.0);
+  M_.assign(static_cast<std::size_t>(H * dv), 0.0);
   if (n == 0) {
     for (auto& r : res_) r.m = -kInf, r.lse = -kInf, r.lonely = true;
     return;
   }
-  // Pack K^T panels (8 keys at a time: contiguous stores; zero keys past n) and the key norms for the bound: each
-  // key's sum of squares in increasing d (mul then add), 8 keys' chains side by side on the packed panel.
-  Kp_.resize(static_cast<std::size_t>(np * D));
-  s2_.resize(static_cast<std::size_t>(np));
-  for (std::int64_t p = 0; p < np / 8; ++p) {
-    double* dst = Kp_.data() + p * D * 8;
-    const std::int64_t nk = std::min<std::int64_t>(8, n - p * 8);
-    for (std::int64_t d = 0; d < D; ++d)
-      for (std::int64_t x = 0; x < 8; ++x) dst[d * 8 + x] = x < nk ? K_[static_cast<std::size_t>((p * 8 + x) * D + d)] : 0.0;
-    double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    for (std::int64_t d = 0; d < D; ++d)
-      for (int x = 0; x < 8; ++x) acc[x] += dst[d * 8 + x] * dst[d * 8 + x];
-    std::copy(acc, acc + 8, s2_.begin() + p * 8);
-  }
+  // The key norms for the bound: each key's sum of squares in increasing d (mul then add); their max (NaN sticky).
+  s2_.resize(static_cast<std::size_t>(n));
+  row_key_norms(K_.data(), ldk, n, D, s2_.data());
   double kmax2 = 0;
   for (std::int64_t t = 0; t < n; ++t) {
     const double s2 = s2_[static_cast<std::size_t>(t)];
     kmax2 = s2 > kmax2 || s2 != s2 ? s2 : kmax2;
   }
-  // V packed in 8-column blocks, key-major inside a block (contiguous streams for the PV micro-kernel; dv % 8 == 0:
-  // the stages' parse guarantees it, 512 in every DeepSeek model).
-  Vp_.resize(static_cast<std::size_t>(dv * n));
-  for (std::int64_t t = 0; t < n; ++t)  // each key row read once, in order
-    for (std::int64_t c8 = 0; c8 < dv / 8; ++c8) {
-      const double* src = K_.data() + t * D + c8 * 8;
-      double* dst = Vp_.data() + (c8 * n + t) * 8;
-      for (int x = 0; x < 8; ++x) dst[x] = src[x];  // (std::copy_n of 8 doubles became a memmove call)
-    }
-  // Heads in blocks of 64: the score workspace stays 64 x topk whatever h_q is (the per-element order is unchanged).
-  const std::int64_t HB = 64;
-  S_.resize(static_cast<std::size_t>(std::min(Hp, HB) * np));
+  // Heads in blocks of 64: the score workspace St stays topk x 64 whatever h_q is (the per-element order is unchanged).
+  const std::int64_t HB = 64, ldo = odd_lines(dv);
+  Oa_.resize(static_cast<std::size_t>(Hp * ldo));
+  Ma_.resize(static_cast<std::size_t>(Hp * ldo));
+  hm_.resize(HB), hz_.resize(HB), hq_.resize(HB), hl_.resize(HB), hnan_.resize(HB), hkeep_.resize(HB);
   const double gD = gamma_n(static_cast<double>(D));
   for (std::int64_t h0 = 0; h0 < Hp; h0 += HB) {
-    const std::int64_t hb = std::min(HB, Hp - h0);
-    gemm_qk(Q_.data() + h0 * D, hb, Kp_.data(), np, D, S_.data());
-    for (std::int64_t h = h0; h < h0 + hb; ++h) {
-      double* s = S_.data() + (h - h0) * np;
-      if (h >= H) {
-        std::fill(s, s + np, 0.0);
-        continue;
-      }
-      HeadResult& r = res_[static_cast<std::size_t>(h)];
-      double m = -kInf, zmax = 0;
-      bool nan = false;
-      for (std::int64_t t = 0; t < n; ++t) {
-        const double z = sm * s[t];
-        s[t] = z;
-        nan |= z != z;
-        m = z > m ? z : m;
-        zmax = std::max(zmax, std::fabs(z));
-      }
-      double q2 = 0;
-      for (std::int64_t d = 0; d < D; ++d) q2 += Q_[static_cast<std::size_t>(h * D + d)] * Q_[static_cast<std::size_t>(h * D + d)];
-      head_bounds(sm, gD, q2, kmax2, zmax, m, r);
-      if (!head_classify(nan, m, r)) {
-        std::fill(s, s + np, 0.0);
-        continue;
-      }
-      exp_shifted(s, n, m);  // s[t] = det_exp(s[t] - m), vectorized with det_exp's operations
-      double L = 0;
-      for (std::int64_t t = 0; t < n; ++t) L += s[t];
-      for (std::int64_t t = n; t < np; ++t) s[t] = 0;
-      head_lse(L, r);
+    const std::int64_t hb = std::min(HB, Hp - h0), lds = odd_lines(hb);
+    // Qt[d][h]: the block's queries, one row of hb heads per dim (heads past H zero); |q_h|^2 down each column in
+    // increasing d (mul then add).
+    Qt_.resize(static_cast<std::size_t>(D * hb));
+    for (std::int64_t h = 0; h < hb; ++h)
+      for (std::int64_t d = 0; d < D; ++d)
+        Qt_[static_cast<std::size_t>(d * hb + h)] = h0 + h < H ? Q_[static_cast<std::size_t>((h0 + h) * D + d)] : 0.0;
+    double* q2 = hq_.data();
+    std::fill(q2, q2 + hb, 0.0);
+    for (std::int64_t d = 0; d < D; ++d)
+      for (std::int64_t h = 0; h < hb; ++h) q2[h] += Qt_[static_cast<std::size_t>(d * hb + h)] * Qt_[static_cast<std::size_t>(d * hb + h)];
+    S_.resize(static_cast<std::size_t>(n * lds));
+    row_qk(K_.data(), ldk, n, Qt_.data(), hb, D, S_.data(), lds);
+    row_scan(S_.data(), lds, n, hb, sm, hm_.data(), hz_.data(), hnan_.data());
+    for (std::int64_t h = 0; h < hb; ++h) {
+      hkeep_[static_cast<std::size_t>(h)] = 0;
+      if (h0 + h >= H) continue;
+      HeadResult& r = res_[static_cast<std::size_t>(h0 + h)];
+      head_bounds(sm, gD, q2[h], kmax2, hz_[static_cast<std::size_t>(h)], hm_[static_cast<std::size_t>(h)], r);
+      hkeep_[static_cast<std::size_t>(h)] = head_classify(hnan_[static_cast<std::size_t>(h)] != 0, hm_[static_cast<std::size_t>(h)], r);
     }
-    gemm_pv(S_.data(), hb, np, Vp_.data(), n, dv, O_.data() + h0 * dv, M_.data() + h0 * dv);
+    row_exp(S_.data(), lds, n, hb, hm_.data(), hkeep_.data(), hl_.data());  // p = det_exp(z - m), L in key order
+    for (std::int64_t h = 0; h < hb; ++h)
+      if (hkeep_[static_cast<std::size_t>(h)]) head_lse(hl_[static_cast<std::size_t>(h)], res_[static_cast<std::size_t>(h0 + h)]);
+    row_pv(S_.data(), lds, hb, n, K_.data(), ldk, dv, Oa_.data() + h0 * ldo, Ma_.data() + h0 * ldo, ldo);
   }
-  for (std::int64_t h = 0; h < H; ++h) head_finish(res_[static_cast<std::size_t>(h)], dv, O_.data() + h * dv, M_.data() + h * dv);
+  for (std::int64_t h = 0; h < H; ++h) {
+    const HeadResult& r = res_[static_cast<std::size_t>(h)];
+    for (std::int64_t c = 0; c < dv; ++c) {
+      double o = Oa_[static_cast<std::size_t>(h * ldo + c)], mg = Ma_[static_cast<std::size_t>(h * ldo + c)];
+      head_finish_one(r, o, mg);
+      O_[static_cast<std::size_t>(h * dv + c)] = o, M_[static_cast<std::size_t>(h * dv + c)] = mg;
+    }
+  }
 }
 
 }  // namespace dsa::attn

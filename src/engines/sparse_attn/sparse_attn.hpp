@@ -39,8 +39,8 @@ class RowEngine {
  public:
   // H heads of D dims, dv value dims (the first dv dims of a key; dv % 8 == 0), n selected keys.
   void reset(std::int64_t H, std::int64_t D, std::int64_t dv, std::int64_t n);
-  double* q(std::int64_t h) { return Q_.data() + h * D_; }   // fill: q row h (D values)
-  double* key(std::int64_t t) { return K_.data() + t * D_; } // fill: key t (D values)
+  double* q(std::int64_t h) { return Q_.data() + h * D_; }     // fill: q row h (D values)
+  double* key(std::int64_t t) { return K_.data() + t * ldk_; }  // fill: key t (D values)
   // Runs the row; afterwards out(h)/mag(h) hold dv values (normalized o and M of (2) before the sink).
   void run(double sm_scale);
   const HeadResult& head(std::int64_t h) const { return res_[static_cast<std::size_t>(h)]; }
@@ -51,25 +51,39 @@ class RowEngine {
   RowView view() const { return RowView{H_, dv_, n_, res_.data(), O_.data(), M_.data(), nullptr}; }
 
  private:
-  std::int64_t H_ = 0, D_ = 0, dv_ = 0, n_ = 0, Hp_ = 0, np_ = 0;
-  std::vector<double> Q_, K_, Kp_, Vp_, S_, O_, M_, s2_;
+  std::int64_t H_ = 0, D_ = 0, dv_ = 0, n_ = 0, Hp_ = 0, ldk_ = 0;
+  std::vector<double> Q_, K_, Qt_, S_, Oa_, Ma_, O_, M_, s2_, hm_, hz_, hq_, hl_;
+  std::vector<unsigned char> hnan_, hkeep_;
   std::vector<HeadResult> res_;
 };
 
-// The GEMM micro-kernels (attn_gemm.cpp: generic, AVX2 + FMA, AVX-512F; the same fma chain per element, so identical
-// bits on every path), exposed for the tests and the compressor's projections. gemm_isa(): the best path of this CPU,
-// capped by DSA_ATTN_ISA=generic|avx2|avx512; a path the CPU lacks falls back to generic.
+// The GEMM micro-kernel of v4_out and the V4 compressor's projections (attn_gemm.cpp: generic, AVX2 + FMA, AVX-512F;
+// the same fma chain per element, so identical bits on every path). gemm_isa(): the best path of this CPU, capped by
+// DSA_ATTN_ISA=generic|avx2|avx512; a path the CPU lacks falls back to generic.
 // S[h][t] = sum_d Q[h][d] K[t][d] (d increasing), Q: Hp x D (Hp % 4 == 0), Kp: K packed in panels of 8 keys
 // (Kp[(p*D + d)*8 + x] = K[8p+x][d]), S: Hp x np (np % 8 == 0).
-// O[h][c] = sum_t P[h][t] V[t][c] and (M not null) M[h][c] = sum_t P[h][t] |V[t][c]| (t increasing), P: Hp x ldp,
-// V packed in blocks of 8 columns (Vp[((c/8)*n + t)*8 + c%8] = V[t][c]), dv % 8 == 0.
-// exp_shifted: s[t] = num::det_exp(s[t] - m) for t < n, its operations lane by lane (the same bits).
 enum class GemmIsa { generic, avx2, avx512 };
 GemmIsa gemm_isa();
 bool gemm_isa_supported(GemmIsa isa);
 void gemm_qk(const double* Q, std::int64_t Hp, const double* Kp, std::int64_t np, std::int64_t D, double* S, GemmIsa isa = gemm_isa());
-void gemm_pv(const double* P, std::int64_t Hp, std::int64_t ldp, const double* Vp, std::int64_t n, std::int64_t dv, double* O, double* M,
+
+// The row engine's steps (row_kernels.cpp; generic / AVX2 / AVX-512 paths with identical bits), on hb heads at a time
+// (hb % 8 == 0): keys row-major K[t * ldk + d] (t < n), queries packed Qt[d * hb + h], scores St[t * lds + h].
+//   row_qk:   St[t][h] = sum_d K[t][d] Qt[d][h], an fma chain over d increasing from +0;
+//   row_scan: St := z = sm * St; per head m = the max (strict >, in t order: NaN never taken), zmax = max |z|, nan =
+//             some z is NaN;
+//   row_exp:  St := p = det_exp(z - m[h]) where keep[h] (else +0); L[h] = the sum of p in t order from +0;
+//   row_pv:   O[h * ldo + c] = sum_t p v, M[h * ldo + c] = sum_t p |v| (fma chains over t increasing), v = V[t * ldv + c],
+//             c < dv (dv % 8 == 0);
+//   row_key_norms: s2[t] = sum_d K[t][d]^2 (mul, then add; d increasing).
+void row_qk(const double* K, std::int64_t ldk, std::int64_t n, const double* Qt, std::int64_t hb, std::int64_t D, double* St, std::int64_t lds,
+            GemmIsa isa = gemm_isa());
+void row_scan(double* St, std::int64_t lds, std::int64_t n, std::int64_t hb, double sm, double* m, double* zmax, unsigned char* nan,
+              GemmIsa isa = gemm_isa());
+void row_exp(double* St, std::int64_t lds, std::int64_t n, std::int64_t hb, const double* m, const unsigned char* keep, double* L,
              GemmIsa isa = gemm_isa());
-void exp_shifted(double* s, std::int64_t n, double m, GemmIsa isa = gemm_isa());
+void row_pv(const double* Pt, std::int64_t ldp, std::int64_t hb, std::int64_t n, const double* V, std::int64_t ldv, std::int64_t dv, double* O,
+            double* M, std::int64_t ldo, GemmIsa isa = gemm_isa());
+void row_key_norms(const double* K, std::int64_t ldk, std::int64_t n, std::int64_t D, double* s2, GemmIsa isa = gemm_isa());
 
 }  // namespace dsa::attn

@@ -2,12 +2,12 @@
 // product and sum is the one the CPU code writes) and IEEE division / sqrt. Per chunk of rows:
 //   kss     |k_t|^2 per (row, key): a sum over d in increasing order (RowEngine's key norms)
 //   qk      S[r][h][t] = fma chain over d in increasing order (backend/chain_tile.cuh: 32 heads x 64 keys per block;
-//           RowEngine: gemm_qk)
+//           RowEngine: row_qk)
 //   softmax one warp per (row, head): z = sm s, the max (ties to the lowest key: the CPU's strict `>` in key order),
 //           max |z|, max |k|^2 (NaN sticky), |q|^2 in order, head_bounds / head_classify, p = det_exp(z - m), L summed
 //           by one lane in key order, head_lse (sparse_attn_core.hpp)
 //   pv      O and M = fma chains over the row's keys in order of p_t v_t[c] and p_t |v_t[c]| (chain_tile: 32 heads x
-//           64 columns per block; RowEngine: gemm_pv)
+//           64 columns per block; RowEngine: row_pv)
 //   finish  head_finish (O / L, M / L; NaN and lonely heads) per element, IEEE division as on the host
 //   vabs    sum_t |k_t[d]| in key order (attn.v4_sparse's absolute term)
 // Device memory: q, the key table, and per chunk the ids, scores and outputs. DSA_CUDA_STATS=1 times the phases.

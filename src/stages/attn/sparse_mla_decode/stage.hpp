@@ -22,6 +22,7 @@
 
 #include "layouts/kv_records.hpp"
 #include "layouts/mla_kcache.hpp"
+#include "numerics/dequant_vec.hpp"
 #include "numerics/formats.hpp"
 #include "stage/stage.hpp"
 #include "engines/sparse_attn/head_out.hpp"
@@ -59,8 +60,7 @@ inline void dequant_key_v32_no_rope(const std::uint8_t* cache, std::int64_t slot
   for (std::int64_t j = 0; j < 4; ++j) {
     float s;
     std::memcpy(&s, rec + 512 + 4 * j, 4);
-    s = num::round_to_bf16(s);
-    for (std::int64_t d = j * 128; d < (j + 1) * 128; ++d) k[d] = static_cast<double>(num::round_to_bf16(num::e4m3_to_f32(rec[d]) * s));
+    num::e4m3_times_scale_bf16(rec + j * 128, 128, num::round_to_bf16(s), k + j * 128);
   }
 }
 
@@ -70,8 +70,7 @@ inline void dequant_key(const std::uint8_t* rec, bool bf16_scale, double* k) {
   const layouts::MlaToken tok{rec};
   for (std::int64_t j = 0; j < L::kTiles; ++j) {
     const float s = bf16_scale ? num::round_to_bf16(tok.scale(j)) : tok.scale(j);
-    for (std::int64_t d = j * L::kTile; d < (j + 1) * L::kTile; ++d)
-      k[d] = static_cast<double>(num::round_to_bf16(num::e4m3_to_f32(tok.code(d)) * s));
+    num::e4m3_times_scale_bf16(rec + j * L::kTile, L::kTile, s, k + j * L::kTile);  // code(d) = rec[d]
   }
   for (std::int64_t r = 0; r < L::kRope; ++r) k[L::kNope + r] = static_cast<double>(num::bf16_to_f32(tok.rope_bits(r)));
 }
@@ -82,8 +81,7 @@ inline void dequant_key_model1(const std::uint8_t* cache, const layouts::Model1K
   const std::uint8_t* tok = cache + m.token_offset(slot);
   const std::uint8_t* sc = cache + m.scale_offset(slot);
   for (std::int64_t j = 0; j < M::kTiles; ++j) {
-    const float s = num::round_to_bf16(layouts::e8m0_to_f32(sc[j]));
-    for (std::int64_t d = j * M::kTile; d < (j + 1) * M::kTile; ++d) k[d] = static_cast<double>(num::round_to_bf16(num::e4m3_to_f32(tok[d]) * s));
+    num::e4m3_times_scale_bf16(tok + j * M::kTile, M::kTile, num::round_to_bf16(layouts::e8m0_to_f32(sc[j])), k + j * M::kTile);
   }
   for (std::int64_t r = 0; r < M::kRope; ++r) {
     std::uint16_t b;
