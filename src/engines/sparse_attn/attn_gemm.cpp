@@ -97,7 +97,8 @@ __attribute__((target("avx512f"), always_inline)) inline void qk_tile_avx512(con
     for (int j = 0; j < NP; ++j) kv[j] = _mm512_loadu_pd(k + j * D * 8 + d * 8);
 #pragma GCC unroll 8
     for (int h = 0; h < NH; ++h) {
-      const __m512d b = _mm512_set1_pd(q[h * D + d]);
+      __m512d b = _mm512_set1_pd(q[h * D + d]);
+      asm("" : "+v"(b));  // one broadcast for its NP uses (GCC would fold a {1to8} load into every fma)
 #pragma GCC unroll 4
       for (int j = 0; j < NP; ++j) a[h][j] = _mm512_fmadd_pd(b, kv[j], a[h][j]);
     }
