@@ -156,8 +156,8 @@ __attribute__((target("avx2,fma"))) void qkt_avx2(const double* K, i64 ldk, i64 
       for (i64 h = 0; h < hb;) {  // hb % 8 == 0: vectors of 4 heads in pairs
         const int nv = hb - h >= 16 ? 4 : 2;
         for (i64 t = t0; t < t1;) {
-          const int nt = static_cast<int>(std::min<i64>(nv == 4 ? 2 : 4, t1 - t));
-          if (nv == 4) qkt_run2<4, 2>(nt, K + t * ldk, ldk, Qt + h, hb, d0, d1, St + t * lds + h, lds);
+          const int nt = static_cast<int>(std::min<i64>(nv == 4 ? 3 : 4, t1 - t));
+          if (nv == 4) qkt_run2<4, 3>(nt, K + t * ldk, ldk, Qt + h, hb, d0, d1, St + t * lds + h, lds);
           else qkt_run2<2, 4>(nt, K + t * ldk, ldk, Qt + h, hb, d0, d1, St + t * lds + h, lds);
           t += nt;
         }
