@@ -11,10 +11,13 @@
 //   finish  head_finish (O / L, M / L; NaN and lonely heads) per element, IEEE division as on the host
 //   vabs    sum_t |k_t[d]| in key order (attn.v4_sparse's absolute term)
 // Device memory: q, the key table, and per chunk the ids, scores and outputs. DSA_CUDA_STATS=1 times the phases.
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 #include "backend/chain_tile.cuh"
@@ -218,28 +221,50 @@ void run_rows_cuda(const DeviceRows& in, const std::function<void(std::int64_t, 
   const i64 budget = i64{1} << 27;
   std::vector<HeadResult> heads;
   std::vector<double> vabs;
-  // O and M come back through page-locked host memory (a pageable copy of them ran at ~2 GB/s on the H100 host: the
-  // largest phase), grown to the largest chunk and reused; pageable vectors if the driver refuses.
-  struct Pinned {
+  // O and M come back into a host buffer that is reused over the chunks. A fresh buffer's page faults were the
+  // largest phase, and page-locking it (cudaMallocHost) cost more still (measured on an H200 host: 13 ms for 33.5 MB,
+  // 47-66 ms for 134 MB): it is an anonymous mapping advised as huge pages whose pages a few host threads touch while
+  // the chunk's kernels run; cudaMemcpy then fills it.
+  struct HostOut {
     double* p = nullptr;
-    std::size_t n = 0;
+    std::size_t n = 0, bytes = 0;
     std::vector<double> fallback;
     double* get(std::size_t want) {
       if (want <= n) return p;
-      if (p) cudaFreeHost(p), p = nullptr, n = 0;
-      if (cudaMallocHost(reinterpret_cast<void**>(&p), want * 8) != cudaSuccess) {
-        cudaGetLastError();
-        p = nullptr;
+      release();
+      const std::size_t huge = std::size_t{2} << 20;
+      bytes = (want * 8 + huge - 1) / huge * huge;
+      void* m = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (m == MAP_FAILED) {
+        bytes = 0;
         fallback.resize(want);
         return fallback.data();
       }
-      n = want;
+#ifdef MADV_HUGEPAGE
+      ::madvise(m, bytes, MADV_HUGEPAGE);
+#endif
+      p = static_cast<double*>(m), n = want;
       return p;
     }
-    ~Pinned() {
-      if (p) cudaFreeHost(p);
+    // Touches every 4 KiB page of the first `want` doubles on up to 8 threads (the copy overwrites them).
+    void touch(std::size_t want) const {
+      if (!p || want == 0) return;
+      const std::size_t len = want * 8;
+      const unsigned nt = std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
+      std::vector<std::thread> ts;
+      for (unsigned i = 0; i < nt; ++i)
+        ts.emplace_back([this, len, i, nt] {
+          volatile unsigned char* b = reinterpret_cast<unsigned char*>(p);
+          for (std::size_t o = (len * i / nt) & ~std::size_t{4095}; o < len * (i + 1) / nt; o += 4096) b[o] = 0;
+        });
+      for (auto& t : ts) t.join();
     }
-  } pinned;
+    void release() {
+      if (p) ::munmap(p, bytes);
+      p = nullptr, n = 0, bytes = 0;
+    }
+    ~HostOut() { release(); }
+  } host;
   double *O = nullptr, *M = nullptr;
   std::vector<RowView> views;
   std::vector<i64> ptr;
@@ -302,8 +327,10 @@ void run_rows_cuda(const DeviceRows& in, const std::function<void(std::int64_t, 
     }
     heads.resize(static_cast<std::size_t>(rows * H));
     const std::size_t nout = static_cast<std::size_t>(rows * H * dv);
-    O = pinned.get(2 * nout);
+    O = host.get(2 * nout);
     M = O + nout;
+    host.touch(2 * nout);  // while the kernels run
+    sync("host buffer");
     dH.download(heads.data(), heads.size() * sizeof(HeadResult));
     dO.download(O, nout * 8);
     dM.download(M, nout * 8);

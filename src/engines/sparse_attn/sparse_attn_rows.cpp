@@ -61,6 +61,7 @@ void run_cuda(const RowSource& src, int threads, const std::function<void(std::i
   d.R = src.R, d.H = src.H, d.D = src.D, d.dv = src.dv;
   d.q = src.q;
   std::unique_ptr<float[]> table;  // not zeroed: every element is written below, first touched by its thread
+  std::unique_ptr<std::uint16_t[]> table16;
   if (src.bf16_table) {
     d.keys = src.bf16_table, d.nkeys = src.id_space;
   } else {  // the keys the rows read, in order of first use
@@ -71,17 +72,24 @@ void run_cuda(const RowSource& src, int threads, const std::function<void(std::i
       id = k;
     }
     const std::int64_t n = static_cast<std::int64_t>(used.size()), D = src.D;
-    table.reset(new float[static_cast<std::size_t>(std::max<std::int64_t>(n * D, 1))]);
+    const std::size_t cells = static_cast<std::size_t>(std::max<std::int64_t>(n * D, 1));
+    if (src.keys_bf16) table16.reset(new std::uint16_t[cells]);
+    else table.reset(new float[cells]);
 #pragma omp parallel num_threads(threads)
     {
       std::vector<double> k(static_cast<std::size_t>(D));
 #pragma omp for schedule(static)
       for (std::int64_t j = 0; j < n; ++j) {
         src.key(used[static_cast<std::size_t>(j)], k.data());
-        for (std::int64_t x = 0; x < D; ++x) table[static_cast<std::size_t>(j * D + x)] = static_cast<float>(k[static_cast<std::size_t>(x)]);
+        if (src.keys_bf16)  // exact: the stage promises bf16 values (NaN stays NaN)
+          for (std::int64_t x = 0; x < D; ++x) table16[static_cast<std::size_t>(j * D + x)] = num::f64_to_bf16(k[static_cast<std::size_t>(x)]);
+        else
+          for (std::int64_t x = 0; x < D; ++x) table[static_cast<std::size_t>(j * D + x)] = static_cast<float>(k[static_cast<std::size_t>(x)]);
       }
     }
-    d.keys = table.get(), d.keys_f32 = true, d.nkeys = n;
+    if (src.keys_bf16) d.keys = table16.get(), d.keys_f32 = false;
+    else d.keys = table.get(), d.keys_f32 = true;
+    d.nkeys = n;
   }
   d.row_ptr = ptr.data();
   d.ids = ids.data();

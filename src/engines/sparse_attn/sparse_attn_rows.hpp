@@ -25,6 +25,9 @@ struct RowSource {
   // the CPU's values: bf16 values and any NaN are exact in f32), the ids renumbered into it. A stage whose keys
   // already sit in one bf16 tensor [id_space, D] gives it here instead (no copy, ids unchanged).
   const std::uint16_t* bf16_table = nullptr;
+  // CUDA: every value `key` gives is a bf16 value (or NaN): the compact table is then built in bf16 (half the host
+  // writes and the upload of the f32 one; the same values on the device).
+  bool keys_bf16 = false;
 };
 
 // Every row r in [0, R): write(r, view), in parallel over rows (threads: the CPU's OpenMP threads; the host part of

@@ -103,12 +103,20 @@ void finish_row(const Case& c, const Params& p, i64 h0, i64 h1, Bug bug, const R
 // Key ids of the row engine: ori_kv rows first (slot), then cmp_kv rows (ori rows + slot).
 i64 key_id(const Params& p, const Key& k) { return k.cmp ? p.nb_o * p.bs_o + k.slot : k.slot; }
 
-void key_values(const Case& c, const Params& p, i64 id, double* k) {
-  const i64 ori = p.nb_o * p.bs_o;
-  const std::uint16_t* src = id < ori ? c.input("ori_kv").data<std::uint16_t>() + id * p.D
-                                      : c.input("cmp_kv").data<std::uint16_t>() + (id - ori) * p.D;
-  for (i64 d = 0; d < p.D; ++d) k[d] = num::bf16_to_f64(src[d]);
-}
+// The row engine's key values: ori_kv rows, then cmp_kv rows (the tensors resolved once, not per key).
+struct KeyValues {
+  const std::uint16_t *ori, *cmp;
+  i64 nori, D;
+  KeyValues(const Case& c, const Params& p)
+      : ori(c.input("ori_kv").data<std::uint16_t>()),
+        cmp(c.input_opt("cmp_kv") ? c.input_opt("cmp_kv")->data<std::uint16_t>() : nullptr),  // absent: SWA only
+        nori(p.nb_o * p.bs_o),
+        D(p.D) {}
+  void operator()(i64 id, double* k) const {
+    const std::uint16_t* src = id < nori ? ori + id * D : cmp + (id - nori) * D;
+    for (i64 d = 0; d < D; ++d) k[d] = num::bf16_to_f64(src[d]);
+  }
+};
 
 }  // namespace
 
@@ -123,9 +131,10 @@ std::optional<Hypothesis::Value> element(const Case& c, const Params& p, Bug bug
   const std::uint16_t* qb = c.input("q").data<std::uint16_t>();
   for (i64 d = 0; d < p.D; ++d) e.q(0)[d] = num::bf16_to_f64(qb[(t * p.N + h) * p.D + d]);
   std::vector<double> vabs(static_cast<std::size_t>(p.D), 0.0);
+  const KeyValues kv(c, p);
   for (i64 j = 0; j < n; ++j) {
     double* k = e.key(j);
-    key_values(c, p, key_id(p, keys[static_cast<std::size_t>(j)]), k);
+    kv(key_id(p, keys[static_cast<std::size_t>(j)]), k);
     for (i64 d = 0; d < p.D; ++d) vabs[static_cast<std::size_t>(d)] += std::fabs(k[d]);
   }
   e.run(p.scale);
@@ -153,7 +162,8 @@ Expected run_on(const Case& c, const Params& p, Bug bug, int threads, Backend ba
     row_keys(c, p, t, bug, keys);
     for (const Key& k : keys) ids.push_back(key_id(p, k));
   };
-  src.key = [&](i64 id, double* k) { key_values(c, p, id, k); };
+  src.key = KeyValues(c, p);
+  src.keys_bf16 = true;  // ori_kv / cmp_kv are bf16 tensors
   src.id_space = p.nb_o * p.bs_o + p.nb_c * p.bs_c;
   run_rows(src, backend, threads > 0 ? threads : omp_get_max_threads(), [&](i64 t, const RowView& v) {
     finish_row(c, p, 0, N, bug, v, [&](i64 h, i64 d, double val, double m) {
