@@ -11,14 +11,14 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-}  // namespace
-
 // A row stride in doubles: at least w, a multiple of 8 (whole cache lines), an odd number of lines (a column slice
 // then spreads over every L1 set).
 std::int64_t odd_lines(std::int64_t w) {
   const std::int64_t l = std::max<std::int64_t>((w + 7) / 8, 1);
   return (l % 2 ? l : l + 1) * 8;
 }
+
+}  // namespace
 
 void RowEngine::reset(std::int64_t H, std::int64_t D, std::int64_t dv, std::int64_t n) {
   H_ = H, D_ = D, dv_ = dv, n_ = n;
