@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <stdexcept>
 #include <string>
 
 #include "numerics/det_math.hpp"
@@ -113,6 +114,7 @@ struct KeyValues {
         nori(p.nb_o * p.bs_o),
         D(p.D) {}
   void operator()(i64 id, double* k) const {
+    if (id >= nori && !cmp) throw std::logic_error("attn.v4_sparse: a compressed key without cmp_kv (parse admits none)");
     const std::uint16_t* src = id < nori ? ori + id * D : cmp + (id - nori) * D;
     for (i64 d = 0; d < D; ++d) k[d] = num::bf16_to_f64(src[d]);
   }
