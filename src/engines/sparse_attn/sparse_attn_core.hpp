@@ -74,9 +74,6 @@ DSA_HD inline void head_finish_one(const HeadResult& r, double& o, double& mg) {
   else if (r.lonely) o = 0.0, mg = 0.0;
   else o = o / r.L, mg = mg / r.L;
 }
-DSA_HD inline void head_finish(const HeadResult& r, std::int64_t dv, double* o, double* mg) {
-  for (std::int64_t c = 0; c < dv; ++c) head_finish_one(r, o[c], mg[c]);
-}
 
 // One row's results, from either engine: H heads, dv normalized outputs and magnitudes per head, n keys; vabs (when
 // asked for) = sum_t |k_t[d]| over the row's keys in order, D values.

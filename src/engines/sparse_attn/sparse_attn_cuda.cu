@@ -8,7 +8,7 @@
 //           by one lane in key order, head_lse (sparse_attn_core.hpp)
 //   pv      O and M = fma chains over the row's keys in order of p_t v_t[c] and p_t |v_t[c]| (chain_tile: 32 heads x
 //           64 columns per block; RowEngine: row_pv)
-//   finish  head_finish (O / L, M / L; NaN and lonely heads) per element, IEEE division as on the host
+//   finish  head_finish_one (O / L, M / L; NaN and lonely heads) per element, IEEE division as on the host
 //   vabs    sum_t |k_t[d]| in key order (attn.v4_sparse's absolute term)
 // Device memory: q, the key table, and per chunk the ids, scores and outputs. DSA_CUDA_STATS=1 times the phases.
 #include <sys/mman.h>
@@ -179,7 +179,7 @@ __global__ void __launch_bounds__(cuda::kChainThreads) pv_kernel(Chunk c) {
   }
 }
 
-// head_finish of every (row, head, column) on the device (IEEE division, as the host's).
+// head_finish_one of every (row, head, column) on the device (IEEE division, as the host's).
 __global__ void finish_kernel(Chunk c) {
   const i64 x = static_cast<i64>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (x >= c.rows * c.H * c.dv) return;
