@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backend/cuda.hpp"
+#include "engines/logits/logits_simd.hpp"
 #include "numerics/formats.hpp"
 #include "stage/stage.hpp"
 
@@ -218,25 +219,27 @@ TEST_CASE("ref.logits.hand_checked_tiny") {
 TEST_CASE("ref.logits.rounds_once_near_ties") {
   // s_h = 1 for heads 0..2; W = {1, 2^-24, +-2^-60}: exact sum 1 + 2^-24 +- 2^-60 lies just above / below the
   // fp32 midpoint 1 + 2^-24, so the correctly rounded value is 1 + 2^-23 / 1 (fp64 would see the tie -> 1).
-  for (int sign : {+1, -1, 0}) {
-    std::mt19937_64 g(3);
-    Case c = ragged(1, 8, 32, 1, g, {0}, {1}, true);
-    auto* q = c.inputs["q"].data<std::uint8_t>();
-    std::fill_n(q, 8 * 32, std::uint8_t{0});
-    for (int h = 0; h < 3; ++h) q[h * 32] = 0x38;
-    auto* k = c.inputs["kv"].data<std::uint8_t>();
-    std::fill_n(k, 32, std::uint8_t{0});
-    k[0] = 0x38;
-    float* w = c.inputs["weights"].data<float>();
-    std::fill_n(w, 8, 0.0f);
-    w[0] = 1.0f;
-    w[1] = std::ldexp(1.0f, -24);
-    w[2] = static_cast<float>(sign) * std::ldexp(1.0f, -60);
-    c.inputs["kv_scale"].data<float>()[0] = 1.0f;
-    const Expected e = run(c);
-    const std::uint32_t want = sign > 0 ? 0x3F800001u : 0x3F800000u;
-    CHECK(num::f32_bits(e.tensors[0].value.data<float>()[0]) == want);
-  }
+  // H 32 / D 64: the AMX path's fused head sums and its exact fallback from the codes, where the CPU has AMX.
+  for (auto [H, D] : {std::pair<i64, i64>{8, 32}, {32, 64}})
+    for (int sign : {+1, -1, 0}) {
+      std::mt19937_64 g(3);
+      Case c = ragged(1, H, D, 1, g, {0}, {1}, true);
+      auto* q = c.inputs["q"].data<std::uint8_t>();
+      std::fill_n(q, H * D, std::uint8_t{0});
+      for (i64 h = 0; h < 3; ++h) q[h * D] = 0x38;
+      auto* k = c.inputs["kv"].data<std::uint8_t>();
+      std::fill_n(k, D, std::uint8_t{0});
+      k[0] = 0x38;
+      float* w = c.inputs["weights"].data<float>();
+      std::fill_n(w, H, 0.0f);
+      w[0] = 1.0f;
+      w[1] = std::ldexp(1.0f, -24);
+      w[2] = static_cast<float>(sign) * std::ldexp(1.0f, -60);
+      c.inputs["kv_scale"].data<float>()[0] = 1.0f;
+      const Expected e = run(c);
+      const std::uint32_t want = sign > 0 ? 0x3F800001u : 0x3F800000u;
+      CHECK(num::f32_bits(e.tensors[0].value.data<float>()[0]) == want);
+    }
 }
 
 TEST_CASE("ref.logits.ragged_random_masks_heads_dims_dtypes") {
@@ -275,7 +278,7 @@ TEST_CASE("ref.logits.threads_and_isa_paths_bit_identical") {
     CHECK(e.tensors[0].value.same_bytes(ref.tensors[0].value));
     CHECK(e.tensors[0].magnitude.same_bytes(ref.tensors[0].magnitude));
   }
-  for (const char* isa : {"generic", "avx2"}) {
+  for (const char* isa : {"generic", "avx2", "avx512"}) {  // the default is amx where the CPU has it
     setenv("DSA_LOGITS_ISA", isa, 1);
     const Expected e = run(c, 2);
     unsetenv("DSA_LOGITS_ISA");
@@ -303,11 +306,86 @@ TEST_CASE("ref.logits.nan_inf_inputs_propagate") {
   CHECK(std::isfinite(v.value(2 * 8 + 3)));
   // NaN results are the CUDA-canonical NaN, and every ISA path / thread count gives the same bits.
   CHECK(v.bits(0) == 0x7FFFFFFFu);
-  for (const char* isa : {"generic", "avx2", "avx512"}) {
+  for (const char* isa : {"generic", "avx2", "avx512", "amx"}) {
     setenv("DSA_LOGITS_ISA", isa, 1);
     for (int th : {1, 2, 16}) CHECK(run(c, th).tensors[0].value.same_bytes(v));
     unsetenv("DSA_LOGITS_ISA");
   }
+}
+
+// The AMX path's int8 digit planes and tiles (engines/logits/logits_amx.cpp) against integer truth and the fp64 tiles.
+TEST_CASE("ref.logits.amx_digit_planes_and_tiles_exact") {
+  using namespace engines::logits;
+  std::vector<std::uint8_t> codes(512);
+  for (std::size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<std::uint8_t>((i * 37) & 255);
+  std::vector<std::int8_t> pg(5 * 512), pv(5 * 512);
+  CHECK(amx_digit_planes_generic(codes.data(), 512, pg.data(), 512));  // NaN codes are among them
+  CHECK(amx_digit_planes(codes.data(), 512, pv.data(), 512));
+  CHECK(pg == pv);
+  CHECK_FALSE(amx_digit_planes(codes.data(), 0, pv.data(), 512));
+  for (std::size_t i = 0; i < 512; ++i) {
+    const std::uint8_t c = codes[i];
+    if ((c & 0x7F) == 0x7F) continue;
+    const i64 x0 = pg[i], x1 = pg[512 + i], x2 = pg[1024 + i];
+    CHECK(x0 + 64 * x1 + 4096 * x2 == code_x512(c));
+    CHECK(pg[1536 + i] == x0 + x1 + x2);
+    CHECK(pg[2048 + i] == x0 - x1 + x2);
+  }
+  if (!amx_available()) {
+    MESSAGE("skipped: AMX tiles (this CPU or kernel has no AMX-INT8)");
+    std::printf("skipped: AMX logits tiles (no AMX-INT8 here)\n");
+    return;
+  }
+  setenv("DSA_LOGITS_ISA", "amx", 1);
+  const Isa amx = pick_isa();
+  setenv("DSA_LOGITS_ISA", "generic", 1);
+  const Isa gen = pick_isa();
+  unsetenv("DSA_LOGITS_ISA");
+  REQUIRE(amx.amx);
+  REQUIRE_FALSE(gen.amx);
+  std::mt19937_64 g(11);
+  const double* e4d = e4m3_f64_table();
+  for (int D : {64, 128})
+    for (int nk : {1, 70, 128}) {
+      const int nc = 160;  // 2.5 q rows of 64 heads: padded columns
+      std::vector<std::uint8_t> q(static_cast<std::size_t>(nc * D)), k(static_cast<std::size_t>(nk * D));
+      for (int c = 0; c < nc; ++c)
+        for (int d = 0; d < D; ++d)  // extreme rows: every dim +-448 (largest digit sums), else random
+          q[static_cast<std::size_t>(c * D + d)] = c < 2 ? (c == 0 ? 0x7E : 0xFE) : rand_code(g);
+      for (int j = 0; j < nk; ++j)
+        for (int d = 0; d < D; ++d) k[static_cast<std::size_t>(j * D + d)] = j < 2 ? (j == 0 ? 0x7E : (d % 2 ? 0xFE : 0x01)) : rand_code(g);
+      for (int with_nan : {0, 1}) {
+        if (with_nan) k[static_cast<std::size_t>((nk / 2) * D + 3)] = 0x7F;  // the tile takes the fp64 path
+        Tile ta, tg;
+        ta.shape(amx, 128, nc, D);
+        tg.shape(gen, 128, nc, D);
+        CHECK(ta.amx);
+        ta.load_q(q.data(), nc, e4d);
+        tg.load_q(q.data(), nc, e4d);
+        std::copy(k.begin(), k.end(), ta.key_row(0));
+        std::copy(k.begin(), k.end(), tg.key_row(0));
+        ta.compute(amx, nk, e4d);
+        tg.compute(gen, nk, e4d);
+        i64 bad = 0, bad_vs_fp64 = 0;
+        for (int j = 0; j < nk; ++j)
+          for (int c = 0; c < nc; ++c) {
+            const double got = *ta.c_at(j, c);
+            std::uint64_t a, b;
+            const double fp = *tg.c_at(j, c);
+            std::memcpy(&a, &got, 8);
+            std::memcpy(&b, &fp, 8);
+            bad_vs_fp64 += a != b && !(std::isnan(got) && std::isnan(fp));
+            if (with_nan && j == nk / 2) {
+              bad += !std::isnan(got);
+              continue;
+            }
+            const i64 s = dot_units(q.data() + c * D, k.data() + j * D, D);
+            bad += got != static_cast<double>(s) / 262144.0;
+          }
+        CHECK(bad == 0);
+        CHECK(bad_vs_fp64 == 0);
+      }
+    }
 }
 
 namespace {

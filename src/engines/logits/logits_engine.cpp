@@ -66,5 +66,17 @@ void reduce_keys(const Isa& isa, const double* c0, sz ldc, int n, const WeightsF
   }
 }
 
+void finish_keys(const double* acc, const double* mg, int n, const float* w, int H, int D, const float* scales,
+                 const std::uint8_t* qrow, const std::uint8_t* keys, LogitsOut out, i64 o0) {
+  for (int k = 0; k < n; ++k) {
+    double M;
+    std::uint32_t bits;
+    if (!core::certify(acc[k], mg[k], scales[k], H, out.bf16, bits, M))
+      bits = exact_from_codes(qrow, keys + static_cast<sz>(k) * static_cast<sz>(D), w, scales[k], H, D, out.bf16);
+    store_bits(out.value, o0 + k, bits);
+    out.M[o0 + k] = M;
+    out.defined[o0 + k] = 1;
+  }
+}
 
 }  // namespace dsa::engines::logits

@@ -210,4 +210,9 @@ void run_gpu_logits(GpuLogitsJob& job, LogitsTensors& lt, const std::function<st
 void reduce_keys(const Isa& isa, const double* c0, sz ldc, int n, const WeightsF64& wf, const float* w, sz wo, int H,
                  const float* scales, std::vector<double>& acc, std::vector<double>& mg, LogitsOut out, i64 o0);
 
+// The logits of one query row (codes qrow [H, D], weights w [H]) against n keys (codes keys [n, D], scales) from their
+// HeadFn sums acc/mg (amx_heads): reduce_keys' finish, the exact fallback computed from the codes. Flat outputs o0...
+void finish_keys(const double* acc, const double* mg, int n, const float* w, int H, int D, const float* scales,
+                 const std::uint8_t* qrow, const std::uint8_t* keys, LogitsOut out, i64 o0);
+
 }  // namespace dsa::engines::logits

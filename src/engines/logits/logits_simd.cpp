@@ -223,7 +223,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void decode_avx512(const st
 
 }  // namespace
 
-// Runtime dispatch; DSA_LOGITS_ISA=generic|avx2|avx512 caps the path (tests compare the paths).
+// Runtime dispatch; DSA_LOGITS_ISA=generic|avx2|avx512|amx caps the path (tests compare the paths).
 Isa pick_isa() {
   const char* env = std::getenv("DSA_LOGITS_ISA");
   const std::string want = env ? env : "";
@@ -232,8 +232,9 @@ Isa pick_isa() {
   const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("fma") &&
                       __builtin_cpu_supports("avx512vl");
   const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  if ((want.empty() || want == "avx512") && avx512) return {gemm_avx512, heads_avx512, decode_avx512};
-  if ((want.empty() || want == "avx512" || want == "avx2") && avx2) return {gemm_avx2, heads_avx2, decode_generic};
+  if ((want.empty() || want == "amx") && avx512 && amx_available()) return {gemm_avx512, heads_avx512, decode_avx512, true};
+  if ((want.empty() || want == "amx" || want == "avx512") && avx512) return {gemm_avx512, heads_avx512, decode_avx512};
+  if ((want.empty() || want == "amx" || want == "avx512" || want == "avx2") && avx2) return {gemm_avx2, heads_avx2, decode_generic};
 #endif
   return {gemm_generic, heads_generic, decode_generic};
 }

@@ -44,7 +44,8 @@ Expected cpu(const Case& c, const Params& p, const RefOptions& opt) {
   const LogitsOut out = lt.out();
 
   const WeightsF64 wf(wt);
-  const i64 kb = 120;
+  const Isa isa = pick_isa();
+  const i64 kb = isa.amx ? 128 : 120;
   struct Task { i64 b, j0, j1; };
   std::vector<Task> tasks;
   for (i64 b = r0 / NN; b < (r1 + NN - 1) / NN; ++b) {
@@ -52,34 +53,49 @@ Expected cpu(const Case& c, const Params& p, const RefOptions& opt) {
     for (i64 t = 0; t < NN; ++t) hi = std::max(hi, nvalid[static_cast<sz>(b * NN + t)]);
     for (i64 j0 = 0; j0 < hi; j0 += kb) tasks.push_back({b, j0, std::min(hi, j0 + kb)});
   }
-  const Isa isa = pick_isa();
   const double* e4d = e4m3_f64_table();
   const int threads = opt.thread_count();
 #pragma omp parallel num_threads(threads)
   {
     Tile tile;
-    tile.shape(static_cast<int>(kb), static_cast<int>(NN * H), static_cast<int>(D));
+    tile.shape(isa, static_cast<int>(kb), static_cast<int>(NN * H), static_cast<int>(D));
     std::vector<float> scl(static_cast<sz>(kb));
     std::vector<std::uint8_t> kbuf(static_cast<sz>(D));  // a key's codes where the layout scatters them
-    std::vector<double> acc(static_cast<sz>(kb)), mg(static_cast<sz>(kb));
+    std::vector<double> acc(static_cast<sz>(NN * tile.nka)), mg(static_cast<sz>(NN * tile.nka));
+    std::vector<AmxRow> arows;
     i64 cur_b = -1;
 #pragma omp for schedule(dynamic, 1)
     for (sz ti = 0; ti < tasks.size(); ++ti) {
       const Task& T = tasks[ti];
       if (T.b != cur_b) {
-        tile.pack_q(qc + T.b * NN * H * D, NN * H, e4d);
+        tile.load_q(qc + T.b * NN * H * D, NN * H, e4d);
         cur_b = T.b;
       }
-      for (i64 j = T.j0; j < T.j0 + tile.nkp; ++j) {
-        double* kr = tile.k_row(static_cast<int>(j - T.j0));
-        if (j < T.j1) {
-          isa.decode(kvv.codes(page_of(T.b, j), j % ps, kbuf.data()), static_cast<int>(D), kr);
-          scl[static_cast<sz>(j - T.j0)] = kvv.scale(page_of(T.b, j), j % ps);
-        } else {
-          std::fill_n(kr, D, 0.0);
-        }
+      for (i64 j = T.j0; j < T.j1; ++j) {
+        std::copy_n(kvv.codes(page_of(T.b, j), j % ps, kbuf.data()), D, tile.key_row(static_cast<int>(j - T.j0)));
+        scl[static_cast<sz>(j - T.j0)] = kvv.scale(page_of(T.b, j), j % ps);
       }
-      isa.gemm(tile.K.data(), tile.nkp, tile.Qp.data(), tile.ncp, static_cast<int>(D), tile.C.data());
+      const int nk = static_cast<int>(T.j1 - T.j0);
+      if (H % 32 == 0 && tile.amx_keys(nk)) {  // AMX products straight into the head sums
+        arows.clear();
+        for (i64 t = 0; t < NN; ++t) {
+          const i64 r = T.b * NN + t;
+          const i64 jhi = std::min(T.j1, nvalid[static_cast<sz>(r)]);
+          if (jhi <= T.j0 || r < r0 || r >= r1) continue;
+          const sz x = static_cast<sz>(t) * static_cast<sz>(tile.nka);
+          arows.push_back({static_cast<int>(t * H), 0, static_cast<int>(jhi - T.j0), wf.wd.data() + r * H, wf.wa.data() + r * H,
+                           acc.data() + x, mg.data() + x});
+        }
+        amx_heads(tile.Kd.data(), Tile::a_keys(nk), tile.Qd.data(), tile.ncp, static_cast<int>(D), static_cast<int>(H),
+                  arows.data(), static_cast<int>(arows.size()));
+        for (const AmxRow& ar : arows) {
+          const i64 r = T.b * NN + ar.c0 / H;
+          finish_keys(ar.acc, ar.mag, ar.j1, w + r * H, static_cast<int>(H), static_cast<int>(D), scl.data(), qc + r * H * D,
+                      tile.key_row(0), out, (r - r0) * cols + T.j0);
+        }
+        continue;
+      }
+      tile.compute(isa, nk, e4d);
       for (i64 t = 0; t < NN; ++t) {
         const i64 r = T.b * NN + t;
         const i64 jhi = std::min(T.j1, nvalid[static_cast<sz>(r)]);

@@ -43,8 +43,9 @@ Expected cpu(const Case& c, const Params& p, const RefOptions& opt) {
   auto col_of = [&rows](i64 i, i64 j) { return rows.col(i, j); };
 
   const WeightsF64 wf(wt);
+  const Isa isa = pick_isa();
   const i64 rb = std::max<i64>(1, 256 / std::max<i64>(H, 1));  // q rows per tile (rb * H columns)
-  const i64 kb = 120;                                            // keys per tile
+  const i64 kb = isa.amx ? 128 : 120;                            // keys per tile (AMX: 32-key blocks)
   struct Task { i64 i0, i1, j0, j1; };
   std::vector<Task> tasks;
   for (i64 i0 = r0; i0 < r1; i0 += rb) {
@@ -54,25 +55,43 @@ Expected cpu(const Case& c, const Params& p, const RefOptions& opt) {
       if (row_hi(i) > row_lo(i)) lo = std::min(lo, row_lo(i)), hi = std::max(hi, row_hi(i));
     for (i64 j0 = lo; j0 < hi; j0 += kb) tasks.push_back({i0, i1, j0, std::min(hi, j0 + kb)});
   }
-  const Isa isa = pick_isa();
   const double* e4d = e4m3_f64_table();
   const int threads = opt.thread_count();
 #pragma omp parallel num_threads(threads)
   {
     Tile tile;
-    tile.shape(static_cast<int>(kb), static_cast<int>(rb * H), static_cast<int>(D));
-    std::vector<double> acc(static_cast<sz>(kb)), mg(static_cast<sz>(kb));
+    tile.shape(isa, static_cast<int>(kb), static_cast<int>(rb * H), static_cast<int>(D));
+    std::vector<double> acc(static_cast<sz>(rb * tile.nka)), mg(static_cast<sz>(rb * tile.nka));
+    std::vector<AmxRow> arows;
     i64 cur_i0 = -1;
 #pragma omp for schedule(dynamic, 1)
     for (sz t = 0; t < tasks.size(); ++t) {
       const Task& T = tasks[t];
       if (T.i0 != cur_i0) {  // tasks of one row block are consecutive: pack Q once per block and thread
-        tile.pack_q(qc + T.i0 * H * D, (T.i1 - T.i0) * H, e4d);
+        tile.load_q(qc + T.i0 * H * D, (T.i1 - T.i0) * H, e4d);
         cur_i0 = T.i0;
       }
-      isa.decode(kc + T.j0 * D, static_cast<int>((T.j1 - T.j0) * D), tile.K.data());
-      std::fill(tile.K.begin() + (T.j1 - T.j0) * D, tile.K.end(), 0.0);
-      isa.gemm(tile.K.data(), tile.nkp, tile.Qp.data(), tile.ncp, static_cast<int>(D), tile.C.data());
+      const int nk = static_cast<int>(T.j1 - T.j0);
+      std::copy_n(kc + T.j0 * D, nk * D, tile.key_row(0));
+      if (H % 32 == 0 && tile.amx_keys(nk)) {  // AMX products straight into the head sums
+        arows.clear();
+        for (i64 i = T.i0; i < T.i1; ++i) {
+          const i64 jlo = std::max(T.j0, row_lo(i)), jhi = std::min(T.j1, row_hi(i));
+          if (jhi <= jlo) continue;
+          const sz x = static_cast<sz>(i - T.i0) * static_cast<sz>(tile.nka);
+          arows.push_back({static_cast<int>((i - T.i0) * H), static_cast<int>(jlo - T.j0), static_cast<int>(jhi - T.j0),
+                           wf.wd.data() + i * H, wf.wa.data() + i * H, acc.data() + x, mg.data() + x});
+        }
+        amx_heads(tile.Kd.data(), Tile::a_keys(nk), tile.Qd.data(), tile.ncp, static_cast<int>(D), static_cast<int>(H),
+                  arows.data(), static_cast<int>(arows.size()));
+        for (const AmxRow& R : arows) {
+          const i64 i = T.i0 + R.c0 / H, jlo = T.j0 + R.j0;
+          finish_keys(R.acc + R.j0, R.mag + R.j0, R.j1 - R.j0, w + i * H, static_cast<int>(H), static_cast<int>(D), sc + jlo,
+                      qc + i * H * D, tile.key_row(R.j0), out, (i - r0) * cols + col_of(i, jlo));
+        }
+        continue;
+      }
+      tile.compute(isa, nk, e4d);
       for (i64 i = T.i0; i < T.i1; ++i) {
         const i64 jlo = std::max(T.j0, row_lo(i)), jhi = std::min(T.j1, row_hi(i));
         if (jhi <= jlo) continue;
