@@ -286,30 +286,11 @@ __attribute__((target("avx512f,avx512dq,fma"))) void lanes_update(const BlockSum
   }
 }
 
-// The five products of one 2 x 2 block (keys jb.., columns cb..) into S.
-template <int STEPS>
-__attribute__((target("amx-tile,amx-int8"))) inline void block_products(const std::int8_t* K, sz kplane, const std::int8_t* Q,
-                                                                         sz qplane, BlockSums& S) {
-  amx_zero4();
-  amx_product<STEPS>(K, Q);
-  amx_store4(S[0][0]);
-  amx_zero4();
-  amx_product<STEPS>(K, Q + qplane);
-  amx_product<STEPS>(K + kplane, Q);
-  amx_store4(S[1][0]);
-  amx_zero4();
-  amx_product<STEPS>(K + 2 * kplane, Q + 2 * qplane);
-  amx_store4(S[2][0]);
-  amx_zero4();
-  amx_product<STEPS>(K + 3 * kplane, Q + 3 * qplane);
-  amx_store4(S[3][0]);
-  amx_zero4();
-  amx_product<STEPS>(K + 4 * kplane, Q + 4 * qplane);
-  amx_store4(S[4][0]);
-}
-
-// Work units (32-key block, row, 32-head block) in order; each unit's products go to one half of S while the vector
-// unit runs the head lanes of the unit before from the other half (the tile unit and the vector unit overlap).
+// Work units (32-key block, row, 32-head block) in order. Each unit's five products go to one half of S; after each
+// product, a fifth of the previous unit's key rows run their head lanes from the other half. The tile unit works
+// through a product while the vector unit runs those lanes: at any time the reorder buffer holds one product's tile
+// instructions and a fifth of a unit's vector work, so both stay busy (a whole unit's lanes after all five products
+// would wait behind the tile instructions).
 template <int STEPS>
 __attribute__((target("amx-tile,amx-int8,avx512f,avx512dq,fma"))) void heads_amx_t(const std::int8_t* Kd, int na,
                                                                                      const std::int8_t* Qd, int ncp,
@@ -324,11 +305,14 @@ __attribute__((target("amx-tile,amx-int8,avx512f,avx512dq,fma"))) void heads_amx
   alignas(64) BlockSums S[2];
   alignas(64) double L[32][16];
   alignas(64) double lane[8];
-  auto lanes = [&](const Unit& u, const BlockSums& sums) {
+  // Part k (0..4) of unit u's key rows: head lanes from sums, then (last head block) the row's acc and mag.
+  auto lanes_part = [&](const Unit& u, const BlockSums& sums, int k) {
     const AmxRow& R = rows[u.x];
-    lanes_update(sums, u.r0, u.r1, R.wd + u.hb, R.wa + u.hb, L, u.hb == 0);
+    const int n = u.r1 - u.r0, a = u.r0 + n * k / 5, b = u.r0 + n * (k + 1) / 5;
+    if (b <= a) return;
+    lanes_update(sums, a, b, R.wd + u.hb, R.wa + u.hb, L, u.hb == 0);
     if (u.hb + 32 < H) return;
-    for (int r = u.r0; r < u.r1; ++r) {
+    for (int r = a; r < b; ++r) {
       std::memcpy(lane, L[r], sizeof lane);
       R.acc[u.jb + r] = core::tree8(lane);
       std::memcpy(lane, L[r] + 8, sizeof lane);
@@ -336,19 +320,49 @@ __attribute__((target("amx-tile,amx-int8,avx512f,avx512dq,fma"))) void heads_amx
     }
   };
   Unit prev{};
-  int n = 0;
+  bool have_prev = false;
+  int ci = 0;  // the current unit's half of S; the previous unit's is ci ^ 1
   for (int jb = 0; jb < na; jb += 32)
     for (int x = 0; x < nrows; ++x) {
       const AmxRow& R = rows[x];
       const int r0 = std::max(R.j0, jb) - jb, r1 = std::min(R.j1, jb + 32) - jb;
       if (r1 <= r0) continue;
-      for (int hb = 0; hb < H; hb += 32, ++n) {
-        block_products<STEPS>(Kd + static_cast<sz>(jb) * D, kplane, Qd + static_cast<sz>(R.c0 + hb) * D, qplane, S[n & 1]);
-        if (n > 0) lanes(prev, S[(n + 1) & 1]);
+      for (int hb = 0; hb < H; hb += 32) {
+        const std::int8_t* K = Kd + static_cast<sz>(jb) * D;
+        const std::int8_t* Q = Qd + static_cast<sz>(R.c0 + hb) * D;
+        BlockSums& cur = S[ci];
+        const BlockSums& old = S[ci ^ 1];
+        auto part = [&](int k) {
+          if (have_prev) lanes_part(prev, old, k);
+        };
+        amx_zero4();
+        amx_product<STEPS>(K, Q);  // c0 = x0.y0
+        amx_store4(cur[0][0]);
+        part(0);
+        amx_zero4();
+        amx_product<STEPS>(K, Q + qplane);  // c1 = x0.y1 + x1.y0
+        amx_product<STEPS>(K + kplane, Q);
+        amx_store4(cur[1][0]);
+        part(1);
+        amx_zero4();
+        amx_product<STEPS>(K + 2 * kplane, Q + 2 * qplane);  // c4 = x2.y2
+        amx_store4(cur[2][0]);
+        part(2);
+        amx_zero4();
+        amx_product<STEPS>(K + 3 * kplane, Q + 3 * qplane);  // P1 = x(1).y(1)
+        amx_store4(cur[3][0]);
+        part(3);
+        amx_zero4();
+        amx_product<STEPS>(K + 4 * kplane, Q + 4 * qplane);  // Pm1 = x(-1).y(-1)
+        amx_store4(cur[4][0]);
+        part(4);
         prev = {jb, x, hb, r0, r1};
+        have_prev = true;
+        ci ^= 1;
       }
     }
-  if (n > 0) lanes(prev, S[(n + 1) & 1]);
+  if (have_prev)
+    for (int k = 0; k < 5; ++k) lanes_part(prev, S[ci ^ 1], k);
 }
 
 #pragma GCC diagnostic pop

@@ -28,7 +28,9 @@
 // Memory: O(output) — rows and keys are processed in tiles with per-thread buffers.
 // Speed (scripts/bench.sh): ~90 % of the time is the fp64 FMA micro-kernel; Q is packed once per row block and
 // thread, K is decoded with a vector e4m3 -> f16 -> f32 -> f64 conversion, and the head sums of (2) run in 8-lane
-// SIMD doing the same IEEE operations in the same order as the scalar path (all paths agree bit for bit).
+// SIMD doing the same IEEE operations in the same order as the scalar path (all paths agree bit for bit). Where the
+// CPU has AMX-INT8 (logits_amx.cpp) the s_h of (1) come from six int8 digit products per q.k instead (exact
+// integers: the same doubles), fed to the head lanes of (2) without being stored.
 //
 // EMULATION `deepgemm-sm90`: s_h by profiles::sm90::wgmma_dot, head reduction profiles::sm90::head_reduce, bf16 = RNE of
 // the fp32 value; columns the kernel's clean pass sets to -inf are -inf.
