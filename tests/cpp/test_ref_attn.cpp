@@ -52,6 +52,15 @@ TEST_CASE("attn: gemm_qk gives identical bits on the generic, AVX2 and AVX-512 p
       attn::gemm_qk(Q.data(), z.Hp, Kp.data(), z.np, z.D, a.data(), isa);
       attn::gemm_qk(Q.data(), z.Hp, Kp.data(), z.np, z.D, b.data(), attn::GemmIsa::generic);
       CHECK(std::memcmp(a.data(), b.data(), a.size() * 8) == 0);
+      // Query rows at a longer stride (the compressor pads them): the same values.
+      const std::int64_t ldq = z.D + 5;
+      std::vector<double> Qs(static_cast<std::size_t>(z.Hp * ldq), -7.0), c(a.size());
+      for (std::int64_t h = 0; h < z.Hp; ++h)
+        std::copy_n(Q.data() + h * z.D, z.D, Qs.data() + h * ldq);
+      attn::gemm_qk(Qs.data(), z.Hp, Kp.data(), z.np, z.D, c.data(), isa, ldq);
+      CHECK(std::memcmp(a.data(), c.data(), a.size() * 8) == 0);
+      attn::gemm_qk(Qs.data(), z.Hp, Kp.data(), z.np, z.D, c.data(), attn::GemmIsa::generic, ldq);
+      CHECK(std::memcmp(a.data(), c.data(), a.size() * 8) == 0);
     }
   }
 }

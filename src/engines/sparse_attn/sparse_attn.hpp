@@ -60,12 +60,13 @@ class RowEngine {
 // The GEMM micro-kernel of v4_out and the V4 compressor's projections (attn_gemm.cpp: generic, AVX2 + FMA, AVX-512F;
 // the same fma chain per element, so identical bits on every path). gemm_isa(): the best path of this CPU, capped by
 // DSA_ATTN_ISA=generic|avx2|avx512; a path the CPU lacks falls back to generic.
-// S[h][t] = sum_d Q[h][d] K[t][d] (d increasing), Q: Hp x D (Hp % 4 == 0), Kp: K packed in panels of 8 keys
-// (Kp[(p*D + d)*8 + x] = K[8p+x][d]), S: Hp x np (np % 8 == 0).
+// S[h][t] = sum_d Q[h][d] K[t][d] (d increasing), Q: Hp rows of D at stride ldq (Hp % 4 == 0; ldq < D means D),
+// Kp: K packed in panels of 8 keys (Kp[(p*D + d)*8 + x] = K[8p+x][d]), S: Hp x np (np % 8 == 0).
 enum class GemmIsa { generic, avx2, avx512 };
 GemmIsa gemm_isa();
 bool gemm_isa_supported(GemmIsa isa);
-void gemm_qk(const double* Q, std::int64_t Hp, const double* Kp, std::int64_t np, std::int64_t D, double* S, GemmIsa isa = gemm_isa());
+void gemm_qk(const double* Q, std::int64_t Hp, const double* Kp, std::int64_t np, std::int64_t D, double* S, GemmIsa isa = gemm_isa(),
+             std::int64_t ldq = 0);
 
 // The row engine's steps (row_kernels.cpp; generic / AVX2 / AVX-512 paths with identical bits), on hb heads at a time
 // (hb % 8 == 0): keys row-major K[t * ldk + d] (t < n), queries packed Qt[d * hb + h], scores St[t * lds + h].

@@ -270,15 +270,17 @@ StepResult run_step(const Case& c, const Params& p, Bug bug, int threads, Projec
       constexpr std::int64_t kTB = 64;
 #pragma omp parallel num_threads(threads)
       {
-        std::vector<double> Q(static_cast<std::size_t>(kTB * Hh)), Sk(static_cast<std::size_t>(kTB * C2)), Sg(Sk.size());
+        // Token rows 8 doubles longer than Hh: the rows of a head block fall in different L1 sets (attn_gemm.cpp).
+        const std::int64_t ldq = Hh + 8;
+        std::vector<double> Q(static_cast<std::size_t>(kTB * ldq)), Sk(static_cast<std::size_t>(kTB * C2)), Sg(Sk.size());
 #pragma omp for schedule(dynamic, 1)
         for (std::int64_t t0 = 0; t0 < T; t0 += kTB) {
           const std::int64_t nt = std::min(kTB, T - t0);
           std::fill(Q.begin(), Q.end(), 0.0);
           for (std::int64_t i = 0; i < nt; ++i)
-            for (std::int64_t h = 0; h < Hh; ++h) Q[static_cast<std::size_t>(i * Hh + h)] = num::bf16_to_f64(xb[(t0 + i) * Hh + h]);
-          attn::gemm_qk(Q.data(), kTB, Pk.data(), C2, Hh, Sk.data());
-          if (p.have_gate) attn::gemm_qk(Q.data(), kTB, Pg.data(), C2, Hh, Sg.data());
+            for (std::int64_t h = 0; h < Hh; ++h) Q[static_cast<std::size_t>(i * ldq + h)] = num::bf16_to_f64(xb[(t0 + i) * Hh + h]);
+          attn::gemm_qk(Q.data(), kTB, Pk.data(), C2, Hh, Sk.data(), attn::gemm_isa(), ldq);
+          if (p.have_gate) attn::gemm_qk(Q.data(), kTB, Pg.data(), C2, Hh, Sg.data(), attn::gemm_isa(), ldq);
           else std::fill(Sg.begin(), Sg.end(), 0.0);
           emit(t0, nt, Sk.data(), Sg.data());  // inside the parallel region: one thread
         }
