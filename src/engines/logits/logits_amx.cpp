@@ -9,12 +9,12 @@
 //
 // Tiles: A = 16 keys x 64 dims of a key plane (row-major, stride D), B = 64 dims x 16 columns of a query plane in the
 // VNNI order TDPBSSD reads (4 consecutive dims of a column in one dword), C = 16 x 16 int32. Each product runs over a
-// 2 x 2 block of C tiles (32 keys x 32 columns: every A and B tile load feeds two products), is stored, and the
-// five sums of a block are recombined with AVX-512 into the fp64 C of the other paths.
+// 2 x 2 block of C tiles (32 keys x 32 columns: every A and B tile load feeds two products) and is stored; the five
+// sums of a block are recombined with AVX-512 into doubles: amx_gemm writes them as the fp64 C of the other paths,
+// amx_heads (the stages' path) feeds them straight into the head lanes, overlapped with the next block's products.
 #include "engines/logits/logits_simd.hpp"
 
 #include <algorithm>
-#include <array>
 #include <cstring>
 
 #if defined(__x86_64__) && defined(__linux__)
@@ -174,7 +174,7 @@ __attribute__((target("amx-tile"))) inline void amx_store4(std::int32_t* o) {
   _tile_stored(3, o + 768, 64);
 }
 
-// The tile configuration is per thread: loaded on a thread's first amx_gemm, released by amx_release.
+// The tile configuration is per thread: loaded on a thread's first amx_gemm / amx_heads, released by amx_release.
 thread_local bool tiles_configured = false;
 
 __attribute__((target("amx-tile"))) inline void configure_tiles() {
@@ -253,7 +253,6 @@ __attribute__((target("amx-tile,amx-int8,avx512f,avx512dq"))) void gemm_amx_t(co
 }
 
 // ---- The fused path: products and the head lanes of HeadFn without materializing C ----
-
 
 // Head lanes of block keys [r0, r1) over the 32 heads hb.. of one column block (sums S): per key r the lanes
 // L[r][0..7] (a) and L[r][8..15] (m) of HeadFn, a = fma(max(0, s_h), wd_h, a) 8 heads at a time in increasing h,
