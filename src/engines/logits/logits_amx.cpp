@@ -174,6 +174,37 @@ __attribute__((target("amx-tile"))) inline void amx_store4(std::int32_t* o) {
   _tile_stored(3, o + 768, 64);
 }
 
+// sums[product][tile][16 x 16] of one 2 x 2 block: c0, c1, c4, P1, Pm1.
+using BlockSums = std::int32_t[5][4][256];
+
+// The five products of the 2 x 2 block at K (keys, planes kplane bytes apart) x Q (columns, planes qplane apart) into
+// S, after(k) called once product k is stored (the callers put vector work there, overlapping the next product).
+template <int STEPS, class After>
+__attribute__((target("amx-tile,amx-int8"))) inline void five_products(const std::int8_t* K, sz kplane, const std::int8_t* Q,
+                                                                        sz qplane, BlockSums& S, After after) {
+  amx_zero4();
+  amx_product<STEPS>(K, Q);  // c0 = x0.y0
+  amx_store4(S[0][0]);
+  after(0);
+  amx_zero4();
+  amx_product<STEPS>(K, Q + qplane);  // c1 = x0.y1 + x1.y0
+  amx_product<STEPS>(K + kplane, Q);
+  amx_store4(S[1][0]);
+  after(1);
+  amx_zero4();
+  amx_product<STEPS>(K + 2 * kplane, Q + 2 * qplane);  // c4 = x2.y2
+  amx_store4(S[2][0]);
+  after(2);
+  amx_zero4();
+  amx_product<STEPS>(K + 3 * kplane, Q + 3 * qplane);  // P1 = x(1).y(1)
+  amx_store4(S[3][0]);
+  after(3);
+  amx_zero4();
+  amx_product<STEPS>(K + 4 * kplane, Q + 4 * qplane);  // Pm1 = x(-1).y(-1)
+  amx_store4(S[4][0]);
+  after(4);
+}
+
 // The tile configuration is per thread: loaded on a thread's first amx_gemm / amx_heads, released by amx_release.
 thread_local bool tiles_configured = false;
 
@@ -184,9 +215,6 @@ __attribute__((target("amx-tile"))) inline void configure_tiles() {
   _tile_loadconfig(&cfg);
   tiles_configured = true;
 }
-
-// sums[product][tile][16 x 16] of one 2 x 2 block: c0, c1, c4, P1, Pm1.
-using BlockSums = std::int32_t[5][4][256];
 
 // Rows [r0, r1) of a 32 x 32 block's doubles (block row i = 16 * (t >> 1) + r of tiles t = 2 (i >> 4) + 0, 1).
 __attribute__((target("avx512f,avx512dq"))) inline void recombine_rows(const BlockSums& S, int r0, int r1, double* C,
@@ -219,34 +247,10 @@ __attribute__((target("amx-tile,amx-int8,avx512f,avx512dq"))) void gemm_amx_t(co
     for (int cb = 0; cb < ncp; cb += 32, ++n) {
       const std::int8_t* K = Kd + static_cast<sz>(jb) * D;
       const std::int8_t* Q = Qd + static_cast<sz>(cb) * D;
-      BlockSums& S = sums[n & 1];
       const BlockSums& P = sums[(n + 1) & 1];
-      int step = 0;
-      auto recombine_some = [&] {
-        if (prev) recombine_rows(P, kRows[step], kRows[step + 1], prev, ldc);
-        ++step;
-      };
-      amx_zero4();
-      amx_product<STEPS>(K, Q);  // c0 = x0.y0
-      amx_store4(S[0][0]);
-      recombine_some();
-      amx_zero4();
-      amx_product<STEPS>(K, Q + qplane);  // c1 = x0.y1 + x1.y0
-      amx_product<STEPS>(K + kplane, Q);
-      amx_store4(S[1][0]);
-      recombine_some();
-      amx_zero4();
-      amx_product<STEPS>(K + 2 * kplane, Q + 2 * qplane);  // c4 = x2.y2
-      amx_store4(S[2][0]);
-      recombine_some();
-      amx_zero4();
-      amx_product<STEPS>(K + 3 * kplane, Q + 3 * qplane);  // P1 = x(1).y(1)
-      amx_store4(S[3][0]);
-      recombine_some();
-      amx_zero4();
-      amx_product<STEPS>(K + 4 * kplane, Q + 4 * qplane);  // Pm1 = x(-1).y(-1)
-      amx_store4(S[4][0]);
-      recombine_some();
+      five_products<STEPS>(K, kplane, Q, qplane, sums[n & 1], [&](int k) {
+        if (prev) recombine_rows(P, kRows[k], kRows[k + 1], prev, ldc);
+      });
       prev = C + static_cast<sz>(jb) * ldc + static_cast<sz>(cb);
     }
   if (prev) recombine_rows(sums[(n + 1) & 1], 0, 32, prev, ldc);
@@ -260,26 +264,21 @@ __attribute__((target("amx-tile,amx-int8,avx512f,avx512dq"))) void gemm_amx_t(co
 __attribute__((target("avx512f,avx512dq,fma"))) void lanes_update(const BlockSums& S, int r0, int r1, const double* wd,
                                                                    const double* wa, double (*L)[16], bool first) {
   const __m512d zero = _mm512_setzero_pd();
-  const __m512d w0 = _mm512_loadu_pd(wd), w1 = _mm512_loadu_pd(wd + 8), w2 = _mm512_loadu_pd(wd + 16), w3 = _mm512_loadu_pd(wd + 24);
-  const __m512d a0 = _mm512_loadu_pd(wa), a1 = _mm512_loadu_pd(wa + 8), a2 = _mm512_loadu_pd(wa + 16), a3 = _mm512_loadu_pd(wa + 24);
+  __m512d wv[4], av[4];
+#pragma GCC unroll 4
+  for (int g = 0; g < 4; ++g) wv[g] = _mm512_loadu_pd(wd + 8 * g), av[g] = _mm512_loadu_pd(wa + 8 * g);
   for (int r = r0; r < r1; ++r) {
     const int t = 2 * (r >> 4), e = 16 * (r & 15);
     __m512d va = first ? zero : _mm512_load_pd(L[r]), vm = first ? zero : _mm512_load_pd(L[r] + 8);
-    __m512d s0, s1, s2, s3;
-    recombine16v(S[0][t] + e, S[1][t] + e, S[2][t] + e, S[3][t] + e, S[4][t] + e, s0, s1);
-    recombine16v(S[0][t + 1] + e, S[1][t + 1] + e, S[2][t + 1] + e, S[3][t + 1] + e, S[4][t + 1] + e, s2, s3);
-    s0 = _mm512_max_pd(zero, s0);
-    va = _mm512_fmadd_pd(s0, w0, va);
-    vm = _mm512_fmadd_pd(s0, a0, vm);
-    s1 = _mm512_max_pd(zero, s1);
-    va = _mm512_fmadd_pd(s1, w1, va);
-    vm = _mm512_fmadd_pd(s1, a1, vm);
-    s2 = _mm512_max_pd(zero, s2);
-    va = _mm512_fmadd_pd(s2, w2, va);
-    vm = _mm512_fmadd_pd(s2, a2, vm);
-    s3 = _mm512_max_pd(zero, s3);
-    va = _mm512_fmadd_pd(s3, w3, va);
-    vm = _mm512_fmadd_pd(s3, a3, vm);
+    __m512d s[4];  // heads hb + 8 g .. hb + 8 g + 7
+    recombine16v(S[0][t] + e, S[1][t] + e, S[2][t] + e, S[3][t] + e, S[4][t] + e, s[0], s[1]);
+    recombine16v(S[0][t + 1] + e, S[1][t + 1] + e, S[2][t + 1] + e, S[3][t + 1] + e, S[4][t + 1] + e, s[2], s[3]);
+#pragma GCC unroll 4
+    for (int g = 0; g < 4; ++g) {
+      const __m512d rl = _mm512_max_pd(zero, s[g]);
+      va = _mm512_fmadd_pd(rl, wv[g], va);
+      vm = _mm512_fmadd_pd(rl, av[g], vm);
+    }
     _mm512_store_pd(L[r], va);
     _mm512_store_pd(L[r] + 8, vm);
   }
@@ -329,32 +328,10 @@ __attribute__((target("amx-tile,amx-int8,avx512f,avx512dq,fma"))) void heads_amx
       for (int hb = 0; hb < H; hb += 32) {
         const std::int8_t* K = Kd + static_cast<sz>(jb) * D;
         const std::int8_t* Q = Qd + static_cast<sz>(R.c0 + hb) * D;
-        BlockSums& cur = S[ci];
         const BlockSums& old = S[ci ^ 1];
-        auto part = [&](int k) {
+        five_products<STEPS>(K, kplane, Q, qplane, S[ci], [&](int k) {
           if (have_prev) lanes_part(prev, old, k);
-        };
-        amx_zero4();
-        amx_product<STEPS>(K, Q);  // c0 = x0.y0
-        amx_store4(cur[0][0]);
-        part(0);
-        amx_zero4();
-        amx_product<STEPS>(K, Q + qplane);  // c1 = x0.y1 + x1.y0
-        amx_product<STEPS>(K + kplane, Q);
-        amx_store4(cur[1][0]);
-        part(1);
-        amx_zero4();
-        amx_product<STEPS>(K + 2 * kplane, Q + 2 * qplane);  // c4 = x2.y2
-        amx_store4(cur[2][0]);
-        part(2);
-        amx_zero4();
-        amx_product<STEPS>(K + 3 * kplane, Q + 3 * qplane);  // P1 = x(1).y(1)
-        amx_store4(cur[3][0]);
-        part(3);
-        amx_zero4();
-        amx_product<STEPS>(K + 4 * kplane, Q + 4 * qplane);  // Pm1 = x(-1).y(-1)
-        amx_store4(cur[4][0]);
-        part(4);
+        });
         prev = {jb, x, hb, r0, r1};
         have_prev = true;
         ci ^= 1;

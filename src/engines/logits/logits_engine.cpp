@@ -53,30 +53,36 @@ std::uint32_t exact_from_codes(const std::uint8_t* q, const std::uint8_t* k, con
 // One query row (weights at offset wo) against n consecutive keys of a tile, whose exact dot products start at
 // c0 (row stride ldc, one column per head): head sums by the ISA path, then the exactly rounded logit (see (2)),
 // stored with M at flat outputs o0 .. o0+n-1. scales[k] is key k's kv_scale.
-void reduce_keys(const Isa& isa, const double* c0, sz ldc, int n, const WeightsF64& wf, const float* w, sz wo, int H,
-                 const float* scales, std::vector<double>& acc, std::vector<double>& mg, LogitsOut out, i64 o0) {
-  isa.heads(c0, ldc, n, wf.wd.data() + wo, wf.wa.data() + wo, H, acc.data(), mg.data());
+namespace {
+
+// The n logits from their pre-scale head sums (see (2)): the certified rounding, else exact(k) (the exact fallback),
+// stored with M at flat outputs o0 .. o0+n-1.
+template <class Exact>
+void store_keys(const double* acc, const double* mg, int n, int H, const float* scales, LogitsOut out, i64 o0, Exact exact) {
   for (int k = 0; k < n; ++k) {
-    const sz ku = static_cast<sz>(k);
     double M;
-    const std::uint32_t bits = finish(acc[ku], mg[ku], c0 + ku * ldc, w + wo, H, scales[k], out.bf16, M);
+    std::uint32_t bits;
+    if (!core::certify(acc[k], mg[k], scales[k], H, out.bf16, bits, M)) bits = exact(k);
     store_bits(out.value, o0 + k, bits);
     out.M[o0 + k] = M;
     out.defined[o0 + k] = 1;
   }
 }
 
+}  // namespace
+
+void reduce_keys(const Isa& isa, const double* c0, sz ldc, int n, const WeightsF64& wf, const float* w, sz wo, int H,
+                 const float* scales, std::vector<double>& acc, std::vector<double>& mg, LogitsOut out, i64 o0) {
+  isa.heads(c0, ldc, n, wf.wd.data() + wo, wf.wa.data() + wo, H, acc.data(), mg.data());
+  store_keys(acc.data(), mg.data(), n, H, scales, out, o0,
+             [&](int k) { return exact_round(c0 + static_cast<sz>(k) * ldc, w + wo, H, scales[k], out.bf16); });
+}
+
 void finish_keys(const double* acc, const double* mg, int n, const float* w, int H, int D, const float* scales,
                  const std::uint8_t* qrow, const std::uint8_t* keys, LogitsOut out, i64 o0) {
-  for (int k = 0; k < n; ++k) {
-    double M;
-    std::uint32_t bits;
-    if (!core::certify(acc[k], mg[k], scales[k], H, out.bf16, bits, M))
-      bits = exact_from_codes(qrow, keys + static_cast<sz>(k) * static_cast<sz>(D), w, scales[k], H, D, out.bf16);
-    store_bits(out.value, o0 + k, bits);
-    out.M[o0 + k] = M;
-    out.defined[o0 + k] = 1;
-  }
+  store_keys(acc, mg, n, H, scales, out, o0, [&](int k) {
+    return exact_from_codes(qrow, keys + static_cast<sz>(k) * static_cast<sz>(D), w, scales[k], H, D, out.bf16);
+  });
 }
 
 }  // namespace dsa::engines::logits

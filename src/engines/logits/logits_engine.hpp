@@ -69,16 +69,6 @@ std::uint32_t exact_round(const double* s, const float* w, int H, float sc, bool
 // by (1), then exact_round. The CUDA backend's fallback for the logits whose certificate failed on the device.
 std::uint32_t exact_from_codes(const std::uint8_t* q, const std::uint8_t* k, const float* w, float sc, int H, int D, bool bf16);
 
-// s[H] exact dot products, acc/mag their pre-scale head sums (HeadFn), w the fp32 weights. Returns target bits;
-// M = magnitude.
-inline std::uint32_t finish(double acc, double mag, const double* s, const float* w, int H, float sc, bool bf16,
-                            double& M) {
-  std::uint32_t bits;
-  if (core::certify(acc, mag, sc, H, bf16, bits, M)) return bits;
-  return exact_round(s, w, H, sc, bf16);
-}
-
-
 inline constexpr std::uint16_t kBf16NegInf = 0xFF80;
 
 inline void fill_neg_inf(Tensor& t) {
@@ -213,7 +203,7 @@ void reduce_keys(const Isa& isa, const double* c0, sz ldc, int n, const WeightsF
                  const float* scales, std::vector<double>& acc, std::vector<double>& mg, LogitsOut out, i64 o0);
 
 // The logits of one query row (codes qrow [H, D], weights w [H]) against n keys (codes keys [n, D], scales) from their
-// HeadFn sums acc/mg (amx_heads): reduce_keys' finish, the exact fallback computed from the codes. Flat outputs o0...
+// HeadFn sums acc/mg (amx_heads): reduce_keys' rounding, the exact fallback computed from the codes. Flat outputs o0...
 void finish_keys(const double* acc, const double* mg, int n, const float* w, int H, int D, const float* scales,
                  const std::uint8_t* qrow, const std::uint8_t* keys, LogitsOut out, i64 o0);
 
