@@ -218,6 +218,22 @@ TEST_CASE("v4.compressor: a request's rows do not depend on the other requests o
   CHECK(std::memcmp(x.data<std::uint16_t>(), y.data<std::uint16_t>() + 2 * kD, 3 * kD * 2) == 0);
 }
 
+TEST_CASE("v4.compressor: the projections' token blocks (their size follows T and the threads) do not change a bit") {
+  // T = 471 tokens from x: blocks of 240 (1 thread), 120 (2), 80 (3), 64 (16) tokens, tails of 231 / 111 / 71 / 23
+  // rows (the GEMM computes them rounded up to 4), and a one-token request.
+  golden::GoldenSpec spec{.name = "blocks", .stage = "v4.compressor", .generator = "v4c.step", .seed = 77,
+                          .dims = {{"D", 128}, {"H", 64}, {"bs", 8}}, .lists = {{"start_pos", {0, 3, 9}}, {"q_len", {300, 170, 1}}},
+                          .attrs = {{"cmp_ratio", golden::I(4)}, {"coff", golden::I(2)}}};
+  const Case c = golden::make_case(spec, 1, 0);
+  REQUIRE(c.inputs.count("x"));
+  const Expected one = test::run_reference(c, 1);
+  for (int threads : {2, 3, 16}) {
+    const auto d = pipeline::diff_expected(one, test::run_reference(c, threads), "1 thread", std::to_string(threads) + " threads");
+    INFO(threads << " threads" << (d.empty() ? "" : ": " + d[0].tensor + ": " + d[0].message));
+    CHECK(d.empty());
+  }
+}
+
 TEST_CASE("v4.compressor: missing table entries and too few rope rows are input errors naming the tensor") {
   const Req q = make_req(0, 80);
   Case c = step({&q}, {0}, {80}, fresh_state(1));  // 80 positions need 10 blocks of 8, the table has 8

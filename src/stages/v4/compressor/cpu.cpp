@@ -12,6 +12,7 @@
 #include "numerics/det_math.hpp"
 #include "numerics/formats.hpp"
 #include "numerics/fp4_core.hpp"
+#include "numerics/half_core.hpp"
 #include "engines/quant/quant_core.hpp"
 #include "engines/sparse_attn/sparse_attn.hpp"
 #include "engines/v4_compress/norm_rope_core.hpp"
@@ -240,7 +241,7 @@ StepResult run_step(const Case& c, const Params& p, Bug bug, int threads, Projec
     for (std::int64_t o = 0; o < C2; ++o) {
       double a = 0, b = 0;
       for (std::int64_t h = 0; h < Hh; ++h) {
-        const double k = num::bf16_to_f64(wk[o * Hh + h]), g = num::bf16_to_f64(wg[o * Hh + h]);
+        const double k = halfcore::bf16_to_f64(wk[o * Hh + h]), g = halfcore::bf16_to_f64(wg[o * Hh + h]);
         Pk[static_cast<std::size_t>(((o / 8) * Hh + h) * 8 + o % 8)] = k;
         Pg[static_cast<std::size_t>(((o / 8) * Hh + h) * 8 + o % 8)] = g;
         a += k * k, b += g * g;
@@ -254,7 +255,7 @@ StepResult run_step(const Case& c, const Params& p, Bug bug, int threads, Projec
       for (std::int64_t i = 0; i < nt; ++i) {
         double xn = 0;
         for (std::int64_t h = 0; h < Hh; ++h) {
-          const double xv = num::bf16_to_f64(xb[(t0 + i) * Hh + h]);
+          const double xv = halfcore::bf16_to_f64(xb[(t0 + i) * Hh + h]);
           xn += xv * xv;
         }
         xn = std::sqrt(xn) * (1 + 0x1p-40);
@@ -267,7 +268,11 @@ StepResult run_step(const Case& c, const Params& p, Bug bug, int threads, Projec
     if (project) {
       project(xb, T, Hh, wk, wg, C2, emit);  // another backend's projections (cuda.cpp: the GPU's)
     } else {
-      constexpr std::int64_t kTB = 64;
+      // Up to 256 tokens a block (the weight panels, C2 x H doubles: 32 MB at V4-Flash sizes, stream from memory
+      // once per block: a larger block reads them less often), at least 64, and at least two blocks per thread when
+      // there are enough tokens. Each token row's chain is the same in any block.
+      const std::int64_t per = (T + 2 * threads - 1) / (2 * std::max(threads, 1));
+      const std::int64_t kTB = std::clamp<std::int64_t>((per + 7) / 8 * 8, 64, 256);
 #pragma omp parallel num_threads(threads)
       {
         // Token rows 8 doubles longer than Hh: the rows of a head block fall in different L1 sets (attn_gemm.cpp).
@@ -276,11 +281,12 @@ StepResult run_step(const Case& c, const Params& p, Bug bug, int threads, Projec
 #pragma omp for schedule(dynamic, 1)
         for (std::int64_t t0 = 0; t0 < T; t0 += kTB) {
           const std::int64_t nt = std::min(kTB, T - t0);
-          std::fill(Q.begin(), Q.end(), 0.0);
+          const std::int64_t np4 = (nt + 3) / 4 * 4;  // the rows computed (gemm_qk: a multiple of 4)
+          std::fill(Q.begin(), Q.begin() + np4 * ldq, 0.0);
           for (std::int64_t i = 0; i < nt; ++i)
-            for (std::int64_t h = 0; h < Hh; ++h) Q[static_cast<std::size_t>(i * ldq + h)] = num::bf16_to_f64(xb[(t0 + i) * Hh + h]);
-          attn::gemm_qk(Q.data(), kTB, Pk.data(), C2, Hh, Sk.data(), attn::gemm_isa(), ldq);
-          if (p.have_gate) attn::gemm_qk(Q.data(), kTB, Pg.data(), C2, Hh, Sg.data(), attn::gemm_isa(), ldq);
+            for (std::int64_t h = 0; h < Hh; ++h) Q[static_cast<std::size_t>(i * ldq + h)] = halfcore::bf16_to_f64(xb[(t0 + i) * Hh + h]);
+          attn::gemm_qk(Q.data(), np4, Pk.data(), C2, Hh, Sk.data(), attn::gemm_isa(), ldq);
+          if (p.have_gate) attn::gemm_qk(Q.data(), np4, Pg.data(), C2, Hh, Sg.data(), attn::gemm_isa(), ldq);
           else std::fill(Sg.begin(), Sg.end(), 0.0);
           emit(t0, nt, Sk.data(), Sg.data());  // inside the parallel region: one thread
         }
