@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "numerics/exact_digits.hpp"
 #include "engines/logits/logits_core.hpp"
@@ -21,8 +23,7 @@ namespace {
 
 using i64 = std::int64_t;
 constexpr int kKeys = 64;        // keys per warpgroup tile (wgmma M)
-constexpr int kWG = 2;           // consumer warpgroups per block
-constexpr int kThreads = 128 * kWG;
+constexpr int kBlocks = 2;       // tile blocks per CTA (two tiles in flight)
 constexpr int kPlanes = 5;
 constexpr int kD = 128;          // dims (the engine's only D: DeepSeek's indexer head dim)
 constexpr double kMagic = 6755399441055744.0;  // 2^52 + 2^51
@@ -32,14 +33,14 @@ constexpr long long kMagicBits = 0x4338000000000000ll;
 struct Smem {
   int NT;
   __host__ __device__ int b_planes() const { return 0; }                                      // [5][NT][128] core matrices
-  __host__ __device__ int a_block(int wg) const { return kPlanes * NT * kD + wg * static_cast<int>(kWgmmaBlockBytes); }
-  __host__ __device__ int wsm() const { return a_block(kWG); }                                 // double [NT]: w 2^-18
+  __host__ __device__ int a_block(int b) const { return kPlanes * NT * kD + b * static_cast<int>(kWgmmaBlockBytes); }
+  __host__ __device__ int wsm() const { return a_block(kBlocks); }                                 // double [NT]: w 2^-18
   __host__ __device__ int wabs() const { return wsm() + NT * 8; }                              // double [NT]: |w| 2^-18
   __host__ __device__ int rows() const { return wabs() + NT * 8; }                             // i64 lo, hi, col0 [3][8]
   __host__ __device__ int qnan() const { return rows() + 3 * 8 * 8; }                          // u8 [NT]
   __host__ __device__ int gnan() const { return qnan() + NT; }                                 // int
-  __host__ __device__ int mbar() const { return gnan() + 16; }                                 // u64 [kWG]
-  __host__ __device__ int bytes() const { return mbar() + 8 * kWG; }
+  __host__ __device__ int mbar() const { return gnan() + 16; }                                 // u64 [kBlocks]
+  __host__ __device__ int bytes() const { return mbar() + 8 * kBlocks; }
 };
 constexpr int kPlaneBytes = kKeys * kD;                  // one digit plane of a tile block
 constexpr int kScaleOff = kPlanes * kPlaneBytes;         // float [64]
@@ -67,7 +68,9 @@ __device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.s
 __device__ __forceinline__ void wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
 __device__ __forceinline__ void reg_fence(int& r) { asm volatile("" : "+r"(r)::"memory"); }
 __device__ __forceinline__ void proxy_fence() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
-__device__ __forceinline__ void wg_barrier(int wg) { asm volatile("bar.sync %0, 128;\n" ::"r"(wg + 1) : "memory"); }
+// The warpgroups of one tile block (1 or 2: PAIR x 128 threads) meet at barrier 1 + block.
+template <int PAIR>
+__device__ __forceinline__ void block_barrier(int blk) { asm volatile("bar.sync %0, %1;\n" ::"r"(blk + 1), "n"(128 * PAIR) : "memory"); }
 __device__ __forceinline__ void cp16(void* dst, const void* src, bool valid) {
   const std::uint32_t s = static_cast<std::uint32_t>(__cvta_generic_to_shared(dst));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src), "r"(valid ? 16 : 0) : "memory");
@@ -93,9 +96,6 @@ __device__ __forceinline__ void mbar_wait(std::uint64_t* m, std::uint32_t parity
                  : "memory");
   } while (!done);
 }
-// The MMA turn of a warpgroup (FA3-style ping-pong): barriers 3 and 4 over both warpgroups' 256 threads.
-__device__ __forceinline__ void turn_wait(int wg) { asm volatile("bar.sync %0, 256;\n" ::"r"(3 + wg) : "memory"); }
-__device__ __forceinline__ void turn_pass(int wg) { asm volatile("bar.arrive %0, 256;\n" ::"r"(4 - wg) : "memory"); }
 __device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 __device__ __forceinline__ void cp_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
 
@@ -113,12 +113,12 @@ __device__ __forceinline__ void wgmma(int (&d)[NT / 2], std::uint64_t a, std::ui
   else wgmma_n64(d, a, b, acc);
 }
 
-// acc (+)= A[plane pa] . B[plane pb] over all of D.
-template <int NT>
+// acc (+)= A[plane pa] . B[plane pb] over all of D: NT columns of B, whose planes lie PS columns apart.
+template <int NT, int PS>
 __device__ __forceinline__ void unit(int (&acc)[NT / 2], const std::int8_t* A, const std::int8_t* B, int pa, int pb, bool accumulate) {
   constexpr int D = kD;
   const std::int8_t* a = A + pa * kKeys * D;
-  const std::int8_t* b = B + pb * NT * D;
+  const std::int8_t* b = B + pb * PS * D;
 #pragma unroll
   for (int s = 0; s < D / 32; ++s)
     wgmma<NT>(acc, mdesc(a + s * 256, 128, 8 * D), mdesc(b + s * 256, 128, 8 * D), accumulate || s > 0 ? 1 : 0);
@@ -211,10 +211,13 @@ __device__ __forceinline__ void epilogue(const TileCtx& x, const int (&R)[NT / 2
   }
 }
 
-template <int NT, int H>
-__global__ void __launch_bounds__(kThreads, 1) wgmma_logits_kernel(const WgmmaParams p) {
+// WG consumer warpgroups: 2 (each tile block is one warpgroup's: all NT columns), or 4 (each tile block is shared by
+// a pair, each warpgroup computing NT / 2 columns: half the accumulators, so twice the warps per scheduler).
+template <int NT, int H, int WG>
+__global__ void __launch_bounds__(128 * WG, 1) wgmma_logits_kernel(const WgmmaParams p) {
   constexpr int RB = NT / H;  // rows per group
   constexpr int D = kD;
+  constexpr int kThreads = 128 * WG, PAIR = WG / kBlocks, NW = NT / PAIR, RBW = NW / H;  // NW columns, RBW rows a warpgroup
   extern __shared__ __align__(1024) unsigned char smem[];
   const Smem L{NT};
   std::int8_t* B = reinterpret_cast<std::int8_t*>(smem + L.b_planes());
@@ -227,15 +230,16 @@ __global__ void __launch_bounds__(kThreads, 1) wgmma_logits_kernel(const WgmmaPa
   int* gnan = reinterpret_cast<int*>(smem + L.gnan());
 
   const int tid = threadIdx.x, wg = tid >> 7, lt = tid & 127, warp = lt >> 5, lane = tid & 31, gid = lane >> 2, tig = lane & 3;
-  unsigned char* Ab = smem + L.a_block(wg);  // this warpgroup's tile block
+  const int blk = wg / PAIR, part = wg % PAIR;  // the warpgroup's tile block and its columns [part NW, part NW + NW)
+  const bool loader = part == 0;                // issues the block's copies
+  unsigned char* Ab = smem + L.a_block(blk);    // this warpgroup's tile block
   const std::int8_t* A = reinterpret_cast<const std::int8_t*>(Ab);
   const float* Asc = reinterpret_cast<const float*>(Ab + kScaleOff);
   const std::uint8_t* Akn = Ab + kNanOff;
-  std::uint64_t* mbar = reinterpret_cast<std::uint64_t*>(smem + L.mbar()) + wg;
-  if (lt == 0) mbar_init(mbar);
+  std::uint64_t* mbar = reinterpret_cast<std::uint64_t*>(smem + L.mbar()) + blk;
+  if (loader && lt == 0) mbar_init(mbar);
   mbar_init_fence();
   __syncthreads();
-  if (wg == 1) turn_pass(1);  // warpgroup 0 has the first MMA turn
   std::uint32_t parity = 0;
 
   // This block's items: [ib, ie) of a persistent grid over equal chunks of keys.
@@ -311,7 +315,7 @@ __global__ void __launch_bounds__(kThreads, 1) wgmma_logits_kernel(const WgmmaPa
     // Tile t of the segment (keys ka + 64 t ..) into this warpgroup's tile block: one bulk copy of the whole block
     // when its 64 keys are one aligned block of the key array (ragged; paged with page_size % 64 == 0), else a
     // per-key gather (cp.async of each key's 16-byte chunks, scale and NaN flag by plain loads).
-    auto issue = [&](i64 t) {
+    auto issue = [&](i64 t) {  // by the loader warpgroup of the block
       const i64 jt = ka + t * kKeys;
       if (p.bulk) {
         if (lt == 0) {
@@ -352,68 +356,69 @@ __global__ void __launch_bounds__(kThreads, 1) wgmma_logits_kernel(const WgmmaPa
       }
     };
     const i64 ntiles = (kb - ka + kKeys - 1) / kKeys;
-    const i64 turns = (ntiles + 1) / 2;  // both warpgroups take the same number of MMA turns (a last one may be empty)
-    if (wg < ntiles) issue(wg);
-    int R[NT / 2], T[NT / 2];
+    const i64 turns = (ntiles + 1) / 2;  // every warpgroup runs the same number of rounds (a last one may be empty)
+    if (loader && blk < ntiles) issue(blk);
+    int R[NW / 2], T[NW / 2];
+    const std::int8_t* Bw = B + part * NW * D;  // this warpgroup's columns of each query plane
     for (i64 u = 0; u < turns; ++u) {
-      const i64 t = wg + 2 * u;
+      const i64 t = blk + 2 * u;
       const bool real = t < ntiles;
       if (real) {
         if (p.bulk) {
           mbar_wait(mbar, parity);
           parity ^= 1u;
         } else {
-          cp_wait_all();
+          if (loader) cp_wait_all();
           proxy_fence();
         }
-        wg_barrier(wg);
+        block_barrier<PAIR>(blk);
       }
-      turn_wait(wg);
       if (real) {
         // R = P1, T = Pm1; R = (65 R - 63 T) / 2; T = c4; R += 4095 T; T = c1; T *= 64; T += c0.
         wg_fence();
-        unit<NT>(R, A, B, 3, 3, false);
-        unit<NT>(T, A, B, 4, 4, false);
+        unit<NW, NT>(R, A, Bw, 3, 3, false);
+        unit<NW, NT>(T, A, Bw, 4, 4, false);
         wg_commit();
         wg_wait0();
-        fence_all<NT>(R);
-        fence_all<NT>(T);
+        fence_all<NW>(R);
+        fence_all<NW>(T);
 #pragma unroll
-        for (int i = 0; i < NT / 2; ++i) R[i] = exactdot::toom_high(R[i], T[i], 0);
+        for (int i = 0; i < NW / 2; ++i) R[i] = exactdot::toom_high(R[i], T[i], 0);
         wg_fence();
-        unit<NT>(T, A, B, 2, 2, false);
+        unit<NW, NT>(T, A, Bw, 2, 2, false);
         wg_commit();
         wg_wait0();
-        fence_all<NT>(T);
+        fence_all<NW>(T);
 #pragma unroll
-        for (int i = 0; i < NT / 2; ++i) R[i] += 4095 * T[i];  // = toom_high(P1, Pm1, c4)
+        for (int i = 0; i < NW / 2; ++i) R[i] += 4095 * T[i];  // = toom_high(P1, Pm1, c4)
         wg_fence();
-        unit<NT>(T, A, B, 1, 0, false);
-        unit<NT>(T, A, B, 0, 1, true);
+        unit<NW, NT>(T, A, Bw, 1, 0, false);
+        unit<NW, NT>(T, A, Bw, 0, 1, true);
         wg_commit();
         wg_wait0();
-        fence_all<NT>(T);
+        fence_all<NW>(T);
 #pragma unroll
-        for (int i = 0; i < NT / 2; ++i) T[i] *= 64;  // then + c0 by the tensor cores: toom_low(c1, c0)
+        for (int i = 0; i < NW / 2; ++i) T[i] *= 64;  // then + c0 by the tensor cores: toom_low(c1, c0)
         wg_fence();
-        unit<NT>(T, A, B, 0, 0, true);
+        unit<NW, NT>(T, A, Bw, 0, 0, true);
         wg_commit();
         wg_wait0();
-        fence_all<NT>(T);
-        fence_all<NT>(R);
+        fence_all<NW>(T);
+        fence_all<NW>(R);
       }
-      turn_pass(wg);
       if (!real) break;
       // The tile's scales and NaN flags of this thread's keys, before the block reloads.
       const int k0 = 16 * warp + gid;
       const bool kn0 = Akn[k0] != 0, kn1 = Akn[k0 + 8] != 0;
       const float sc0 = Asc[k0], sc1 = Asc[k0 + 8];
-      wg_barrier(wg);  // every warp's reads of the block are done: reload it during the epilogue
-      if (t + 2 < ntiles) issue(t + 2);
+      block_barrier<PAIR>(blk);  // every warp's reads of the block are done: reload it during the epilogue
+      if (loader && t + 2 < ntiles) issue(t + 2);
       const bool nans = __any_sync(0xFFFFFFFFu, group_nan || kn0 || kn1);  // warp-uniform
-      const TileCtx x{p, ka + t * kKeys, kb, r0, nr, k0, tig, kn0, kn1, sc0, sc1, qn, wsm, wab, rlo, rhi, rc0};
-      if (nans) epilogue<NT, H, true>(x, R, T);
-      else epilogue<NT, H, false>(x, R, T);
+      const int c0 = part * NW, q0 = part * RBW;  // this warpgroup's first column and row of the group
+      const int nrw = nr - q0 < 0 ? 0 : nr - q0 > RBW ? RBW : nr - q0;
+      const TileCtx x{p, ka + t * kKeys, kb, r0 + q0, nrw, k0, tig, kn0, kn1, sc0, sc1, qn + c0, wsm + c0, wab + c0, rlo + q0, rhi + q0, rc0 + q0};
+      if (nans) epilogue<NW, H, true>(x, R, T);
+      else epilogue<NW, H, false>(x, R, T);
     }
   }
 }
@@ -448,7 +453,7 @@ __global__ void blocks_kernel(const std::uint8_t* src, const float* scale, i64 P
 
 #ifndef DSA_WG_BODY
 // Host pass and other targets: empty kernels of the same signatures (never launched there).
-template <int NT, int H>
+template <int NT, int H, int WG>
 __global__ void wgmma_logits_kernel(const WgmmaParams) {}
 __global__ void blocks_kernel(const std::uint8_t*, const float*, i64, i64, i64, bool, unsigned char*) {}
 #endif
@@ -462,18 +467,18 @@ __global__ void probe_kernel(int* out) {
 #endif
 }
 
-template <int NT, int H>
+template <int NT, int H, int WG>
 const char* launch(const WgmmaParams& p) {
   const Smem L{NT};
   const int smem = L.bytes();
-  if (cudaFuncSetAttribute(wgmma_logits_kernel<NT, H>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess)
+  if (cudaFuncSetAttribute(wgmma_logits_kernel<NT, H, WG>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess)
     return cudaGetErrorString(cudaGetLastError());
   int dev = 0, sms = 0;
   cudaGetDevice(&dev);
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
   const i64 grid = p.nitems < sms ? p.nitems : sms;
   if (grid <= 0) return "";
-  wgmma_logits_kernel<NT, H><<<static_cast<unsigned>(grid), kThreads, smem>>>(p);
+  wgmma_logits_kernel<NT, H, WG><<<static_cast<unsigned>(grid), 128 * WG, smem>>>(p);
   const cudaError_t e = cudaGetLastError();
   return e == cudaSuccess ? "" : cudaGetErrorString(e);
 }
@@ -513,14 +518,19 @@ bool wgmma_engine_supports(int H, int D, int NT) {
 
 const char* wgmma_engine_launch(const WgmmaParams& p) {
   if (!wgmma_engine_supports(p.H, p.D, p.NT)) return "wgmma engine: unsupported H / D / N";
+  // NT 128 with H <= 64: four warpgroups, two to a tile block (DSA_WGMMA_WARPGROUPS=2: the two-warpgroup kernel).
+  static const bool quad = [] {
+    const char* e = std::getenv("DSA_WGMMA_WARPGROUPS");
+    return !(e && std::string(e) == "2");
+  }();
   switch (p.NT * 1000 + p.H) {
-    case 64016: return launch<64, 16>(p);
-    case 64032: return launch<64, 32>(p);
-    case 64064: return launch<64, 64>(p);
-    case 128016: return launch<128, 16>(p);
-    case 128032: return launch<128, 32>(p);
-    case 128064: return launch<128, 64>(p);
-    case 128128: return launch<128, 128>(p);
+    case 64016: return launch<64, 16, 2>(p);
+    case 64032: return launch<64, 32, 2>(p);
+    case 64064: return launch<64, 64, 2>(p);
+    case 128016: return quad ? launch<128, 16, 4>(p) : launch<128, 16, 2>(p);
+    case 128032: return quad ? launch<128, 32, 4>(p) : launch<128, 32, 2>(p);
+    case 128064: return quad ? launch<128, 64, 4>(p) : launch<128, 64, 2>(p);
+    case 128128: return launch<128, 128, 2>(p);  // a row's 128 heads are one chain of head lanes: not split
     default: return "wgmma engine: unsupported H / N";
   }
 }

@@ -23,12 +23,17 @@
 // tree8 is the in-thread pair sum and two xor-shuffles. relu(s) w_h is computed as relu(S) (w_h 2^-18) with the
 // integer S = s 2^18: both are the rounding of the same real product (no underflow, no overflow), so the same bits.
 //
-// Tiles stream over keys: per block, two consumer warpgroups (one 64-key tile each at a time) share the row group's
-// query digit planes in shared memory; each reloads its tile block during its epilogue (one bulk copy on an mbarrier
-// when the tile is an aligned block of the key array, else a per-key cp.async gather through the block table), and
-// the two take turns on the tensor cores (named barriers 3 and 4), so one's MMA runs under the other's epilogue. A
+// Tiles stream over keys: per block, two tile blocks (64 keys each) are in flight, and the row group's query digit
+// planes sit in shared memory once. N 128 with H <= 64 runs four warpgroups, two to a tile block, each computing
+// 64 of the 128 columns (its rows: a row's heads stay in one warpgroup, so the head-lane order is unchanged): 64
+// accumulators a thread, 128 registers, four warps per scheduler to cover the epilogue's dependent chains. Other
+// shapes (N 64, H 128) run two warpgroups, one to a tile block. A block's first warpgroup reloads it during the
+// epilogue (one bulk copy on an mbarrier when the tile is an aligned block of the key array, else a per-key cp.async
+// gather through the block table) once every warpgroup of the block has read it. The warpgroups issue their MMAs
+// freely (no turns: the tensor cores interleave them; FA3-style alternating turns measured slower here). A
 // persistent grid walks equal chunks of keys, so a block reconverts queries only when its row group changes.
-// H200 (2026-12-02): 86.6 ms for ragged S 8192 x N 65536 x H 64 (the mma.sync engine: 224 ms).
+// H100 (2026-12-06): 68.1-68.5 ms for ragged S 8192 x N 65536 x H 64 (two warpgroups taking turns: 83.9-84.3 ms; the
+// mma.sync engine on an H200, 2026-12-02: 224 ms).
 #pragma once
 #include <cstdint>
 
