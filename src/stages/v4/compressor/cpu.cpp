@@ -271,7 +271,7 @@ StepResult run_step(const Case& c, const Params& p, Bug bug, int threads, Projec
       // Up to 256 tokens a block (the weight panels, C2 x H doubles: 32 MB at V4-Flash sizes, stream from memory
       // once per block: a larger block reads them less often), at least 64, and at least two blocks per thread when
       // there are enough tokens. Each token row's chain is the same in any block.
-      const std::int64_t per = (T + 2 * threads - 1) / (2 * std::max(threads, 1));
+      const std::int64_t two_each = 2 * std::max(threads, 1), per = (T + two_each - 1) / two_each;
       const std::int64_t kTB = std::clamp<std::int64_t>((per + 7) / 8 * 8, 64, 256);
 #pragma omp parallel num_threads(threads)
       {
