@@ -50,9 +50,6 @@ std::uint32_t exact_from_codes(const std::uint8_t* q, const std::uint8_t* k, con
   return exact_round(s.data(), w, H, sc, bf16);
 }
 
-// One query row (weights at offset wo) against n consecutive keys of a tile, whose exact dot products start at
-// c0 (row stride ldc, one column per head): head sums by the ISA path, then the exactly rounded logit (see (2)),
-// stored with M at flat outputs o0 .. o0+n-1. scales[k] is key k's kv_scale.
 namespace {
 
 // The n logits from their pre-scale head sums (see (2)): the certified rounding, else exact(k) (the exact fallback),
@@ -71,6 +68,9 @@ void store_keys(const double* acc, const double* mg, int n, int H, const float* 
 
 }  // namespace
 
+// One query row (weights at offset wo) against n consecutive keys of a tile, whose exact dot products start at
+// c0 (row stride ldc, one column per head): head sums by the ISA path, then the exactly rounded logit (see (2)),
+// stored with M at flat outputs o0 .. o0+n-1. scales[k] is key k's kv_scale.
 void reduce_keys(const Isa& isa, const double* c0, sz ldc, int n, const WeightsF64& wf, const float* w, sz wo, int H,
                  const float* scales, std::vector<double>& acc, std::vector<double>& mg, LogitsOut out, i64 o0) {
   isa.heads(c0, ldc, n, wf.wd.data() + wo, wf.wa.data() + wo, H, acc.data(), mg.data());
