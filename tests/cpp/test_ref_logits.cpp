@@ -525,6 +525,25 @@ TEST_CASE("cuda.logits.ragged_heads_dims_masks_nonfinite_identical_to_cpu") {
   CHECK(n == 84);
 }
 
+TEST_CASE("cuda.logits.two_warpgroup_kernel_identical_to_cpu_and_bad_setting_refused") {
+  if (cuda_skip("CPU vs CUDA, DSA_WGMMA_WARPGROUPS")) return;
+  std::mt19937_64 g(12);
+  for (i64 H : {16, 32, 64}) {  // N 128: the four-warpgroup kernel by default, the two-warpgroup one when asked
+    Case c = ragged(6, H, 128, 900, g, {0, 3, 10, 899, 20, 0}, {900, 3, 125, 900, 21, 893}, true, 0, "float32");
+    c.inputs["kv"].data<std::uint8_t>()[40 * 128 + 3] = 0xFF;  // a NaN code in key 40
+    setenv("DSA_WGMMA_WARPGROUPS", "2", 1);
+    same_on_gpu(c, H == 64);
+    setenv("DSA_WGMMA_WARPGROUPS", "4", 1);
+    same_on_gpu(c, false);
+  }
+  Case c = ragged(2, 64, 128, 200, g, {0, 0}, {200, 150}, true, 0, "float32");
+  for (const char* bad : {"3", "", "four", "2 "}) {
+    setenv("DSA_WGMMA_WARPGROUPS", bad, 1);
+    CHECK_THROWS_WITH_AS(run_reference(c, RefOptions{}, Backend::cuda), doctest::Contains("DSA_WGMMA_WARPGROUPS"), std::exception);
+  }
+  unsetenv("DSA_WGMMA_WARPGROUPS");
+}
+
 TEST_CASE("cuda.logits.certificate_failures_rounded_exactly") {
   if (cuda_skip("CPU vs CUDA exact fallback")) return;
   // Every logit sits within 2^-60 of an fp32 (bf16) rounding boundary: the device certificate fails for all of

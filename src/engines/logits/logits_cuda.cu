@@ -332,6 +332,8 @@ int choose_wgmma_columns(const GpuLogitsJob& job) {
       if (!g.gnrows.empty() && 2 * rows <= static_cast<i64>(g.gnrows.size()) * (128 / job.H)) nt = 64;
     }
   }
+  if (const char* wg = std::getenv("DSA_WGMMA_WARPGROUPS"); wg && std::string(wg) != "2" && std::string(wg) != "4")
+    throw std::runtime_error("DSA_WGMMA_WARPGROUPS='" + std::string(wg) + "': expected 2 or 4");
   if (force == "wgmma" && nt == 0)
     throw std::runtime_error("DSA_CUDA_LOGITS_ENGINE=wgmma: the sm_90a engine cannot run this job here (it needs a compute "
                              "capability 9.0 device, a build with sm_90a code, D = 128 and H in 16, 32, 64, 128)");
@@ -441,6 +443,10 @@ void logits_cuda(GpuLogitsJob& job) {
          d_gkhi = up(G.gkhi.data(), ngroups * 8), d_gprefix = up(G.gprefix.data(), (ngroups + 1) * 8);
     if (NT) {
       WgmmaParams w;
+      {
+        const char* wg = std::getenv("DSA_WGMMA_WARPGROUPS");  // checked by choose_wgmma_columns
+        w.warpgroups = wg && std::string(wg) == "2" ? 2 : 4;
+      }
       w.H = H;
       w.D = D;
       w.NT = NT;

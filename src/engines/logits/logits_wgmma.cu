@@ -5,9 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
-#include <string>
 
 #include "numerics/exact_digits.hpp"
 #include "engines/logits/logits_core.hpp"
@@ -518,11 +516,9 @@ bool wgmma_engine_supports(int H, int D, int NT) {
 
 const char* wgmma_engine_launch(const WgmmaParams& p) {
   if (!wgmma_engine_supports(p.H, p.D, p.NT)) return "wgmma engine: unsupported H / D / N";
-  // NT 128 with H <= 64: four warpgroups, two to a tile block (DSA_WGMMA_WARPGROUPS=2: the two-warpgroup kernel).
-  static const bool quad = [] {
-    const char* e = std::getenv("DSA_WGMMA_WARPGROUPS");
-    return !(e && std::string(e) == "2");
-  }();
+  // NT 128 with H <= 64: four warpgroups, two to a tile block (p.warpgroups 2: the two-warpgroup kernel).
+  if (p.warpgroups != 2 && p.warpgroups != 4) return "wgmma engine: warpgroups must be 2 or 4";
+  const bool quad = p.warpgroups == 4;
   switch (p.NT * 1000 + p.H) {
     case 64016: return launch<64, 16, 2>(p);
     case 64032: return launch<64, 32, 2>(p);

@@ -48,6 +48,7 @@ inline constexpr std::int64_t kWgmmaBlockBytes = 5 * 64 * 128 + 64 * 4 + 64;
 
 struct WgmmaParams {
   int H = 0, D = 0, NT = 0;         // heads, dims (128), columns per tile (64, 128; NT % H == 0)
+  int warpgroups = 4;               // NT 128 with H <= 64: 4 (two to a tile block) or 2 (DSA_WGMMA_WARPGROUPS=2)
   const std::uint8_t* q = nullptr;  // query codes [rows * H, D]
   const float* w = nullptr;         // [rows * H]
   const unsigned char* blocks = nullptr;  // key tile blocks, zero_block + 1 of them
