@@ -111,15 +111,16 @@ __device__ __forceinline__ void wgmma(int (&d)[NT / 2], std::uint64_t a, std::ui
   else wgmma_n64(d, a, b, acc);
 }
 
-// acc (+)= A[plane pa] . B[plane pb] over all of D: NT columns of B, whose planes lie PS columns apart.
+// acc (+)= A[plane pa] . B[plane pb] over all of D: NT columns of B, whose planes lie PS columns apart. ad, bd: the
+// descriptors of A's and B's first bytes; a byte offset o is + (o >> 4) in the start-address field (shared-memory
+// addresses stay below 2^18, so the 14-bit field never carries), constants here: no address arithmetic per MMA.
 template <int NT, int PS>
-__device__ __forceinline__ void unit(int (&acc)[NT / 2], const std::int8_t* A, const std::int8_t* B, int pa, int pb, bool accumulate) {
+__device__ __forceinline__ void unit(int (&acc)[NT / 2], std::uint64_t ad, std::uint64_t bd, int pa, int pb, bool accumulate) {
   constexpr int D = kD;
-  const std::int8_t* a = A + pa * kKeys * D;
-  const std::int8_t* b = B + pb * PS * D;
 #pragma unroll
   for (int s = 0; s < D / 32; ++s)
-    wgmma<NT>(acc, mdesc(a + s * 256, 128, 8 * D), mdesc(b + s * 256, 128, 8 * D), accumulate || s > 0 ? 1 : 0);
+    wgmma<NT>(acc, ad + static_cast<std::uint32_t>((pa * kKeys * D + s * 256) >> 4), bd + static_cast<std::uint32_t>((pb * PS * D + s * 256) >> 4),
+              accumulate || s > 0 ? 1 : 0);
 }
 
 template <int NT>
@@ -154,57 +155,75 @@ struct TileCtx {
 };
 
 // s 2^18 = 4096 R - 4095 T per score, relu, the lanes of logits_core.hpp head_lanes in increasing h, tree8 (in-thread
-// pair, xor 1, xor 2), certificate and store; the quad's thread tig stores the logits id = 2 rr + kk with id % 4 = tig.
+// pair, xor 1, xor 2), certificate and store; rows go in passes of up to two, and in a pass the quad's thread tig
+// certifies and stores the logit 2 q + kk = tig (row q of the pass, the thread's key kk).
 template <int NT, int H, bool NANS>
 __device__ __forceinline__ void epilogue(const TileCtx& x, const int (&R)[NT / 2], const int (&T)[NT / 2]) {
   constexpr int RB = NT / H, JPR = H / 8;
+  constexpr int GR = RB >= 2 ? 2 : 1;  // rows per store pass: a quad's four lanes store 2 GR logits at once
   const bool kn0 = x.kn0, kn1 = x.kn1;
 #pragma unroll
-  for (int rr = 0; rr < RB; ++rr) {
-    double a[2][2] = {{0.0, 0.0}, {0.0, 0.0}}, m[2][2] = {{0.0, 0.0}, {0.0, 0.0}};
+  for (int g0 = 0; g0 < RB; g0 += GR) {
+    double ta[GR][2], tm[GR][2];  // the pass's sums, in every lane of the quad after the butterflies
 #pragma unroll
-    for (int jj = 0; jj < JPR; ++jj) {
-      const int j = rr * JPR + jj, c = 8 * j + 2 * x.tig;
-      const double2 wv = *reinterpret_cast<const double2*>(x.wsm + c);
-      const double2 wa = *reinterpret_cast<const double2*>(x.wab + c);
+    for (int q = 0; q < GR; ++q) {
+      const int rr = g0 + q;
+      double a[2][2] = {{0.0, 0.0}, {0.0, 0.0}}, m[2][2] = {{0.0, 0.0}, {0.0, 0.0}};
 #pragma unroll
-      for (int kk = 0; kk < 2; ++kk)
+      for (int jj = 0; jj < JPR; ++jj) {
+        const int j = rr * JPR + jj, c = 8 * j + 2 * x.tig;
+        const double2 wv = *reinterpret_cast<const double2*>(x.wsm + c);
+        const double2 wa = *reinterpret_cast<const double2*>(x.wab + c);
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int i = 4 * j + 2 * kk + e;
-          long long v = static_cast<long long>(T[i]) * -4095ll + kMagicBits;  // magic + toom_value(R, T): two IMAD.WIDE
-          v = static_cast<long long>(R[i]) * 4096ll + v;
-          // relu on the integer: s < 0 exactly when the high word fell below the magic's (|s 2^18| < 2^43), then the
-          // exact conversion (+0 for s <= 0).
-          if (static_cast<int>(v >> 32) < static_cast<int>(kMagicBits >> 32)) v = kMagicBits;
-          double r = __longlong_as_double(v) - kMagic;
-          if constexpr (NANS)
-            if ((kk ? kn1 : kn0) || x.qn[c + e]) r = __longlong_as_double(0x7FF8000000000000ll);
-          a[kk][e] = ::fma(r, e ? wv.y : wv.x, a[kk][e]);
-          m[kk][e] = ::fma(r, e ? wa.y : wa.x, m[kk][e]);
-        }
-    }
+        for (int kk = 0; kk < 2; ++kk)
 #pragma unroll
-    for (int kk = 0; kk < 2; ++kk) {
-      double ta = a[kk][0] + a[kk][1], tm = m[kk][0] + m[kk][1];
-      ta += __shfl_xor_sync(0xFFFFFFFFu, ta, 1);
-      tm += __shfl_xor_sync(0xFFFFFFFFu, tm, 1);
-      ta += __shfl_xor_sync(0xFFFFFFFFu, ta, 2);
-      tm += __shfl_xor_sync(0xFFFFFFFFu, tm, 2);
-      const int id = rr * 2 + kk;
-      const i64 key = x.jt + x.k0 + 8 * kk;
-      if ((id & 3) == x.tig && rr < x.nr && key < x.kb && key >= x.rlo[rr] && key < x.rhi[rr]) {
-        std::uint32_t bits;
-        double M;
-        const bool ok = core::certify(ta, tm, kk ? x.sc1 : x.sc0, H, x.p.bf16, bits, M);
-        const i64 o = (x.r0 + rr) * x.p.cols + (key - x.rc0[rr]);
-        if (x.p.bf16)
-          static_cast<std::uint16_t*>(x.p.value)[o] = static_cast<std::uint16_t>(bits);
-        else
-          static_cast<std::uint32_t*>(x.p.value)[o] = bits;
-        x.p.M[o] = M;
-        x.p.def[o] = ok ? 1 : 2;
+          for (int e = 0; e < 2; ++e) {
+            const int i = 4 * j + 2 * kk + e;
+            // toom_value(R, T) by two IMAD.WIDE; the magic's low word is 0, so adding it is one add to the high word.
+            const long long n = static_cast<long long>(R[i]) * 4096ll + static_cast<long long>(T[i]) * -4095ll;
+            int hi = static_cast<int>(n >> 32) + static_cast<int>(kMagicBits >> 32);
+            int lo = static_cast<int>(n);
+            // relu on the integer: s < 0 exactly when the high word fell below the magic's (|s 2^18| < 2^43), then
+            // the exact conversion (+0 for s <= 0).
+            if (hi < static_cast<int>(kMagicBits >> 32)) hi = static_cast<int>(kMagicBits >> 32), lo = 0;
+            double r = __hiloint2double(hi, lo) - kMagic;
+            if constexpr (NANS)
+              if ((kk ? kn1 : kn0) || x.qn[c + e]) r = __longlong_as_double(0x7FF8000000000000ll);
+            a[kk][e] = ::fma(r, e ? wv.y : wv.x, a[kk][e]);
+            m[kk][e] = ::fma(r, e ? wa.y : wa.x, m[kk][e]);
+          }
       }
+#pragma unroll
+      for (int kk = 0; kk < 2; ++kk) {  // tree8: the in-thread pair, then xor 1 and xor 2 (the same sum in each lane)
+        double sa = a[kk][0] + a[kk][1], sm = m[kk][0] + m[kk][1];
+        sa += __shfl_xor_sync(0xFFFFFFFFu, sa, 1);
+        sm += __shfl_xor_sync(0xFFFFFFFFu, sm, 1);
+        sa += __shfl_xor_sync(0xFFFFFFFFu, sa, 2);
+        sm += __shfl_xor_sync(0xFFFFFFFFu, sm, 2);
+        ta[q][kk] = sa, tm[q][kk] = sm;
+      }
+    }
+    // One certificate pass for the group: lane tig takes logit id = 2 q + kk = tig (row g0 + q, key k0 + 8 kk), so the
+    // divergent certify runs once per pass, not once per logit.
+    const int q = x.tig >> 1, kk = x.tig & 1, rr = g0 + q;
+    double sa = ta[0][0], sm = tm[0][0];
+#pragma unroll
+    for (int qq = 0; qq < GR; ++qq)
+#pragma unroll
+      for (int k2 = 0; k2 < 2; ++k2)
+        if (qq == q && k2 == kk) sa = ta[qq][k2], sm = tm[qq][k2];
+    const i64 key = x.jt + x.k0 + 8 * kk;
+    if (q < GR && rr < x.nr && key < x.kb && key >= x.rlo[rr] && key < x.rhi[rr]) {
+      std::uint32_t bits;
+      double M;
+      const bool ok = core::certify(sa, sm, kk ? x.sc1 : x.sc0, H, x.p.bf16, bits, M);
+      const i64 o = (x.r0 + rr) * x.p.cols + (key - x.rc0[rr]);
+      if (x.p.bf16)
+        static_cast<std::uint16_t*>(x.p.value)[o] = static_cast<std::uint16_t>(bits);
+      else
+        static_cast<std::uint32_t*>(x.p.value)[o] = bits;
+      x.p.M[o] = M;
+      x.p.def[o] = ok ? 1 : 2;
     }
   }
 }
@@ -227,7 +246,9 @@ __global__ void __launch_bounds__(128 * WG, 1) wgmma_logits_kernel(const WgmmaPa
   std::uint8_t* qn = smem + L.qnan();
   int* gnan = reinterpret_cast<int*>(smem + L.gnan());
 
-  const int tid = threadIdx.x, wg = tid >> 7, lt = tid & 127, warp = lt >> 5, lane = tid & 31, gid = lane >> 2, tig = lane & 3;
+  // wg through a shuffle from lane 0: the compiler then knows it is warp-uniform (as CUTLASS's canonical warp group
+  // index), so the MMA descriptors below live in uniform registers.
+  const int tid = threadIdx.x, wg = __shfl_sync(0xFFFFFFFFu, tid >> 7, 0), lt = tid & 127, warp = lt >> 5, lane = tid & 31, gid = lane >> 2, tig = lane & 3;
   const int blk = wg / PAIR, part = wg % PAIR;  // the warpgroup's tile block and its columns [part NW, part NW + NW)
   const bool loader = part == 0;                // issues the block's copies
   unsigned char* Ab = smem + L.a_block(blk);    // this warpgroup's tile block
@@ -357,7 +378,7 @@ __global__ void __launch_bounds__(128 * WG, 1) wgmma_logits_kernel(const WgmmaPa
     const i64 turns = (ntiles + 1) / 2;  // every warpgroup runs the same number of rounds (a last one may be empty)
     if (loader && blk < ntiles) issue(blk);
     int R[NW / 2], T[NW / 2];
-    const std::int8_t* Bw = B + part * NW * D;  // this warpgroup's columns of each query plane
+    const std::uint64_t ad = mdesc(A, 128, 8 * D), bd = mdesc(B + part * NW * D, 128, 8 * D);  // this warpgroup's columns
     for (i64 u = 0; u < turns; ++u) {
       const i64 t = blk + 2 * u;
       const bool real = t < ntiles;
@@ -374,8 +395,8 @@ __global__ void __launch_bounds__(128 * WG, 1) wgmma_logits_kernel(const WgmmaPa
       if (real) {
         // R = P1, T = Pm1; R = (65 R - 63 T) / 2; T = c4; R += 4095 T; T = c1; T *= 64; T += c0.
         wg_fence();
-        unit<NW, NT>(R, A, Bw, 3, 3, false);
-        unit<NW, NT>(T, A, Bw, 4, 4, false);
+        unit<NW, NT>(R, ad, bd, 3, 3, false);
+        unit<NW, NT>(T, ad, bd, 4, 4, false);
         wg_commit();
         wg_wait0();
         fence_all<NW>(R);
@@ -383,22 +404,22 @@ __global__ void __launch_bounds__(128 * WG, 1) wgmma_logits_kernel(const WgmmaPa
 #pragma unroll
         for (int i = 0; i < NW / 2; ++i) R[i] = exactdot::toom_high(R[i], T[i], 0);
         wg_fence();
-        unit<NW, NT>(T, A, Bw, 2, 2, false);
+        unit<NW, NT>(T, ad, bd, 2, 2, false);
         wg_commit();
         wg_wait0();
         fence_all<NW>(T);
 #pragma unroll
         for (int i = 0; i < NW / 2; ++i) R[i] += 4095 * T[i];  // = toom_high(P1, Pm1, c4)
         wg_fence();
-        unit<NW, NT>(T, A, Bw, 1, 0, false);
-        unit<NW, NT>(T, A, Bw, 0, 1, true);
+        unit<NW, NT>(T, ad, bd, 1, 0, false);
+        unit<NW, NT>(T, ad, bd, 0, 1, true);
         wg_commit();
         wg_wait0();
         fence_all<NW>(T);
 #pragma unroll
         for (int i = 0; i < NW / 2; ++i) T[i] *= 64;  // then + c0 by the tensor cores: toom_low(c1, c0)
         wg_fence();
-        unit<NW, NT>(T, A, Bw, 0, 0, true);
+        unit<NW, NT>(T, ad, bd, 0, 0, true);
         wg_commit();
         wg_wait0();
         fence_all<NW>(T);
