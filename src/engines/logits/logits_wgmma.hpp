@@ -32,8 +32,8 @@
 // gather through the block table) once every warpgroup of the block has read it. The warpgroups issue their MMAs
 // freely (no turns: the tensor cores interleave them; FA3-style alternating turns measured slower here). A
 // persistent grid walks equal chunks of keys, so a block reconverts queries only when its row group changes.
-// H100 (2026-12-06): 56.3-57.3 ms for ragged S 8192 x N 65536 x H 64 (MMA descriptors by address arithmetic and one
-// certificate pass a logit: 67.9-68.9 ms; two warpgroups taking turns: 83.9-84.3 ms; the
+// H100 (2026-12-06): 56.3-57.3 ms for ragged S 8192 x N 65536 x H 64 (before the uniform MMA descriptors and the
+// certificate passes of four logits: 67.9-68.9 ms; two warpgroups taking turns: 83.9-84.3 ms; the
 // mma.sync engine on an H200, 2026-12-02: 224 ms).
 #pragma once
 #include <cstdint>
