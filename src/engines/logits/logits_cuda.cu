@@ -332,12 +332,20 @@ int choose_wgmma_columns(const GpuLogitsJob& job) {
       if (!g.gnrows.empty() && 2 * rows <= static_cast<i64>(g.gnrows.size()) * (128 / job.H)) nt = 64;
     }
   }
-  if (const char* wg = std::getenv("DSA_WGMMA_WARPGROUPS"); wg && std::string(wg) != "2" && std::string(wg) != "4")
-    throw std::runtime_error("DSA_WGMMA_WARPGROUPS='" + std::string(wg) + "': expected 2 or 4");
   if (force == "wgmma" && nt == 0)
     throw std::runtime_error("DSA_CUDA_LOGITS_ENGINE=wgmma: the sm_90a engine cannot run this job here (it needs a compute "
                              "capability 9.0 device, a build with sm_90a code, D = 128 and H in 16, 32, 64, 128)");
   return nt;
+}
+
+// DSA_WGMMA_WARPGROUPS: the wgmma engine's warpgroups for N 128 with H <= 64, 4 (default) or 2; any other value is
+// an error (checked on every call, whichever engine runs).
+int wgmma_warpgroups() {
+  const char* env = std::getenv("DSA_WGMMA_WARPGROUPS");
+  if (!env) return 4;
+  const std::string v = env;
+  if (v != "2" && v != "4") throw std::runtime_error("DSA_WGMMA_WARPGROUPS='" + v + "': expected 2 or 4");
+  return v == "2" ? 2 : 4;
 }
 
 // The four timing events of one call (whole call, kernel), created checked and destroyed on every path.
@@ -365,6 +373,7 @@ void logits_cuda(GpuLogitsJob& job) {
   const bool paged = job.cache != nullptr;
   if (H <= 0 || H % 8 != 0 || (D != 32 && D != 64 && D != 128)) throw std::runtime_error("logits_cuda: unsupported H/D");
   const int NT = choose_wgmma_columns(job);  // 0: the mma.sync engine
+  const int WG = wgmma_warpgroups();
   const int RB = NT ? NT / H : H <= kBM ? kBM / H : 1;
   const int nsub = H <= kBM ? 1 : (H + kBM - 1) / kBM;
   const Groups G = NT ? make_groups(job, RB, kWgmmaItemKeys, 64) : make_groups(job, RB, kBN * kTiles);
@@ -443,10 +452,7 @@ void logits_cuda(GpuLogitsJob& job) {
          d_gkhi = up(G.gkhi.data(), ngroups * 8), d_gprefix = up(G.gprefix.data(), (ngroups + 1) * 8);
     if (NT) {
       WgmmaParams w;
-      {
-        const char* wg = std::getenv("DSA_WGMMA_WARPGROUPS");  // checked by choose_wgmma_columns
-        w.warpgroups = wg && std::string(wg) == "2" ? 2 : 4;
-      }
+      w.warpgroups = WG;
       w.H = H;
       w.D = D;
       w.NT = NT;
