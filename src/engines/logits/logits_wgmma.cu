@@ -24,16 +24,14 @@ constexpr int kKeys = 64;        // keys per warpgroup tile (wgmma M)
 constexpr int kBlocks = 2;       // tile blocks per CTA (two tiles in flight)
 constexpr int kPlanes = 5;
 constexpr int kD = 128;          // dims (the engine's only D: DeepSeek's indexer head dim)
-constexpr double kMagic = 6755399441055744.0;  // 2^52 + 2^51
-constexpr long long kMagicBits = 0x4338000000000000ll;
 
 // Shared memory of one block (offsets in bytes from the dynamic base).
 struct Smem {
   int NT;
   __host__ __device__ int b_planes() const { return 0; }                                      // [5][NT][128] core matrices
   __host__ __device__ int a_block(int b) const { return kPlanes * NT * kD + b * static_cast<int>(kWgmmaBlockBytes); }
-  __host__ __device__ int wsm() const { return a_block(kBlocks); }                                 // double [NT]: w 2^-18
-  __host__ __device__ int wabs() const { return wsm() + NT * 8; }                              // double [NT]: |w| 2^-18
+  __host__ __device__ int wsm() const { return a_block(kBlocks); }                                 // double [NT]: w 2^-19
+  __host__ __device__ int wabs() const { return wsm() + NT * 8; }                              // double [NT]: |w| 2^-19
   __host__ __device__ int rows() const { return wabs() + NT * 8; }                             // i64 lo, hi, col0 [3][8]
   __host__ __device__ int qnan() const { return rows() + 3 * 8 * 8; }                          // u8 [NT]
   __host__ __device__ int gnan() const { return qnan() + NT; }                                 // int
@@ -154,11 +152,37 @@ struct TileCtx {
   const i64 *rlo, *rhi, *rc0;
 };
 
+// A logit whose certificate waits for the next tile's pass (one row a pass: logits_wgmma.hpp, epilogue).
+// Kept on even turns of a segment, stored on odd ones (its key is 128 before the odd tile's).
+struct Pending {
+  double a = 0, m = 0;
+  float sc = 0;
+};
+
+// The certificate and the stores of one logit (row rr of the thread's rows, key `key`), when it is the rows' to keep.
+template <int H>
+__device__ __forceinline__ void store_logit(const TileCtx& x, int rr, i64 key, double sa, double sm, float sc) {
+  if (rr < x.nr && key < x.kb && key >= x.rlo[rr] && key < x.rhi[rr]) {
+    std::uint32_t bits;
+    double M;
+    const bool ok = core::certify(sa, sm, sc, H, x.p.bf16, bits, M);
+    const i64 o = (x.r0 + rr) * x.p.cols + (key - x.rc0[rr]);
+    if (x.p.bf16)
+      static_cast<std::uint16_t*>(x.p.value)[o] = static_cast<std::uint16_t>(bits);
+    else
+      static_cast<std::uint32_t*>(x.p.value)[o] = bits;
+    x.p.M[o] = M;
+    x.p.def[o] = ok ? 1 : 2;
+  }
+}
+
 // s 2^18 = 4096 R - 4095 T per score, relu, the lanes of logits_core.hpp head_lanes in increasing h, tree8 (in-thread
 // pair, xor 1, xor 2), certificate and store; rows go in passes of up to two, and in a pass the quad's thread tig
-// certifies and stores the logit 2 q + kk = tig (row q of the pass, the thread's key kk).
+// certifies and stores the logit 2 q + kk = tig (row q of the pass, the thread's key kk). With one row a tile the
+// pass takes two tiles: lanes tig 0 and 1 keep their logit in `pend` for the next tile's pass, which stores it beside
+// that tile's two logits (lanes 2 and 3); the kernel flushes what is pending at the end of a segment.
 template <int NT, int H, bool NANS>
-__device__ __forceinline__ void epilogue(const TileCtx& x, const int (&R)[NT / 2], const int (&T)[NT / 2]) {
+__device__ __forceinline__ void epilogue(const TileCtx& x, const int (&R)[NT / 2], const int (&T)[NT / 2], Pending& pend, bool odd) {
   constexpr int RB = NT / H, JPR = H / 8;
   constexpr int GR = RB >= 2 ? 2 : 1;  // rows per store pass: a quad's four lanes store 2 GR logits at once
   const bool kn0 = x.kn0, kn1 = x.kn1;
@@ -179,14 +203,12 @@ __device__ __forceinline__ void epilogue(const TileCtx& x, const int (&R)[NT / 2
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
             const int i = 4 * j + 2 * kk + e;
-            // toom_value(R, T) by two IMAD.WIDE; the magic's low word is 0, so adding it is one add to the high word.
+            // toom_value(R, T) by two IMAD.WIDE, one conversion (exact: |s 2^18| < 2^43), and relu as r + |r| =
+            // 2 relu(r) (exact; +0 for r <= 0) against weights halved in shared memory, so each fma's product and sum
+            // are head_lanes' own: no integer compare or select per score.
             const long long n = static_cast<long long>(R[i]) * 4096ll + static_cast<long long>(T[i]) * -4095ll;
-            int hi = static_cast<int>(n >> 32) + static_cast<int>(kMagicBits >> 32);
-            int lo = static_cast<int>(n);
-            // relu on the integer: s < 0 exactly when the high word fell below the magic's (|s 2^18| < 2^43), then
-            // the exact conversion (+0 for s <= 0).
-            if (hi < static_cast<int>(kMagicBits >> 32)) hi = static_cast<int>(kMagicBits >> 32), lo = 0;
-            double r = __hiloint2double(hi, lo) - kMagic;
+            double r = static_cast<double>(n);
+            r = r + fabs(r);
             if constexpr (NANS)
               if ((kk ? kn1 : kn0) || x.qn[c + e]) r = __longlong_as_double(0x7FF8000000000000ll);
             a[kk][e] = ::fma(r, e ? wv.y : wv.x, a[kk][e]);
@@ -203,6 +225,19 @@ __device__ __forceinline__ void epilogue(const TileCtx& x, const int (&R)[NT / 2
         ta[q][kk] = sa, tm[q][kk] = sm;
       }
     }
+    if constexpr (RB == 1) {
+      const int kk = x.tig & 1;
+      const double sa = kk ? ta[0][1] : ta[0][0], sm = kk ? tm[0][1] : tm[0][0];
+      const float sc = kk ? x.sc1 : x.sc0;
+      if (!odd) {  // warp-uniform: every other tile
+        pend.a = sa, pend.m = sm, pend.sc = sc;
+        return;
+      }
+      const bool old = x.tig < 2;  // one call site: one divergent pass
+      const i64 key = x.jt - (old ? 2 * kKeys : 0) + x.k0 + 8 * kk;  // this warpgroup's previous tile: 2 tiles back
+      store_logit<H>(x, 0, key, old ? pend.a : sa, old ? pend.m : sm, old ? pend.sc : sc);
+      return;
+    }
     // One certificate pass for the group: lane tig takes logit id = 2 q + kk = tig (row g0 + q, key k0 + 8 kk), so the
     // divergent certify runs once per pass, not once per logit.
     const int q = x.tig >> 1, kk = x.tig & 1, rr = g0 + q;
@@ -212,19 +247,7 @@ __device__ __forceinline__ void epilogue(const TileCtx& x, const int (&R)[NT / 2
 #pragma unroll
       for (int k2 = 0; k2 < 2; ++k2)
         if (qq == q && k2 == kk) sa = ta[qq][k2], sm = tm[qq][k2];
-    const i64 key = x.jt + x.k0 + 8 * kk;
-    if (q < GR && rr < x.nr && key < x.kb && key >= x.rlo[rr] && key < x.rhi[rr]) {
-      std::uint32_t bits;
-      double M;
-      const bool ok = core::certify(sa, sm, kk ? x.sc1 : x.sc0, H, x.p.bf16, bits, M);
-      const i64 o = (x.r0 + rr) * x.p.cols + (key - x.rc0[rr]);
-      if (x.p.bf16)
-        static_cast<std::uint16_t*>(x.p.value)[o] = static_cast<std::uint16_t>(bits);
-      else
-        static_cast<std::uint32_t*>(x.p.value)[o] = bits;
-      x.p.M[o] = M;
-      x.p.def[o] = ok ? 1 : 2;
-    }
+    if (q < GR) store_logit<H>(x, rr, x.jt + x.k0 + 8 * kk, sa, sm, kk ? x.sc1 : x.sc0);
   }
 }
 
@@ -317,7 +340,7 @@ __global__ void __launch_bounds__(128 * WG, 1) wgmma_logits_kernel(const WgmmaPa
       }
     }
     if (tid < NT) {
-      const double wv = tid < nr * H ? static_cast<double>(p.w[r0 * H + tid]) * 0x1p-18 : 0.0;
+      const double wv = tid < nr * H ? static_cast<double>(p.w[r0 * H + tid]) * 0x1p-19 : 0.0;  // w 2^-18 / 2 (relu above)
       wsm[tid] = wv;
       wab[tid] = hd::abs(wv);
     }
@@ -378,6 +401,7 @@ __global__ void __launch_bounds__(128 * WG, 1) wgmma_logits_kernel(const WgmmaPa
     const i64 turns = (ntiles + 1) / 2;  // every warpgroup runs the same number of rounds (a last one may be empty)
     if (loader && blk < ntiles) issue(blk);
     int R[NW / 2], T[NW / 2];
+    Pending pend;
     const std::uint64_t ad = mdesc(A, 128, 8 * D), bd = mdesc(B + part * NW * D, 128, 8 * D);  // this warpgroup's columns
     for (i64 u = 0; u < turns; ++u) {
       const i64 t = blk + 2 * u;
@@ -436,8 +460,14 @@ __global__ void __launch_bounds__(128 * WG, 1) wgmma_logits_kernel(const WgmmaPa
       const int c0 = part * NW, q0 = part * RBW;  // this warpgroup's first column and row of the group
       const int nrw = nr - q0 < 0 ? 0 : nr - q0 > RBW ? RBW : nr - q0;
       const TileCtx x{p, ka + t * kKeys, kb, r0 + q0, nrw, k0, tig, kn0, kn1, sc0, sc1, qn + c0, wsm + c0, wab + c0, rlo + q0, rhi + q0, rc0 + q0};
-      if (nans) epilogue<NW, H, true>(x, R, T);
-      else epilogue<NW, H, false>(x, R, T);
+      if (nans) epilogue<NW, H, true>(x, R, T, pend, u & 1);
+      else epilogue<NW, H, false>(x, R, T, pend, u & 1);
+    }
+    const i64 mine = blk < ntiles ? (ntiles - blk + 1) / 2 : 0;  // this warpgroup's tiles of the segment
+    if (RBW == 1 && (mine & 1) && tig < 2) {  // its last tile's logits were kept for a pass that never came
+      const int q0 = part * RBW, nrw = nr - q0 < 0 ? 0 : nr - q0 > RBW ? RBW : nr - q0;
+      const TileCtx x{p, 0, kb, r0 + q0, nrw, 0, tig, false, false, 0.0f, 0.0f, qn, wsm, wab, rlo + q0, rhi + q0, rc0 + q0};
+      store_logit<H>(x, 0, ka + (blk + 2 * (mine - 1)) * kKeys + 16 * warp + gid + 8 * (tig & 1), pend.a, pend.m, pend.sc);
     }
   }
 }

@@ -15,13 +15,17 @@
 // tensor cores' accumulator, never wraps), |s * 2^18| < 2^43. Two int32 accumulators per score are alive at any
 // time: R = P1 and T = Pm1, then R = (65 R - 63 T) / 2 (exact: 65 P1 - 63 Pm1 = 64 (P1 - Pm1) + 2 (c0 + c2 + c4) is
 // even), T = c4, R += 4095 T; then T = c1, T *= 64, T += c0 (low). The fp64 value of the integer 4096 R - 4095 T
-// comes from two integer multiply-adds and one subtraction of 2^52 + 2^51 (exact for |n| < 2^51).
+// comes from two integer multiply-adds and one int64 -> fp64 conversion (exact: |n| < 2^43); relu is r + |r| =
+// 2 relu(r) against weights halved in shared memory (w 2^-19: the same products, so the same fma results).
 //
 // Then the head reduction of logits_core.hpp in the CPU's order: the matrix is keys (M, 64 per warpgroup tile) x
 // (row, head) columns (N = 64 or 128: N / H rows of one batch), so a thread's accumulator fragment holds, for each of
 // its two keys, the heads h = 8 j + 2 tig + e of lanes 2 tig + e in increasing h: every lane sum is in one thread,
-// tree8 is the in-thread pair sum and two xor-shuffles. relu(s) w_h is computed as relu(S) (w_h 2^-18) with the
+// tree8 is the in-thread pair sum and two xor-shuffles. relu(s) w_h is computed as 2 relu(S) (w_h 2^-19) with the
 // integer S = s 2^18: both are the rounding of the same real product (no underflow, no overflow), so the same bits.
+// After the butterflies every lane of a quad holds its two keys' sums, so the divergent certificate runs once a pass
+// with each lane taking one logit: two rows x two keys; with one row a tile (N 64 a warpgroup and H 64, or H 128),
+// a warpgroup's even tiles keep their two logits in registers and its odd tiles store them beside their own.
 //
 // Tiles stream over keys: per block, two tile blocks (64 keys each) are in flight, and the row group's query digit
 // planes sit in shared memory once. N 128 with H <= 64 runs four warpgroups, two to a tile block, each computing
@@ -32,9 +36,10 @@
 // gather through the block table) once every warpgroup of the block has read it. The warpgroups issue their MMAs
 // freely (no turns: the tensor cores interleave them; FA3-style alternating turns measured slower here). A
 // persistent grid walks equal chunks of keys, so a block reconverts queries only when its row group changes.
-// H100 (2026-12-06): 56.3-57.3 ms for ragged S 8192 x N 65536 x H 64 (before the uniform MMA descriptors and the
-// certificate passes of four logits: 67.9-68.9 ms; two warpgroups taking turns: 83.9-84.3 ms; the
-// mma.sync engine on an H200, 2026-12-02: 224 ms).
+// H100 (2026-12-06): 51.1-51.8 ms for ragged S 8192 x N 65536 x H 64 (56.1-56.8 ms in the same run before relu by
+// r + |r|, the one-instruction conversion and the two-tile certificate pass; 67.9-68.9 ms before the uniform MMA
+// descriptors and the certificate passes of four logits; two warpgroups taking turns: 83.9-84.3 ms; the mma.sync
+// engine on an H200, 2026-12-02: 224 ms).
 #pragma once
 #include <cstdint>
 
