@@ -158,6 +158,13 @@ TEST_CASE("attn: the row engine's kernels equal their scalar definitions bit for
       attn::row_pv(P.data(), lds, z.hb, z.n, K.data(), ldk, z.dv, gO.data(), gM.data(), ldo, isa);
       CHECK(same_bits(gO, O));
       CHECK(same_bits(gM, M));
+      // In two calls, the second continuing the chains of the first (accumulate): the same bits.
+      const std::int64_t n1 = z.n / 3;
+      std::vector<double> cO(O.size(), -7.0), cM(O.size(), -7.0);
+      attn::row_pv(P.data(), lds, z.hb, n1, K.data(), ldk, z.dv, cO.data(), cM.data(), ldo, isa);
+      attn::row_pv(P.data() + n1 * lds, lds, z.hb, z.n - n1, K.data() + n1 * ldk, ldk, z.dv, cO.data(), cM.data(), ldo, isa, true);
+      CHECK(same_bits(cO, O));
+      CHECK(same_bits(cM, M));
     }
   }
 }

@@ -38,10 +38,10 @@ void qkt_generic(const double* K, i64 ldk, i64 n, const double* Qt, i64 hb, i64 
     }
 }
 
-void pvt_generic(const double* Pt, i64 ldp, i64 hb, i64 n, const double* V, i64 ldv, i64 dv, double* O, double* M, i64 ldo) {
+void pvt_generic(const double* Pt, i64 ldp, i64 hb, i64 n, const double* V, i64 ldv, i64 dv, double* O, double* M, i64 ldo, bool acc) {
   for (i64 h = 0; h < hb; ++h)
     for (i64 c = 0; c < dv; ++c) {
-      double o = 0, m = 0;
+      double o = acc ? O[h * ldo + c] : 0.0, m = acc ? M[h * ldo + c] : 0.0;
       for (i64 t = 0; t < n; ++t) {
         const double p = Pt[t * ldp + h], v = V[t * ldv + c];
         o = std::fma(p, v, o);
@@ -170,13 +170,13 @@ __attribute__((target("avx2,fma"))) void qkt_avx2(const double* K, i64 ldk, i64 
 // PV tile: NH heads x 4 columns, O and M, keys [t0, t1).
 template <int NH>
 __attribute__((target("avx2,fma"), always_inline)) inline void pvt_tile2(const double* Pt, i64 ldp, const double* V, i64 ldv, i64 t0, i64 t1,
-                                                                        double* O, double* M, i64 ldo) {
+                                                                        double* O, double* M, i64 ldo, bool first) {
   const __m256d sign = _mm256_set1_pd(-0.0);
   __m256d a[NH], b[NH];
 #pragma GCC unroll 8
   for (int h = 0; h < NH; ++h) {
-    a[h] = t0 == 0 ? _mm256_setzero_pd() : _mm256_loadu_pd(O + h * ldo);
-    b[h] = t0 == 0 ? _mm256_setzero_pd() : _mm256_loadu_pd(M + h * ldo);
+    a[h] = first ? _mm256_setzero_pd() : _mm256_loadu_pd(O + h * ldo);
+    b[h] = first ? _mm256_setzero_pd() : _mm256_loadu_pd(M + h * ldo);
   }
   for (i64 t = t0; t < t1; ++t) {
     const __m256d v = _mm256_loadu_pd(V + t * ldv), w = _mm256_andnot_pd(sign, v);
@@ -192,12 +192,12 @@ __attribute__((target("avx2,fma"), always_inline)) inline void pvt_tile2(const d
 }
 
 __attribute__((target("avx2,fma"))) void pvt_avx2(const double* Pt, i64 ldp, i64 hb, i64 n, const double* V, i64 ldv, i64 dv, double* O,
-                                                  double* M, i64 ldo) {
+                                                  double* M, i64 ldo, bool acc) {
   constexpr i64 TB = 32;
   for (i64 t0 = 0; t0 < n; t0 += TB) {
     const i64 t1 = std::min(n, t0 + TB);
     for (i64 c = 0; c < dv; c += 4)  // dv % 8 == 0
-      for (i64 h = 0; h < hb; h += 4) pvt_tile2<4>(Pt + h, ldp, V + c, ldv, t0, t1, O + h * ldo + c, M + h * ldo + c, ldo);
+      for (i64 h = 0; h < hb; h += 4) pvt_tile2<4>(Pt + h, ldp, V + c, ldv, t0, t1, O + h * ldo + c, M + h * ldo + c, ldo, t0 == 0 && !acc);
   }
 }
 
@@ -329,25 +329,25 @@ __attribute__((target("avx512f"))) void qkt_avx512(const double* K, i64 ldk, i64
   }
 }
 
-// PV tile: NH heads x NC 8-column vectors, O and M, keys [t0, t1).
+// PV tile: NH heads x NC 8-column vectors, O and M, keys [t0, t1); V's column slice and W = |V|'s (the chunk's,
+// W[(t - t0) * 16 + x]: the absolute values taken once per chunk and column slice, not once per head group).
 template <int NH, int NC>
-__attribute__((target("avx512f"), always_inline)) inline void pvt_tile5(const double* Pt, i64 ldp, const double* V, i64 ldv, i64 t0, i64 t1,
-                                                                        double* O, double* M, i64 ldo) {
-  const __m512i mask = _mm512_set1_epi64(0x7FFFFFFFFFFFFFFFll);
+__attribute__((target("avx512f"), always_inline)) inline void pvt_tile5(const double* Pt, i64 ldp, const double* V, i64 ldv, const double* W,
+                                                                        i64 t0, i64 t1, double* O, double* M, i64 ldo, bool first) {
   __m512d a[NH][NC], b[NH][NC];
 #pragma GCC unroll 8
   for (int h = 0; h < NH; ++h)
 #pragma GCC unroll 4
     for (int j = 0; j < NC; ++j) {
-      a[h][j] = t0 == 0 ? _mm512_setzero_pd() : _mm512_loadu_pd(O + h * ldo + j * 8);
-      b[h][j] = t0 == 0 ? _mm512_setzero_pd() : _mm512_loadu_pd(M + h * ldo + j * 8);
+      a[h][j] = first ? _mm512_setzero_pd() : _mm512_loadu_pd(O + h * ldo + j * 8);
+      b[h][j] = first ? _mm512_setzero_pd() : _mm512_loadu_pd(M + h * ldo + j * 8);
     }
   for (i64 t = t0; t < t1; ++t) {
     __m512d v[NC], w[NC];
 #pragma GCC unroll 4
     for (int j = 0; j < NC; ++j) {
       v[j] = _mm512_loadu_pd(V + t * ldv + j * 8);
-      w[j] = _mm512_castsi512_pd(_mm512_and_si512(_mm512_castpd_si512(v[j]), mask));
+      w[j] = _mm512_load_pd(W + (t - t0) * 16 + j * 8);
     }
 #pragma GCC unroll 8
     for (int h = 0; h < NH; ++h) {
@@ -365,17 +365,32 @@ __attribute__((target("avx512f"), always_inline)) inline void pvt_tile5(const do
     for (int j = 0; j < NC; ++j) _mm512_storeu_pd(O + h * ldo + j * 8, a[h][j]), _mm512_storeu_pd(M + h * ldo + j * 8, b[h][j]);
 }
 
+template <int NC>
+__attribute__((target("avx512f"), always_inline)) inline void pvt_heads5(const double* Pt, i64 ldp, i64 hb, const double* V, i64 ldv,
+                                                                         const double* W, i64 t0, i64 t1, double* O, double* M, i64 ldo,
+                                                                         bool first) {
+  i64 h = 0;  // hb % 8 == 0: groups of 6 heads (24 or 12 accumulators), then 4 or 2
+  for (; h + 6 <= hb; h += 6) pvt_tile5<6, NC>(Pt + h, ldp, V, ldv, W, t0, t1, O + h * ldo, M + h * ldo, ldo, first);
+  if (hb - h == 4) pvt_tile5<4, NC>(Pt + h, ldp, V, ldv, W, t0, t1, O + h * ldo, M + h * ldo, ldo, first);
+  else if (hb - h == 2) pvt_tile5<2, NC>(Pt + h, ldp, V, ldv, W, t0, t1, O + h * ldo, M + h * ldo, ldo, first);
+}
+
 __attribute__((target("avx512f"))) void pvt_avx512(const double* Pt, i64 ldp, i64 hb, i64 n, const double* V, i64 ldv, i64 dv, double* O,
-                                                   double* M, i64 ldo) {
+                                                   double* M, i64 ldo, bool acc) {
   constexpr i64 TB = 64;  // keys a chunk: few pages of V in flight (each key row is its own page)
+  alignas(64) double W[TB * 16];
+  const __m512i mask = _mm512_set1_epi64(0x7FFFFFFFFFFFFFFFll);
   for (i64 t0 = 0; t0 < n; t0 += TB) {
     const i64 t1 = std::min(n, t0 + TB);
+    const bool first = t0 == 0 && !acc;
     for (i64 c = 0; c < dv; c += 8) {  // dv % 8 == 0: pairs of column vectors, then one
       const bool two = c + 16 <= dv;
-      for (i64 h = 0; h < hb; h += 4) {  // hb % 8 == 0
-        if (two) pvt_tile5<4, 2>(Pt + h, ldp, V + c, ldv, t0, t1, O + h * ldo + c, M + h * ldo + c, ldo);
-        else pvt_tile5<4, 1>(Pt + h, ldp, V + c, ldv, t0, t1, O + h * ldo + c, M + h * ldo + c, ldo);
-      }
+      for (i64 t = t0; t < t1; ++t)
+        for (int j = 0; j < (two ? 2 : 1); ++j)
+          _mm512_store_pd(W + (t - t0) * 16 + j * 8,
+                          _mm512_castsi512_pd(_mm512_and_si512(_mm512_castpd_si512(_mm512_loadu_pd(V + t * ldv + c + j * 8)), mask)));
+      if (two) pvt_heads5<2>(Pt, ldp, hb, V + c, ldv, W, t0, t1, O + c, M + c, ldo, first);
+      else pvt_heads5<1>(Pt, ldp, hb, V + c, ldv, W, t0, t1, O + c, M + c, ldo, first);
       if (two) c += 8;
     }
   }
@@ -448,13 +463,14 @@ void row_qk(const double* K, i64 ldk, i64 n, const double* Qt, i64 hb, i64 D, do
   qkt_generic(K, ldk, n, Qt, hb, D, St, lds);
 }
 
-void row_pv(const double* Pt, i64 ldp, i64 hb, i64 n, const double* V, i64 ldv, i64 dv, double* O, double* M, i64 ldo, GemmIsa isa) {
+void row_pv(const double* Pt, i64 ldp, i64 hb, i64 n, const double* V, i64 ldv, i64 dv, double* O, double* M, i64 ldo, GemmIsa isa,
+            bool accumulate) {
   isa = n == 0 ? GemmIsa::generic : usable(isa);
 #if defined(__x86_64__)
-  if (isa == GemmIsa::avx512) return pvt_avx512(Pt, ldp, hb, n, V, ldv, dv, O, M, ldo);
-  if (isa == GemmIsa::avx2) return pvt_avx2(Pt, ldp, hb, n, V, ldv, dv, O, M, ldo);
+  if (isa == GemmIsa::avx512) return pvt_avx512(Pt, ldp, hb, n, V, ldv, dv, O, M, ldo, accumulate);
+  if (isa == GemmIsa::avx2) return pvt_avx2(Pt, ldp, hb, n, V, ldv, dv, O, M, ldo, accumulate);
 #endif
-  pvt_generic(Pt, ldp, hb, n, V, ldv, dv, O, M, ldo);
+  pvt_generic(Pt, ldp, hb, n, V, ldv, dv, O, M, ldo, accumulate);
 }
 
 void row_scan(double* St, i64 lds, i64 n, i64 hb, double sm, double* m, double* zmax, unsigned char* nan, GemmIsa isa) {

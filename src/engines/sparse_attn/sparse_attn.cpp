@@ -37,46 +37,68 @@ void RowEngine::run(double sm) {
     for (auto& r : res_) r.m = -kInf, r.lse = -kInf, r.lonely = true;
     return;
   }
-  // The key norms for the bound: each key's sum of squares in increasing d (mul then add); their max (NaN sticky).
+  // Heads in blocks of 64 (the per-element order does not depend on the blocking). Every head block's scores are held
+  // at once (St of block b at S_ + b * n * lds), so the keys stream past once for QK and once for PV, in key blocks
+  // that stay in L2 while every head block uses them.
+  const std::int64_t HB = 64, nblk = (Hp + HB - 1) / HB, lds = odd_lines(std::min(HB, Hp)), ldo = odd_lines(dv);
+  const std::int64_t KB = 128;  // keys a block: 128 x 576 doubles = 576 KiB
+  Oa_.resize(static_cast<std::size_t>(Hp * ldo));
+  Ma_.resize(static_cast<std::size_t>(Hp * ldo));
+  hm_.resize(static_cast<std::size_t>(Hp)), hz_.resize(static_cast<std::size_t>(Hp)), hq_.resize(static_cast<std::size_t>(Hp));
+  hl_.resize(static_cast<std::size_t>(Hp)), hnan_.resize(static_cast<std::size_t>(Hp)), hkeep_.resize(static_cast<std::size_t>(Hp));
+  // Qt[d][h] per head block (block b at Qt_ + b * D * HB): one row of hb heads per dim (heads past H zero); |q_h|^2 down
+  // each column in increasing d (mul then add).
+  Qt_.resize(static_cast<std::size_t>(nblk * D * HB));
+  std::fill(hq_.begin(), hq_.end(), 0.0);
+  for (std::int64_t b = 0; b < nblk; ++b) {
+    const std::int64_t h0 = b * HB, hb = std::min(HB, Hp - h0);
+    double* qt = Qt_.data() + b * D * HB;
+    for (std::int64_t h = 0; h < hb; ++h)
+      for (std::int64_t d = 0; d < D; ++d) qt[d * hb + h] = h0 + h < H ? Q_[static_cast<std::size_t>((h0 + h) * D + d)] : 0.0;
+    double* q2 = hq_.data() + h0;
+    for (std::int64_t d = 0; d < D; ++d)
+      for (std::int64_t h = 0; h < hb; ++h) q2[h] += qt[d * hb + h] * qt[d * hb + h];
+  }
+  // QK and the key norms for the bound (each key's sum of squares in increasing d, mul then add), key block by key block.
+  S_.resize(static_cast<std::size_t>(nblk * n * lds));
   s2_.resize(static_cast<std::size_t>(n));
-  row_key_norms(K_.data(), ldk, n, D, s2_.data());
-  double kmax2 = 0;
+  for (std::int64_t t0 = 0; t0 < n; t0 += KB) {
+    const std::int64_t nb = std::min(KB, n - t0);
+    row_key_norms(K_.data() + t0 * ldk, ldk, nb, D, s2_.data() + t0);
+    for (std::int64_t b = 0; b < nblk; ++b) {
+      const std::int64_t hb = std::min(HB, Hp - b * HB);
+      row_qk(K_.data() + t0 * ldk, ldk, nb, Qt_.data() + b * D * HB, hb, D, S_.data() + (b * n + t0) * lds, lds);
+    }
+  }
+  double kmax2 = 0;  // their max (NaN sticky)
   for (std::int64_t t = 0; t < n; ++t) {
     const double s2 = s2_[static_cast<std::size_t>(t)];
     kmax2 = s2 > kmax2 || s2 != s2 ? s2 : kmax2;
   }
-  // Heads in blocks of 64: the score workspace St stays topk x 64 whatever h_q is (the per-element order is unchanged).
-  const std::int64_t HB = 64, ldo = odd_lines(dv);
-  Oa_.resize(static_cast<std::size_t>(Hp * ldo));
-  Ma_.resize(static_cast<std::size_t>(Hp * ldo));
-  hm_.resize(HB), hz_.resize(HB), hq_.resize(HB), hl_.resize(HB), hnan_.resize(HB), hkeep_.resize(HB);
   const double gD = gamma_n(static_cast<double>(D));
-  for (std::int64_t h0 = 0; h0 < Hp; h0 += HB) {
-    const std::int64_t hb = std::min(HB, Hp - h0), lds = odd_lines(hb);
-    // Qt[d][h]: the block's queries, one row of hb heads per dim (heads past H zero); |q_h|^2 down each column in
-    // increasing d (mul then add).
-    Qt_.resize(static_cast<std::size_t>(D * hb));
-    for (std::int64_t h = 0; h < hb; ++h)
-      for (std::int64_t d = 0; d < D; ++d)
-        Qt_[static_cast<std::size_t>(d * hb + h)] = h0 + h < H ? Q_[static_cast<std::size_t>((h0 + h) * D + d)] : 0.0;
-    double* q2 = hq_.data();
-    std::fill(q2, q2 + hb, 0.0);
-    for (std::int64_t d = 0; d < D; ++d)
-      for (std::int64_t h = 0; h < hb; ++h) q2[h] += Qt_[static_cast<std::size_t>(d * hb + h)] * Qt_[static_cast<std::size_t>(d * hb + h)];
-    S_.resize(static_cast<std::size_t>(n * lds));
-    row_qk(K_.data(), ldk, n, Qt_.data(), hb, D, S_.data(), lds);
-    row_scan(S_.data(), lds, n, hb, sm, hm_.data(), hz_.data(), hnan_.data());
-    for (std::int64_t h = 0; h < hb; ++h) {
+  for (std::int64_t b = 0; b < nblk; ++b) {
+    const std::int64_t h0 = b * HB, hb = std::min(HB, Hp - h0);
+    double* St = S_.data() + b * n * lds;
+    row_scan(St, lds, n, hb, sm, hm_.data() + h0, hz_.data() + h0, hnan_.data() + h0);
+    for (std::int64_t h = h0; h < h0 + hb; ++h) {
       hkeep_[static_cast<std::size_t>(h)] = 0;
-      if (h0 + h >= H) continue;
-      HeadResult& r = res_[static_cast<std::size_t>(h0 + h)];
-      head_bounds(sm, gD, q2[h], kmax2, hz_[static_cast<std::size_t>(h)], hm_[static_cast<std::size_t>(h)], r);
+      if (h >= H) continue;
+      HeadResult& r = res_[static_cast<std::size_t>(h)];
+      head_bounds(sm, gD, hq_[static_cast<std::size_t>(h)], kmax2, hz_[static_cast<std::size_t>(h)], hm_[static_cast<std::size_t>(h)], r);
       hkeep_[static_cast<std::size_t>(h)] = head_classify(hnan_[static_cast<std::size_t>(h)] != 0, hm_[static_cast<std::size_t>(h)], r);
     }
-    row_exp(S_.data(), lds, n, hb, hm_.data(), hkeep_.data(), hl_.data());  // p = det_exp(z - m), L in key order
-    for (std::int64_t h = 0; h < hb; ++h)
-      if (hkeep_[static_cast<std::size_t>(h)]) head_lse(hl_[static_cast<std::size_t>(h)], res_[static_cast<std::size_t>(h0 + h)]);
-    row_pv(S_.data(), lds, hb, n, K_.data(), ldk, dv, Oa_.data() + h0 * ldo, Ma_.data() + h0 * ldo, ldo);
+    row_exp(St, lds, n, hb, hm_.data() + h0, hkeep_.data() + h0, hl_.data() + h0);  // p = det_exp(z - m), L in key order
+    for (std::int64_t h = h0; h < h0 + hb; ++h)
+      if (hkeep_[static_cast<std::size_t>(h)]) head_lse(hl_[static_cast<std::size_t>(h)], res_[static_cast<std::size_t>(h)]);
+  }
+  // PV with the magnitudes, key block by key block (each block's chains continue those of the blocks before it).
+  for (std::int64_t t0 = 0; t0 < n; t0 += KB) {
+    const std::int64_t nb = std::min(KB, n - t0);
+    for (std::int64_t b = 0; b < nblk; ++b) {
+      const std::int64_t h0 = b * HB, hb = std::min(HB, Hp - h0);
+      row_pv(S_.data() + (b * n + t0) * lds, lds, hb, nb, K_.data() + t0 * ldk, ldk, dv, Oa_.data() + h0 * ldo, Ma_.data() + h0 * ldo, ldo,
+             gemm_isa(), t0 > 0);
+    }
   }
   for (std::int64_t h = 0; h < H; ++h) {
     const HeadResult& r = res_[static_cast<std::size_t>(h)];

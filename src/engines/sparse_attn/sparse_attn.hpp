@@ -75,7 +75,8 @@ void gemm_qk(const double* Q, std::int64_t Hp, const double* Kp, std::int64_t np
 //             some z is NaN;
 //   row_exp:  St := p = det_exp(z - m[h]) where keep[h] (else +0); L[h] = the sum of p in t order from +0;
 //   row_pv:   O[h * ldo + c] = sum_t p v, M[h * ldo + c] = sum_t p |v| (fma chains over t increasing), v = V[t * ldv + c],
-//             c < dv (dv % 8 == 0);
+//             c < dv (dv % 8 == 0); with accumulate, the chains continue from the O and M already there (a row's keys
+//             in consecutive ranges give the bits of one call);
 //   row_key_norms: s2[t] = sum_d K[t][d]^2 (mul, then add; d increasing).
 void row_qk(const double* K, std::int64_t ldk, std::int64_t n, const double* Qt, std::int64_t hb, std::int64_t D, double* St, std::int64_t lds,
             GemmIsa isa = gemm_isa());
@@ -84,7 +85,7 @@ void row_scan(double* St, std::int64_t lds, std::int64_t n, std::int64_t hb, dou
 void row_exp(double* St, std::int64_t lds, std::int64_t n, std::int64_t hb, const double* m, const unsigned char* keep, double* L,
              GemmIsa isa = gemm_isa());
 void row_pv(const double* Pt, std::int64_t ldp, std::int64_t hb, std::int64_t n, const double* V, std::int64_t ldv, std::int64_t dv, double* O,
-            double* M, std::int64_t ldo, GemmIsa isa = gemm_isa());
+            double* M, std::int64_t ldo, GemmIsa isa = gemm_isa(), bool accumulate = false);
 void row_key_norms(const double* K, std::int64_t ldk, std::int64_t n, std::int64_t D, double* s2, GemmIsa isa = gemm_isa());
 
 }  // namespace dsa::attn
