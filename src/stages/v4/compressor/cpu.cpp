@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <string>
 
 #include "numerics/det_math.hpp"
@@ -222,17 +223,33 @@ StepResult run_step(const Case& c, const Params& p, Bug bug, int threads, Projec
   // Projections of this step's tokens (fp32 values held in double) and their bounds. The GEMMs run on the attention
   // engine's micro-kernel (fma chain in increasing h per element: the same bits for any thread count), 64 tokens
   // per block; the bound uses |x_t|_2 |w_o|_2 >= sum_h |x_th w_oh| (Cauchy-Schwarz).
-  std::vector<double> KV(static_cast<std::size_t>(T * C2)), S(KV.size()), EKV(KV.size()), ES(KV.size());
+  // KV and S are fp32 values: held as floats, every element written below (not zeroed first: at a 32K prefill they are
+  // 256 MiB, and fresh pages cost more than the stores). Their bounds are not held per element but formed where read
+  // (ebounds): (H + 2) u |x_t|_2 |w_o|_2 from the token's norm and the output's, the score's plus u |s| where the
+  // projection bound is positive; 0 for projections given as inputs.
+  std::unique_ptr<float[]> KV(new float[static_cast<std::size_t>(std::max<std::int64_t>(T * C2, 1))]),
+      S(new float[static_cast<std::size_t>(std::max<std::int64_t>(T * C2, 1))]);
+  std::vector<double> xnorm(static_cast<std::size_t>(T), 0.0), nk(static_cast<std::size_t>(p.have_x ? C2 : 0)), ng(nk.size());
+  const double ecoef = static_cast<double>(p.H + 2) * kU;
+  auto ebounds = [&](std::int64_t t, std::int64_t o, double& ekv, double& es) {
+    if (!p.have_x) {
+      ekv = 0.0, es = 0.0;
+      return;
+    }
+    const double xn = xnorm[static_cast<std::size_t>(t)];
+    ekv = ecoef * xn * nk[static_cast<std::size_t>(o)];
+    const double eg = ecoef * xn * ng[static_cast<std::size_t>(o)];
+    es = eg + (eg > 0 ? kU * std::fabs(static_cast<double>(S[static_cast<std::size_t>(t * C2 + o)])) : 0.0);
+  };
   const float* apep = p.have_ape ? c.input("ape").data<float>() : nullptr;  // V4.1: no APE
-  auto store = [&](std::int64_t t, std::int64_t o, double kv, double g, double ekv, double eg) {
+  auto store = [&](std::int64_t t, std::int64_t o, double kv, double g) {
     const std::size_t f = static_cast<std::size_t>(t * C2 + o);
-    const float kv32 = static_cast<float>(kv);
-    const float s32 = apep ? static_cast<float>(g) + apep[(pos[static_cast<std::size_t>(t)] % p.r) * C2 + o] : static_cast<float>(g);
-    KV[f] = kv32, S[f] = s32, EKV[f] = ekv, ES[f] = eg + (eg > 0 ? kU * std::fabs(s32) : 0.0);
+    KV[f] = static_cast<float>(kv);
+    S[f] = apep ? static_cast<float>(g) + apep[(pos[static_cast<std::size_t>(t)] % p.r) * C2 + o] : static_cast<float>(g);
   };
   if (p.have_x) {
     const std::int64_t Hh = p.H;
-    std::vector<double> Pk(static_cast<std::size_t>(C2 * Hh)), Pg(Pk.size()), nk(static_cast<std::size_t>(C2)), ng(nk.size());
+    std::vector<double> Pk(static_cast<std::size_t>(C2 * Hh)), Pg(Pk.size());
     const std::uint16_t* wk = c.input("wkv").data<std::uint16_t>();
     // Ratio 1 has no gate: a zero gate (score 0, bound 0; the softmax of one row is 1 whatever the score).
     std::vector<std::uint16_t> no_gate(p.have_gate ? 0 : static_cast<std::size_t>(C2 * Hh), 0);
@@ -258,11 +275,8 @@ StepResult run_step(const Case& c, const Params& p, Bug bug, int threads, Projec
           const double xv = halfcore::bf16_to_f64(xb[(t0 + i) * Hh + h]);
           xn += xv * xv;
         }
-        xn = std::sqrt(xn) * (1 + 0x1p-40);
-        for (std::int64_t o = 0; o < C2; ++o)
-          store(t0 + i, o, Sk[static_cast<std::size_t>(i * C2 + o)], Sg[static_cast<std::size_t>(i * C2 + o)],
-                static_cast<double>(Hh + 2) * kU * xn * nk[static_cast<std::size_t>(o)],
-                static_cast<double>(Hh + 2) * kU * xn * ng[static_cast<std::size_t>(o)]);
+        xnorm[static_cast<std::size_t>(t0 + i)] = std::sqrt(xn) * (1 + 0x1p-40);
+        for (std::int64_t o = 0; o < C2; ++o) store(t0 + i, o, Sk[static_cast<std::size_t>(i * C2 + o)], Sg[static_cast<std::size_t>(i * C2 + o)]);
       }
     };
     if (project) {
@@ -297,7 +311,7 @@ StepResult run_step(const Case& c, const Params& p, Bug bug, int threads, Projec
     const float* sg = p.have_gate ? c.input("score_proj").data<float>() : nullptr;
 #pragma omp parallel for schedule(static) num_threads(threads)
     for (std::int64_t t = 0; t < T; ++t)
-      for (std::int64_t o = 0; o < C2; ++o) store(t, o, kp.data<float>()[t * C2 + o], sg ? sg[t * C2 + o] : 0.0, 0.0, 0.0);
+      for (std::int64_t o = 0; o < C2; ++o) store(t, o, kp.data<float>()[t * C2 + o], sg ? sg[t * C2 + o] : 0.0);
   }
   StepResult out;
   // State rows: copy of the input, every processed token's row written where its table entry is not 0 (in token
@@ -313,8 +327,8 @@ StepResult run_step(const Case& c, const Params& p, Bug bug, int threads, Projec
     double* m = out.state_m.data<double>() + (s.block * p.bs + s.offset) * W;
     for (std::int64_t o = 0; o < C2; ++o) {
       const std::size_t f = static_cast<std::size_t>(t * C2 + o);
-      row[o] = static_cast<float>(KV[f]), row[C2 + o] = static_cast<float>(S[f]);
-      m[o] = EKV[f], m[C2 + o] = ES[f];
+      row[o] = KV[f], row[C2 + o] = S[f];
+      ebounds(t, o, m[o], m[C2 + o]);
     }
   }
   // Entries: (request, j) in output-row order.
@@ -331,7 +345,7 @@ StepResult run_step(const Case& c, const Params& p, Bug bug, int threads, Projec
   const std::vector<double> zeros(static_cast<std::size_t>(C2), 0.0);
 #pragma omp parallel num_threads(threads)
   {
-    std::vector<double> rowbuf(static_cast<std::size_t>(2 * p.coff * p.r * C2)), C(static_cast<std::size_t>(D)),
+    std::vector<double> rowbuf(static_cast<std::size_t>(4 * p.coff * p.r * C2)), C(static_cast<std::size_t>(D)),
         eC(C.size()), y(C.size()), ey(C.size());
 #pragma omp for schedule(dynamic, 1)
     for (std::int64_t k = 0; k < static_cast<std::int64_t>(entries.size()); ++k) {
@@ -344,9 +358,19 @@ StepResult run_step(const Case& c, const Params& p, Bug bug, int threads, Projec
         r.current = current;
         if (ps < 0) {
           r.missing = true;
-        } else if (ps >= s0) {
-          const std::size_t f = static_cast<std::size_t>((t0 + ps - s0) * C2);
-          r.kv = KV.data() + f, r.s = S.data() + f, r.ekv = EKV.data() + f, r.es = ES.data() + f;
+        } else if (ps >= s0) {  // this step's token: its values and their bounds, as doubles
+          const std::int64_t t = t0 + ps - s0;
+          double* kv = rowbuf.data() + used;
+          double* s = kv + C2;
+          double* ekv = s + C2;
+          double* es = ekv + C2;
+          used += static_cast<std::size_t>(4 * C2);
+          for (std::int64_t o = 0; o < C2; ++o) {
+            const std::size_t f = static_cast<std::size_t>(t * C2 + o);
+            kv[o] = KV[f], s[o] = S[f];
+            ebounds(t, o, ekv[o], es[o]);
+          }
+          r.kv = kv, r.s = s, r.ekv = ekv, r.es = es;
         } else {  // from the state cache (exact inputs)
           const Slot sl = state_slot(p, tab + b * p.maxblk, ps, bug);
           const float* src = st_in.data<float>() + (std::max<std::int64_t>(sl.block, 0) * p.bs + sl.offset) * W;
