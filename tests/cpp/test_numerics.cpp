@@ -633,18 +633,24 @@ TEST_CASE("numerics.e4m3_times_scale_bf16 (the vectorized cache dequant) equals 
   const float scales[] = {1.0f, 0.0078125f, 1.0f / 448.0f, 3.1415927f, -2.5e-3f, 1e-40f, 3.0e35f, 1.0e38f,
                           0.0f, -0.0f, std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()};
   i64 bad = 0, n = 0;
-  for (const float s : scales)
-    for (const std::size_t len : {codes.size(), std::size_t{1}, std::size_t{7}, std::size_t{33}}) {
-      std::vector<double> out(len, -1.0);
-      num::e4m3_times_scale_bf16(codes.data(), static_cast<i64>(len), s, out.data());
-      for (std::size_t i = 0; i < len; ++i) {
-        const float want = num::bf16_to_f32(num::f64_to_bf16_generic(static_cast<double>(num::e4m3_to_f32(codes[i]) * s)));
-        const double w = static_cast<double>(want);
-        // (A NaN product's sign depends on which operand the multiply takes it from: NaN matches NaN.)
-        bad += std::memcmp(&out[i], &w, 8) != 0 && !(std::isnan(out[i]) && std::isnan(w));
-        ++n;
-      }
+  for (int path = 0; path <= 2; ++path) {
+    if (path > num::e4m3_scale_paths()) {
+      MESSAGE("skipped: this CPU lacks the " << (path == 2 ? "AVX-512F" : "AVX2") << " dequant path (tested where it runs)");
+      continue;
     }
+    for (const float s : scales)
+      for (const std::size_t len : {codes.size(), std::size_t{1}, std::size_t{7}, std::size_t{33}}) {
+        std::vector<double> out(len, -1.0);
+        num::e4m3_times_scale_bf16(codes.data(), static_cast<i64>(len), s, out.data(), path);
+        for (std::size_t i = 0; i < len; ++i) {
+          const float want = num::bf16_to_f32(num::f64_to_bf16_generic(static_cast<double>(num::e4m3_to_f32(codes[i]) * s)));
+          const double w = static_cast<double>(want);
+          // (A NaN product's sign depends on which operand the multiply takes it from: NaN matches NaN.)
+          bad += std::memcmp(&out[i], &w, 8) != 0 && !(std::isnan(out[i]) && std::isnan(w));
+          ++n;
+        }
+      }
+  }
   CHECK(bad == 0);
   CHECK(n > 9000);
 }
