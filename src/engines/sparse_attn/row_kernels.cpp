@@ -9,8 +9,10 @@
 //
 // Blocking: QK runs key blocks of 48 rows x dim chunks of 64 (the Qt chunk of a 64-head block is 32 KB and stays in L1
 // while the key rows stream past) with a tile of 3 keys x 64 heads (24 accumulators, each Qt vector loaded once for
-// its 3 uses); PV runs key chunks of 64 (each key row sits on its own page: few pages in flight) with a tile of
-// 4 heads x 16 columns, O and M together (16 accumulators, one load of V for both). Between chunks the
+// its 3 uses); PV runs key chunks of 64 (each key row sits on its own page: few pages in flight) with tiles of
+// 6 heads x 16 columns on AVX-512 (24 accumulators; |V| of the chunk's 16-column slice taken once into a small buffer,
+// not once per head group: the and-masks competed with the FMAs for their ports) and 6 heads x 4 columns on AVX2
+// (12 accumulators), O and M together (one load of V for both). Between chunks the
 // accumulators go through the output (exact stores and loads: the chain is the same as without chunks). The strides
 // the engine picks (key rows, St rows, O rows) are odd numbers of cache lines, so a column slice spreads over all L1
 // sets.
@@ -197,7 +199,13 @@ __attribute__((target("avx2,fma"))) void pvt_avx2(const double* Pt, i64 ldp, i64
   for (i64 t0 = 0; t0 < n; t0 += TB) {
     const i64 t1 = std::min(n, t0 + TB);
     for (i64 c = 0; c < dv; c += 4)  // dv % 8 == 0
-      for (i64 h = 0; h < hb; h += 4) pvt_tile2<4>(Pt + h, ldp, V + c, ldv, t0, t1, O + h * ldo + c, M + h * ldo + c, ldo, t0 == 0 && !acc);
+      for (i64 h = 0; h < hb;) {  // hb % 8 == 0: groups of 6 heads (12 accumulators), then 4 or 2
+        const bool first = t0 == 0 && !acc;
+        const i64 left = hb - h;
+        if (left >= 6) pvt_tile2<6>(Pt + h, ldp, V + c, ldv, t0, t1, O + h * ldo + c, M + h * ldo + c, ldo, first), h += 6;
+        else if (left == 4) pvt_tile2<4>(Pt + h, ldp, V + c, ldv, t0, t1, O + h * ldo + c, M + h * ldo + c, ldo, first), h += 4;
+        else pvt_tile2<2>(Pt + h, ldp, V + c, ldv, t0, t1, O + h * ldo + c, M + h * ldo + c, ldo, first), h += 2;
+      }
   }
 }
 
