@@ -7,6 +7,7 @@
 #include <benchmark/benchmark.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "pipeline/catalogue.hpp"
@@ -69,6 +70,39 @@ void BM_v4_compressor_prefill_32k(benchmark::State& state) {
   state.counters["peak_RSS_MiB"] = static_cast<double>(u.ru_maxrss) / 1024.0;
 }
 BENCHMARK(BM_v4_compressor_prefill_32k)->Unit(benchmark::kSecond)->Iterations(1)->UseRealTime();
+
+// attn.v4_sparse: the V4-Flash decode batch of the catalogue case v4sa_c4_flash_full (32 requests x MTP 2, contexts
+// 128..8192, 64 heads, D 512, window 128, C4 top-k 512, sink). Rate = QK + PV multiply-adds (keys x N x 2 D summed over
+// the rows; a row's keys: its window positions and its compressed entries up to the first -1, README of the stage)
+// per wall second of the whole reference. Peer: bench/numpy_peer_v4_attn.py.
+void BM_v4_sparse_attn_decode(benchmark::State& state) {
+  const Case c = catalogue_inputs("v4sa_c4_flash_full");
+  BoundCase b;
+  if (auto p = validate_case(c, false, &b); !p.empty()) throw SchemaError(p.front());
+  RefOptions o;
+  o.threads = bench_threads();
+  for (auto _ : state) benchmark::DoNotOptimize(run_reference(b, o));
+  const Tensor& q = c.input("q");
+  const Tensor& cu = c.input("cu_seqlens_q");
+  const Tensor& kvl = c.input("seqused_kv");
+  const Tensor& idx = c.input("cmp_sparse_indices");
+  const std::int64_t N = q.dim(1), D = q.dim(2), K = idx.dim(2), B = kvl.dim(0), ratio = 4;
+  const std::int64_t wl = 127;  // ori_win_left (window 128, right 0)
+  double keys = 0;
+  for (std::int64_t r = 0; r < B; ++r) {
+    const std::int64_t q0 = cu.int_at(r), ql = cu.int_at(r + 1) - q0, kl = kvl.int_at(r);
+    for (std::int64_t i = 0; i < ql; ++i) {
+      const std::int64_t p = kl - ql + i, row = q0 + i;
+      std::int64_t n = std::min(p, wl) + 1, cols = std::min(K, (p + 1) / ratio), j = 0;
+      while (j < cols && idx.int_at(row * K + j) >= 0) ++j;
+      keys += static_cast<double>(n + j);
+    }
+  }
+  const double macs = keys * static_cast<double>(N) * 2.0 * static_cast<double>(D);
+  state.counters["G_MAC_per_s"] = benchmark::Counter(macs * static_cast<double>(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
+  state.counters["keys_per_row"] = keys / static_cast<double>(q.dim(0));
+}
+BENCHMARK(BM_v4_sparse_attn_decode)->Unit(benchmark::kMillisecond)->Iterations(10)->UseRealTime();
 
 }  // namespace
 

@@ -90,7 +90,6 @@ std::array<float, 256> make_table() {
 
 }  // namespace
 
-double bf16_to_f64(std::uint16_t bits) { return static_cast<double>(bf16_to_f32(bits)); }
 double fp16_to_f64(std::uint16_t bits) { return decode(kFP16, bits); }
 double e4m3_to_f64(std::uint8_t bits) { return decode(kE4M3, bits); }
 double e5m2_to_f64(std::uint8_t bits) { return decode(kE5M2, bits); }
