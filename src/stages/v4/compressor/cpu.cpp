@@ -220,7 +220,7 @@ StepResult run_step(const Case& c, const Params& p, Bug bug, int threads, Projec
   for (std::int64_t b = 0; b < p.B; ++b)
     for (std::int64_t t = cu.int_at(b); t < cu.int_at(b + 1); ++t)
       req[static_cast<std::size_t>(t)] = b, pos[static_cast<std::size_t>(t)] = sp.int_at(b) + t - cu.int_at(b);
-  // Projections of this step's tokens (fp32 values held in double) and their bounds. The GEMMs run on the attention
+  // Projections of this step's tokens (fp32 values) and their bounds. The GEMMs run on the attention
   // engine's micro-kernel (fma chain in increasing h per element: the same bits for any thread count), 64 tokens
   // per block; the bound uses |x_t|_2 |w_o|_2 >= sum_h |x_th w_oh| (Cauchy-Schwarz).
   // KV and S are fp32 values: held as floats, every element written below (not zeroed first: at a 32K prefill they are
