@@ -36,19 +36,30 @@ Case catalogue_inputs(const char* name) {
   return c;
 }
 
-void BM_sparse_mla_decode(benchmark::State& state) {
-  const Case c = catalogue_inputs("mla_decode_v32_full");
+// Times the whole CPU reference of a catalogue case (inputs generated once, outside the timing); returns the case.
+Case time_reference(benchmark::State& state, const char* name) {
+  Case c = catalogue_inputs(name);
   BoundCase b;
   if (auto p = validate_case(c, false, &b); !p.empty()) throw SchemaError(p.front());
   RefOptions o;
   o.threads = bench_threads();
   for (auto _ : state) benchmark::DoNotOptimize(run_reference(b, o));
-  const Tensor& q = c.input("q");
-  const double macs = static_cast<double>(q.dim(0) * q.dim(1) * q.dim(2)) * static_cast<double>(c.input("indices").dim(2)) * (576 + 512);
+  return c;
+}
+
+// The counters every benchmark here reports: multiply-adds per second and the process's peak RSS.
+void report(benchmark::State& state, double macs) {
   state.counters["G_MAC_per_s"] = benchmark::Counter(macs * static_cast<double>(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
   state.counters["peak_RSS_MiB"] = static_cast<double>(u.ru_maxrss) / 1024.0;
+}
+
+void BM_sparse_mla_decode(benchmark::State& state) {
+  const Case c = time_reference(state, "mla_decode_v32_full");
+  const Tensor& q = c.input("q");
+  const double macs = static_cast<double>(q.dim(0) * q.dim(1) * q.dim(2)) * static_cast<double>(c.input("indices").dim(2)) * (576 + 512);
+  report(state, macs);
 }
 BENCHMARK(BM_sparse_mla_decode)->Unit(benchmark::kSecond)->Iterations(2)->UseRealTime();
 
@@ -56,18 +67,10 @@ BENCHMARK(BM_sparse_mla_decode)->Unit(benchmark::kSecond)->Iterations(2)->UseRea
 // r 4, coff 2). Rate = the two projection GEMMs' multiply-adds (T * 2 * coff * D * H) per wall second of the whole
 // step (projections, state rows, 8192 pooled entries with their bounds).
 void BM_v4_compressor_prefill_32k(benchmark::State& state) {
-  const Case c = catalogue_inputs("v4c4_prefill_32k");
-  BoundCase b;
-  if (auto p = validate_case(c, false, &b); !p.empty()) throw SchemaError(p.front());
-  RefOptions o;
-  o.threads = bench_threads();
-  for (auto _ : state) benchmark::DoNotOptimize(run_reference(b, o));
+  const Case c = time_reference(state, "v4c4_prefill_32k");
   const Tensor& x = c.input("x");
   const double macs = static_cast<double>(x.dim(0)) * static_cast<double>(c.input("wkv").dim(0)) * 2.0 * static_cast<double>(x.dim(1));
-  state.counters["G_MAC_per_s"] = benchmark::Counter(macs * static_cast<double>(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  state.counters["peak_RSS_MiB"] = static_cast<double>(u.ru_maxrss) / 1024.0;
+  report(state, macs);
 }
 BENCHMARK(BM_v4_compressor_prefill_32k)->Unit(benchmark::kSecond)->Iterations(1)->UseRealTime();
 
@@ -76,18 +79,13 @@ BENCHMARK(BM_v4_compressor_prefill_32k)->Unit(benchmark::kSecond)->Iterations(1)
 // the rows; a row's keys: its window positions and its compressed entries up to the first -1, README of the stage)
 // per wall second of the whole reference. Peer: bench/numpy_peer_v4_attn.py.
 void BM_v4_sparse_attn_decode(benchmark::State& state) {
-  const Case c = catalogue_inputs("v4sa_c4_flash_full");
-  BoundCase b;
-  if (auto p = validate_case(c, false, &b); !p.empty()) throw SchemaError(p.front());
-  RefOptions o;
-  o.threads = bench_threads();
-  for (auto _ : state) benchmark::DoNotOptimize(run_reference(b, o));
+  const Case c = time_reference(state, "v4sa_c4_flash_full");
   const Tensor& q = c.input("q");
   const Tensor& cu = c.input("cu_seqlens_q");
   const Tensor& kvl = c.input("seqused_kv");
   const Tensor& idx = c.input("cmp_sparse_indices");
-  const std::int64_t N = q.dim(1), D = q.dim(2), K = idx.dim(2), B = kvl.dim(0), ratio = 4;
-  const std::int64_t wl = 127;  // ori_win_left (window 128, right 0)
+  const std::int64_t N = q.dim(1), D = q.dim(2), K = idx.dim(2), B = kvl.dim(0), ratio = c.attr_int("cmp_ratio");
+  const std::int64_t wl = c.attr_int("ori_win_left");  // the window's right side is 0 (ori_win_right)
   double keys = 0;
   for (std::int64_t r = 0; r < B; ++r) {
     const std::int64_t q0 = cu.int_at(r), ql = cu.int_at(r + 1) - q0, kl = kvl.int_at(r);
@@ -98,8 +96,7 @@ void BM_v4_sparse_attn_decode(benchmark::State& state) {
       keys += static_cast<double>(n + j);
     }
   }
-  const double macs = keys * static_cast<double>(N) * 2.0 * static_cast<double>(D);
-  state.counters["G_MAC_per_s"] = benchmark::Counter(macs * static_cast<double>(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
+  report(state, keys * static_cast<double>(N) * 2.0 * static_cast<double>(D));
   state.counters["keys_per_row"] = keys / static_cast<double>(q.dim(0));
 }
 BENCHMARK(BM_v4_sparse_attn_decode)->Unit(benchmark::kMillisecond)->Iterations(10)->UseRealTime();
