@@ -77,27 +77,24 @@ __attribute__((target("avx2"))) std::int64_t scale_avx2(const std::uint8_t* code
 }
 
 #pragma GCC diagnostic pop
+#endif
+}  // namespace
 
-int best_path() {  // 2: AVX-512F, 1: AVX2, 0: the loop above alone
+int e4m3_scale_paths() {  // 2: AVX-512F, 1: AVX2, 0: the scalar loop alone
+#if defined(__x86_64__)
   static const int p = [] {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f") ? 2 : __builtin_cpu_supports("avx2") ? 1 : 0;
   }();
   return p;
-}
-#endif
-}  // namespace
-
-int e4m3_scale_paths() {
-#if defined(__x86_64__)
-  return best_path();
 #else
   return 0;
 #endif
 }
 
 void e4m3_times_scale_bf16(const std::uint8_t* codes, std::int64_t n, float s, double* out, int path) {
-  path = path < 0 || path > e4m3_scale_paths() ? e4m3_scale_paths() : path;
+  const int best = e4m3_scale_paths();
+  path = path < 0 || path > best ? best : path;
   std::int64_t i = 0;
 #if defined(__x86_64__)
   if (path == 2) i = scale_avx512(codes, n, s, out);
