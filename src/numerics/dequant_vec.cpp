@@ -80,6 +80,23 @@ __attribute__((target("avx2"))) std::int64_t scale_avx2(const std::uint8_t* code
 #endif
 }  // namespace
 
+namespace {
+__attribute__((target_clones("avx512f", "avx2", "default"))) void bf16_loop(const std::uint16_t* bits, std::int64_t n, double* out) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::uint32_t u = static_cast<std::uint32_t>(bits[i]) << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    out[i] = static_cast<double>(f);
+  }
+}
+__attribute__((target_clones("avx512f", "avx2", "default"))) void add_abs_loop(const double* x, std::int64_t n, double* acc) {
+  for (std::int64_t i = 0; i < n; ++i) acc[i] += __builtin_fabs(x[i]);
+}
+}  // namespace
+
+void bf16_to_f64_n(const std::uint16_t* bits, std::int64_t n, double* out) { bf16_loop(bits, n, out); }
+void add_abs_n(const double* x, std::int64_t n, double* acc) { add_abs_loop(x, n, acc); }
+
 int e4m3_scale_paths() {  // 2: AVX-512F, 1: AVX2, 0: the scalar loop alone
 #if defined(__x86_64__)
   static const int p = [] {

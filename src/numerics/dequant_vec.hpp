@@ -14,4 +14,9 @@ namespace dsa::num {
 void e4m3_times_scale_bf16(const std::uint8_t* codes, std::int64_t n, float s, double* out, int path = -1);
 int e4m3_scale_paths();
 
+// out[i] = double(bf16 bits[i]) for i < n (exact; a NaN's payload as the scalar conversion keeps it), and
+// acc[i] += |x[i]| for i < n (one rounding each, per element in order): vectorized for this CPU (target clones).
+void bf16_to_f64_n(const std::uint16_t* bits, std::int64_t n, double* out);
+void add_abs_n(const double* x, std::int64_t n, double* acc);
+
 }  // namespace dsa::num

@@ -6,6 +6,7 @@
 #include <memory>
 #include <stdexcept>
 
+#include "numerics/dequant_vec.hpp"
 #include "numerics/formats.hpp"
 #include "engines/sparse_attn/sparse_attn.hpp"
 #ifdef DSA_CUDA_BACKEND
@@ -30,13 +31,12 @@ void run_cpu(const RowSource& src, int threads, const std::function<void(std::in
       src.ids(r, ids);
       const auto n = static_cast<std::int64_t>(ids.size());
       e.reset(H, D, src.dv, n);
-      for (std::int64_t h = 0; h < H; ++h)
-        for (std::int64_t d = 0; d < D; ++d) e.q(h)[d] = num::bf16_to_f64(src.q[(r * H + h) * D + d]);
+      for (std::int64_t h = 0; h < H; ++h) num::bf16_to_f64_n(src.q + (r * H + h) * D, D, e.q(h));
       vabs.assign(src.vabs ? static_cast<std::size_t>(D) : 0, 0.0);
       for (std::int64_t j = 0; j < n; ++j) {
         double* k = e.key(j);
         src.key(ids[static_cast<std::size_t>(j)], k);
-        for (std::int64_t d = 0; d < static_cast<std::int64_t>(vabs.size()); ++d) vabs[static_cast<std::size_t>(d)] += std::fabs(k[d]);
+        if (src.vabs) num::add_abs_n(k, D, vabs.data());
       }
       e.run(src.sm);
       RowView v = e.view();

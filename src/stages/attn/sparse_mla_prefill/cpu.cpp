@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "numerics/dequant_vec.hpp"
 #include "numerics/formats.hpp"
 #include "engines/sparse_attn/sparse_attn_rows.hpp"
 #include "profiles/flashmla_sm90/prefill_emu.hpp"
@@ -38,9 +39,7 @@ bool locate(const Case& c, const dsa::Params& pb, const std::string& tensor, std
   row_ids(idx, c.input_opt("topk_length"), N, i, false, e.ids);
   row_ids(idx, c.input_opt("topk_length"), N, i, true, e.ids_minus1);
   const std::uint16_t* kb = kv.data<std::uint16_t>();
-  e.key = [kb, D](std::int64_t t, double* k) {
-    for (std::int64_t d = 0; d < D; ++d) k[d] = num::bf16_to_f64(kb[t * D + d]);
-  };
+  e.key = [kb, D](std::int64_t t, double* k) { num::bf16_to_f64_n(kb + t * D, D, k); };
   const Tensor* sink = c.input_opt("attn_sink");
   e.sink = sink ? sink->data<float>() + h : nullptr;
   e.cv = p.cv;
@@ -102,9 +101,7 @@ Expected run(const Case& c, const Params& p, const RefOptions& opt, Backend back
   src.q = q.data<std::uint16_t>();
   src.sm = p.sm_scale;
   src.ids = [&](std::int64_t i, std::vector<std::int64_t>& ids) { row_ids(idx, tl, N, i, false, ids); };
-  src.key = [&](std::int64_t t, double* k) {
-    for (std::int64_t d = 0; d < D; ++d) k[d] = num::bf16_to_f64(kb[t * D + d]);
-  };
+  src.key = [&](std::int64_t t, double* k) { num::bf16_to_f64_n(kb + t * D, D, k); };
   src.id_space = N;
   src.bf16_table = kb;
   run_rows(src, backend, opt.thread_count(), [&](std::int64_t i, const RowView& v) {

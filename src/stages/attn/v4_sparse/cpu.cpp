@@ -9,6 +9,7 @@
 #include <string>
 
 #include "numerics/det_math.hpp"
+#include "numerics/dequant_vec.hpp"
 #include "numerics/formats.hpp"
 #include "engines/sparse_attn/head_out.hpp"
 #include "engines/sparse_attn/sparse_attn.hpp"
@@ -116,7 +117,7 @@ struct KeyValues {
   void operator()(i64 id, double* k) const {
     if (id >= nori && !cmp) throw std::logic_error("attn.v4_sparse: a compressed key without cmp_kv (parse admits none)");
     const std::uint16_t* src = id < nori ? ori + id * D : cmp + (id - nori) * D;
-    for (i64 d = 0; d < D; ++d) k[d] = num::bf16_to_f64(src[d]);
+    num::bf16_to_f64_n(src, D, k);
   }
 };
 
@@ -131,13 +132,13 @@ std::optional<Hypothesis::Value> element(const Case& c, const Params& p, Bug bug
   const i64 n = static_cast<i64>(keys.size());
   e.reset(1, p.D, p.D, n);
   const std::uint16_t* qb = c.input("q").data<std::uint16_t>();
-  for (i64 d = 0; d < p.D; ++d) e.q(0)[d] = num::bf16_to_f64(qb[(t * p.N + h) * p.D + d]);
+  num::bf16_to_f64_n(qb + (t * p.N + h) * p.D, p.D, e.q(0));
   std::vector<double> vabs(static_cast<std::size_t>(p.D), 0.0);
   const KeyValues kv(c, p);
   for (i64 j = 0; j < n; ++j) {
     double* k = e.key(j);
     kv(key_id(p, keys[static_cast<std::size_t>(j)]), k);
-    for (i64 d = 0; d < p.D; ++d) vabs[static_cast<std::size_t>(d)] += std::fabs(k[d]);
+    num::add_abs_n(k, p.D, vabs.data());
   }
   e.run(p.scale);
   RowView v = e.view();

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "numerics/det_math.hpp"
+#include "numerics/dequant_vec.hpp"
 #include "numerics/formats.hpp"
 #include "numerics/fp4_core.hpp"
 #include "numerics/half_core.hpp"
@@ -297,8 +298,7 @@ StepResult run_step(const Case& c, const Params& p, Bug bug, int threads, Projec
           const std::int64_t nt = std::min(kTB, T - t0);
           const std::int64_t np4 = (nt + 3) / 4 * 4;  // the rows computed (gemm_qk: a multiple of 4)
           std::fill(Q.begin(), Q.begin() + np4 * ldq, 0.0);
-          for (std::int64_t i = 0; i < nt; ++i)
-            for (std::int64_t h = 0; h < Hh; ++h) Q[static_cast<std::size_t>(i * ldq + h)] = halfcore::bf16_to_f64(xb[(t0 + i) * Hh + h]);
+          for (std::int64_t i = 0; i < nt; ++i) num::bf16_to_f64_n(xb + (t0 + i) * Hh, Hh, Q.data() + i * ldq);
           attn::gemm_qk(Q.data(), np4, Pk.data(), C2, Hh, Sk.data(), attn::gemm_isa(), ldq);
           if (p.have_gate) attn::gemm_qk(Q.data(), np4, Pg.data(), C2, Hh, Sg.data(), attn::gemm_isa(), ldq);
           else std::fill(Sg.begin(), Sg.end(), 0.0);
