@@ -625,6 +625,42 @@ TEST_CASE("numerics.half_core (the DSA_HD conversions of the lightning-indexer k
   CHECK(bad == 0);
 }
 
+TEST_CASE("numerics.bf16_to_f64_n and add_abs_n (vectorized row loops) equal the scalar conversion and sums bit for bit") {
+  // Every bf16 pattern (NaNs with payloads, subnormals, +-0, +-inf) at once and at odd offsets and lengths (the vector
+  // loops' heads and tails); add_abs_n against acc + |x| element by element, with NaN, inf and -0 among x.
+  std::vector<std::uint16_t> bits(65536 + 9);
+  for (std::size_t i = 0; i < bits.size(); ++i) bits[i] = static_cast<std::uint16_t>(i * 40503u);
+  i64 bad = 0, n = 0;
+  for (const std::size_t off : {std::size_t{0}, std::size_t{1}, std::size_t{3}})
+    for (const std::size_t len : {bits.size() - off, std::size_t{1}, std::size_t{7}, std::size_t{13}, std::size_t{0}}) {
+      std::vector<double> out(len + 1, -1.0);
+      num::bf16_to_f64_n(bits.data() + off, static_cast<i64>(len), out.data());
+      for (std::size_t i = 0; i < len; ++i) {
+        const double w = num::bf16_to_f64(bits[off + i]);
+        bad += std::memcmp(&out[i], &w, 8) != 0;
+        ++n;
+      }
+      bad += out[len] != -1.0;  // nothing written past n
+    }
+  CHECK(bad == 0);
+  CHECK(n > 3 * 65536);
+  std::mt19937_64 g(23);
+  std::vector<double> x(1000), acc(1000), want(1000);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    x[i] = std::ldexp(static_cast<double>(static_cast<std::int64_t>(g() >> 11)) * (g() & 1 ? -1.0 : 1.0), static_cast<int>(g() % 200) - 100 - 53);
+    acc[i] = std::ldexp(static_cast<double>(g() >> 11), static_cast<int>(g() % 200) - 100 - 53);
+  }
+  x[5] = std::numeric_limits<double>::quiet_NaN(), x[6] = -std::numeric_limits<double>::infinity(), x[7] = -0.0;
+  bad = 0;
+  for (const std::size_t len : {x.size(), std::size_t{1}, std::size_t{5}, std::size_t{999}}) {
+    std::vector<double> a(acc.begin(), acc.end());
+    for (std::size_t i = 0; i < x.size(); ++i) want[i] = i < len ? acc[i] + std::fabs(x[i]) : acc[i];
+    num::add_abs_n(x.data(), static_cast<i64>(len), a.data());
+    for (std::size_t i = 0; i < x.size(); ++i) bad += std::memcmp(&a[i], &want[i], 8) != 0 && !(std::isnan(a[i]) && std::isnan(want[i]));
+  }
+  CHECK(bad == 0);
+}
+
 TEST_CASE("numerics.e4m3_times_scale_bf16 (the vectorized cache dequant) equals the scalar bf16(e4m3 * s) on every code") {
   // All 256 codes (NaN codes, subnormals, +-0, 448) at once, odd lengths (the vector loops' tails), times scales that
   // are powers of two, not, subnormal, huge (products overflow fp32 or round up to inf), zero, inf and NaN.
