@@ -29,11 +29,25 @@ void RowEngine::reset(std::int64_t H, std::int64_t D, std::int64_t dv, std::int6
   res_.assign(static_cast<std::size_t>(H), HeadResult{});
 }
 
+namespace {
+// o / L and m / L over one head's dv values: one correctly rounded division each, so any vector width gives the same
+// bits (target clones).
+__attribute__((target_clones("avx512f", "avx2", "default"))) void divide_head(const double* o, const double* m, std::int64_t n, double L,
+                                                                              double* oo, double* mo) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    oo[i] = o[i] / L;
+    mo[i] = m[i] / L;
+  }
+}
+}  // namespace
+
 void RowEngine::run(double sm) {
   const std::int64_t H = H_, D = D_, dv = dv_, n = n_, Hp = Hp_, ldk = ldk_;
-  O_.assign(static_cast<std::size_t>(H * dv), 0.0);
-  M_.assign(static_cast<std::size_t>(H * dv), 0.0);
+  O_.resize(static_cast<std::size_t>(H * dv));  // every element written below
+  M_.resize(static_cast<std::size_t>(H * dv));
   if (n == 0) {
+    std::fill(O_.begin(), O_.end(), 0.0);
+    std::fill(M_.begin(), M_.end(), 0.0);
     for (auto& r : res_) r.m = -kInf, r.lse = -kInf, r.lonely = true;
     return;
   }
@@ -102,10 +116,15 @@ void RowEngine::run(double sm) {
   }
   for (std::int64_t h = 0; h < H; ++h) {
     const HeadResult& r = res_[static_cast<std::size_t>(h)];
+    const double *oa = Oa_.data() + h * ldo, *ma = Ma_.data() + h * ldo;
+    double *o = O_.data() + h * dv, *mg = M_.data() + h * dv;
+    if (!r.nan && !r.lonely) {  // head_finish_one's O / L and M / L, vectorized
+      divide_head(oa, ma, dv, r.L, o, mg);
+      continue;
+    }
     for (std::int64_t c = 0; c < dv; ++c) {
-      double o = Oa_[static_cast<std::size_t>(h * ldo + c)], mg = Ma_[static_cast<std::size_t>(h * ldo + c)];
-      head_finish_one(r, o, mg);
-      O_[static_cast<std::size_t>(h * dv + c)] = o, M_[static_cast<std::size_t>(h * dv + c)] = mg;
+      o[c] = oa[c], mg[c] = ma[c];
+      head_finish_one(r, o[c], mg[c]);
     }
   }
 }
