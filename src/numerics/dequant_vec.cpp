@@ -78,9 +78,7 @@ __attribute__((target("avx2"))) std::int64_t scale_avx2(const std::uint8_t* code
 
 #pragma GCC diagnostic pop
 #endif
-}  // namespace
 
-namespace {
 __attribute__((target_clones("avx512f", "avx2", "default"))) void bf16_loop(const std::uint16_t* bits, std::int64_t n, double* out) {
   for (std::int64_t i = 0; i < n; ++i) {
     const std::uint32_t u = static_cast<std::uint32_t>(bits[i]) << 16;

@@ -30,13 +30,14 @@ void RowEngine::reset(std::int64_t H, std::int64_t D, std::int64_t dv, std::int6
 }
 
 namespace {
-// o / L and m / L over one head's dv values: one correctly rounded division each, so any vector width gives the same
-// bits (target clones).
-__attribute__((target_clones("avx512f", "avx2", "default"))) void divide_head(const double* o, const double* m, std::int64_t n, double L,
-                                                                              double* oo, double* mo) {
+// head_finish_one over one head's dv values, out of place (the head's case is loop-invariant, so the compiler
+// unswitches it and the O / L, M / L loop is vectorized: one correctly rounded division each, the same bits).
+__attribute__((target_clones("avx512f", "avx2", "default"))) void finish_head(const HeadResult& r, const double* oa, const double* ma,
+                                                                              std::int64_t n, double* o, double* mg) {
   for (std::int64_t i = 0; i < n; ++i) {
-    oo[i] = o[i] / L;
-    mo[i] = m[i] / L;
+    double x = oa[i], m = ma[i];
+    head_finish_one(r, x, m);
+    o[i] = x, mg[i] = m;
   }
 }
 }  // namespace
@@ -114,19 +115,8 @@ void RowEngine::run(double sm) {
              gemm_isa(), t0 > 0);
     }
   }
-  for (std::int64_t h = 0; h < H; ++h) {
-    const HeadResult& r = res_[static_cast<std::size_t>(h)];
-    const double *oa = Oa_.data() + h * ldo, *ma = Ma_.data() + h * ldo;
-    double *o = O_.data() + h * dv, *mg = M_.data() + h * dv;
-    if (!r.nan && !r.lonely) {  // head_finish_one's O / L and M / L, vectorized
-      divide_head(oa, ma, dv, r.L, o, mg);
-      continue;
-    }
-    for (std::int64_t c = 0; c < dv; ++c) {
-      o[c] = oa[c], mg[c] = ma[c];
-      head_finish_one(r, o[c], mg[c]);
-    }
-  }
+  for (std::int64_t h = 0; h < H; ++h)
+    finish_head(res_[static_cast<std::size_t>(h)], Oa_.data() + h * ldo, Ma_.data() + h * ldo, dv, O_.data() + h * dv, M_.data() + h * dv);
 }
 
 }  // namespace dsa::attn

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "engines/quant/byte_cands.hpp"
+#include "numerics/dequant_vec.hpp"
 #include "numerics/formats.hpp"
 #include "numerics/hadamard.hpp"
 #include "stages/v4/indexer_prolog/stage.hpp"
@@ -89,7 +90,7 @@ Expected run_vllm_mxfp4(const Case& c, const Params& p) {
   for (i64 row = 0; row < T * H; ++row) {
     const i64 t = row / H, ps = pos.int_at(t);
     std::vector<double> y(static_cast<std::size_t>(D)), ey(y.size(), 0.0);
-    for (i64 d = 0; d < D; ++d) y[static_cast<std::size_t>(d)] = num::bf16_to_f64(x.data<std::uint16_t>()[row * D + d]);
+    num::bf16_to_f64_n(x.data<std::uint16_t>() + row * D, D, y.data());
     for (i64 i = 0; i < 32; ++i) {
       const double cs = cval(ps * W + i), sn = cval(ps * W + W / 2 + i);
       const double e = y[static_cast<std::size_t>(nope + 2 * i)], o = y[static_cast<std::size_t>(nope + 2 * i + 1)];
