@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <stdexcept>
+#include <string>
 
 #include "backend/cuda.hpp"
 #include "pipeline/load.hpp"
@@ -150,7 +151,8 @@ int run_backend_diff(const BackendDiffOptions& o, std::ostream& out, std::ostrea
           for (const auto& l : d) out << "           " << l.tensor << ": " << l.message << "\n";
         }
       } catch (const std::exception& e) {
-        err << "error: " << c.where() << ": " << e.what() << "\n";
+        const std::string w = e.what();  // run_reference's messages already start with the case
+        err << "error: " << (w.rfind(c.where(), 0) == 0 ? w : c.where() + ": " + w) << "\n";
         rc = 2;
       }
     }

@@ -118,6 +118,12 @@ TEST_CASE("backend-diff CLI: committed goldens identical for 1 vs 3 threads, a m
   if (!no_cuda.empty() || !why.empty()) {
     CHECK(run_cli("backend-diff --a cpu --b cuda " + (no_cuda.empty() ? std::string(DSA_SOURCE_DIR) + "/golden/quant_subnormal.h5" : no_cuda), &out) == 2);
     CHECK(out.find(why.empty() ? "has no cuda implementation" : why) != std::string::npos);
+    if (why.empty()) {  // the message names the file and case once
+      const auto at = out.find("has no cuda implementation"), bol = out.rfind('\n', at);
+      const std::string line = out.substr(bol == std::string::npos ? 0 : bol + 1, at - (bol == std::string::npos ? 0 : bol + 1));
+      CHECK(line.find("case '") != std::string::npos);
+      CHECK(line.find("case '") == line.rfind("case '"));
+    }
   }
   CHECK(run_cli("backend-diff --b gpu " + std::string(DSA_SOURCE_DIR) + "/golden/quant_subnormal.h5", &out) == 2);
   CHECK(out.find("expected cpu, cpu:THREADS, cuda") != std::string::npos);
