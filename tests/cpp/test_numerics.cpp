@@ -405,9 +405,10 @@ TEST_CASE("numerics.exact_digits of every e4m3 code, all 256 x 256 digit product
   CHECK(worst < (std::int64_t{1} << 31));
 }
 
-// The six-unit Toom-3 form of the sm_90a engine (logits_wgmma.hpp): every unit sum and every int32 intermediate of
-// toom_high / toom_low stays inside int32, and 4096 high - 4095 low is the exact dot, on random vectors, all-extreme
-// vectors (+-448 with equal and alternating signs, digit extremes) and every code pair.
+// The six-unit Toom-3 forms: every unit sum and every int32 intermediate stays inside int32 and the value is the
+// exact dot, for toom_high / toom_low (4096 high - 4095 low: the mma.sync engine) and for the sm_90a engine's steps
+// (logits_wgmma.hpp: R = P1, T = Pm1, R *= 65, R -= 63 T; T = c4, T *= -64, T += c1, T *= 64, T += c0; wg_value), on
+// random vectors, all-extreme vectors (+-448 with equal and alternating signs, digit extremes) and every code pair.
 TEST_CASE("numerics.toom3 recombination of the wgmma logits engine is exact and never leaves int32") {
   auto unit_sums = [](const std::uint8_t* q, const std::uint8_t* k, int D, std::int64_t u[5]) {
     for (int i = 0; i < 5; ++i) u[i] = 0;
@@ -431,7 +432,7 @@ TEST_CASE("numerics.toom3 recombination of the wgmma logits engine is exact and 
   }
   std::mt19937_64 g(7);
   i64 bad = 0, checked = 0;
-  std::int64_t worst_high = 0;
+  std::int64_t worst_high = 0, worst_y = 0;
   for (int trial = 0; trial < 4000 + 256 * 256; ++trial) {
     std::uint8_t q[128], k[128];
     const int D = trial < 4000 ? 128 : 1;
@@ -456,6 +457,11 @@ TEST_CASE("numerics.toom3 recombination of the wgmma logits engine is exact and 
     ok = ok && in32(65 * u[0]) && in32(63 * u[1]) && in32(65 * u[0] - 63 * u[1]) && in32(half) && in32(4095 * u[2]) && in32(high) &&
          in32(64 * u[3]) && in32(low) && (65 * u[0] - 63 * u[1]) % 2 == 0;
     worst_high = std::max(worst_high, std::abs(high));
+    // the wgmma engine's steps, each an int32 value
+    const std::int64_t x = 65 * u[0] - 63 * u[1], y1 = -64 * u[2], y2 = y1 + u[3], y3 = 64 * y2, y = y3 + u[4];
+    ok = ok && in32(y1) && in32(y2) && in32(y3) && in32(y);
+    worst_y = std::max(worst_y, std::abs(y));
+    if (ok) ok = exactdot::wg_value(static_cast<std::int32_t>(x), static_cast<std::int32_t>(y)) == exact;
     if (ok) {
       const std::int32_t hi32 = exactdot::toom_high(static_cast<std::int32_t>(u[0]), static_cast<std::int32_t>(u[1]), static_cast<std::int32_t>(u[2]));
       const std::int32_t lo32 = exactdot::toom_low(static_cast<std::int32_t>(u[3]), static_cast<std::int32_t>(u[4]));
@@ -467,6 +473,7 @@ TEST_CASE("numerics.toom3 recombination of the wgmma logits engine is exact and 
   CHECK(bad == 0);
   CHECK(checked == 4000 + 65536);
   CHECK(worst_high > (std::int64_t{1} << 30));  // the extremes came close to the int32 limit: the test can fail
+  CHECK(worst_y > (std::int64_t{1} << 30));
 }
 
 TEST_CASE("numerics.f64_to_bf16_odd (device rounding of the logits) equals f64_to_bf16") {

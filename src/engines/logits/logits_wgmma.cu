@@ -62,6 +62,7 @@ __device__ __forceinline__ void wgmma_n128(int (&d)[64], std::uint64_t a, std::u
 __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_wait1() { asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory"); }
 __device__ __forceinline__ void reg_fence(int& r) { asm volatile("" : "+r"(r)::"memory"); }
 __device__ __forceinline__ void proxy_fence() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 // The warpgroups of one tile block (1 or 2: PAIR x 128 threads) meet at barrier 1 + block.
@@ -176,7 +177,7 @@ __device__ __forceinline__ void store_logit(const TileCtx& x, int rr, i64 key, d
   }
 }
 
-// s 2^18 = 4096 R - 4095 T per score, relu, the lanes of logits_core.hpp head_lanes in increasing h, tree8 (in-thread
+// s 2^18 = 2048 R - 4095 T per score (logits_wgmma.hpp), relu, the lanes of logits_core.hpp head_lanes in increasing h, tree8 (in-thread
 // pair, xor 1, xor 2), certificate and store; rows go in passes of up to two, and in a pass the quad's thread tig
 // certifies and stores the logit 2 q + kk = tig (row q of the pass, the thread's key kk). With one row a tile the
 // pass takes two tiles: lanes tig 0 and 1 keep their logit in `pend` for the next tile's pass, which stores it beside
@@ -186,9 +187,10 @@ __device__ __forceinline__ void epilogue(const TileCtx& x, const int (&R)[NT / 2
   constexpr int RB = NT / H, JPR = H / 8;
   constexpr int GR = RB >= 2 ? 2 : 1;  // rows per store pass: a quad's four lanes store 2 GR logits at once
   const bool kn0 = x.kn0, kn1 = x.kn1;
+  const int mk = x.tig & 1, mq = x.tig >> 1;  // the lane's logit of a pass: key k0 + 8 mk, row mq of the pass (GR 2)
 #pragma unroll
   for (int g0 = 0; g0 < RB; g0 += GR) {
-    double ta[GR][2], tm[GR][2];  // the pass's sums, in every lane of the quad after the butterflies
+    double ka[GR], km[GR];  // after xor 1: the lane's key's sums of the quad's lane pair (tig, tig ^ 1), per row
 #pragma unroll
     for (int q = 0; q < GR; ++q) {
       const int rr = g0 + q;
@@ -203,10 +205,10 @@ __device__ __forceinline__ void epilogue(const TileCtx& x, const int (&R)[NT / 2
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
             const int i = 4 * j + 2 * kk + e;
-            // toom_value(R, T) by two IMAD.WIDE, one conversion (exact: |s 2^18| < 2^43), and relu as r + |r| =
+            // s 2^18 = 2048 X - 4095 Y by two IMAD.WIDE, one conversion (exact: |s 2^18| < 2^43), and relu as r + |r| =
             // 2 relu(r) (exact; +0 for r <= 0) against weights halved in shared memory, so each fma's product and sum
             // are head_lanes' own: no integer compare or select per score.
-            const long long n = static_cast<long long>(R[i]) * 4096ll + static_cast<long long>(T[i]) * -4095ll;
+            const long long n = exactdot::wg_value(R[i], T[i]);
             double r = static_cast<double>(n);
             r = r + fabs(r);
             if constexpr (NANS)
@@ -215,39 +217,36 @@ __device__ __forceinline__ void epilogue(const TileCtx& x, const int (&R)[NT / 2
             m[kk][e] = ::fma(r, e ? wa.y : wa.x, m[kk][e]);
           }
       }
-#pragma unroll
-      for (int kk = 0; kk < 2; ++kk) {  // tree8: the in-thread pair, then xor 1 and xor 2 (the same sum in each lane)
-        double sa = a[kk][0] + a[kk][1], sm = m[kk][0] + m[kk][1];
-        sa += __shfl_xor_sync(0xFFFFFFFFu, sa, 1);
-        sm += __shfl_xor_sync(0xFFFFFFFFu, sm, 1);
-        sa += __shfl_xor_sync(0xFFFFFFFFu, sa, 2);
-        sm += __shfl_xor_sync(0xFFFFFFFFu, sm, 2);
-        ta[q][kk] = sa, tm[q][kk] = sm;
-      }
+      // tree8 (the in-thread pair, then xor 1 and xor 2) as a reduce-scatter: at xor 1 a lane sends the pair sums of
+      // the key it does not keep and adds its partner's of the key it keeps (own + partner's, as the butterfly does).
+      const double a0 = a[0][0] + a[0][1], a1 = a[1][0] + a[1][1], m0 = m[0][0] + m[0][1], m1 = m[1][0] + m[1][1];
+      const double ga = mk ? a0 : a1, gm = mk ? m0 : m1;
+      ka[q] = (mk ? a1 : a0) + __shfl_xor_sync(0xFFFFFFFFu, ga, 1);
+      km[q] = (mk ? m1 : m0) + __shfl_xor_sync(0xFFFFFFFFu, gm, 1);
     }
+    // xor 2: lanes tig and tig ^ 2 keep the same key; with two rows a pass the lane keeps row mq and sends the other.
+    double sa, sm;
+    if constexpr (GR == 1) {
+      sa = ka[0] + __shfl_xor_sync(0xFFFFFFFFu, ka[0], 2);
+      sm = km[0] + __shfl_xor_sync(0xFFFFFFFFu, km[0], 2);
+    } else {
+      sa = (mq ? ka[1] : ka[0]) + __shfl_xor_sync(0xFFFFFFFFu, mq ? ka[0] : ka[1], 2);
+      sm = (mq ? km[1] : km[0]) + __shfl_xor_sync(0xFFFFFFFFu, mq ? km[0] : km[1], 2);
+    }
+    const float sc = mk ? x.sc1 : x.sc0;
     if constexpr (RB == 1) {
-      const int kk = x.tig & 1;
-      const double sa = kk ? ta[0][1] : ta[0][0], sm = kk ? tm[0][1] : tm[0][0];
-      const float sc = kk ? x.sc1 : x.sc0;
       if (!odd) {  // warp-uniform: every other tile
         pend.a = sa, pend.m = sm, pend.sc = sc;
         return;
       }
       const bool old = x.tig < 2;  // one call site: one divergent pass
-      const i64 key = x.jt - (old ? 2 * kKeys : 0) + x.k0 + 8 * kk;  // this warpgroup's previous tile: 2 tiles back
+      const i64 key = x.jt - (old ? 2 * kKeys : 0) + x.k0 + 8 * mk;  // this warpgroup's previous tile: 2 tiles back
       store_logit<H>(x, 0, key, old ? pend.a : sa, old ? pend.m : sm, old ? pend.sc : sc);
       return;
     }
-    // One certificate pass for the group: lane tig takes logit id = 2 q + kk = tig (row g0 + q, key k0 + 8 kk), so the
+    // One certificate pass for the group: lane tig takes logit 2 q + kk = tig (row g0 + mq, key k0 + 8 mk), so the
     // divergent certify runs once per pass, not once per logit.
-    const int q = x.tig >> 1, kk = x.tig & 1, rr = g0 + q;
-    double sa = ta[0][0], sm = tm[0][0];
-#pragma unroll
-    for (int qq = 0; qq < GR; ++qq)
-#pragma unroll
-      for (int k2 = 0; k2 < 2; ++k2)
-        if (qq == q && k2 == kk) sa = ta[qq][k2], sm = tm[qq][k2];
-    if (q < GR) store_logit<H>(x, rr, x.jt + x.k0 + 8 * kk, sa, sm, kk ? x.sc1 : x.sc0);
+    if (mq < GR) store_logit<H>(x, g0 + mq, x.jt + x.k0 + 8 * mk, sa, sm, sc);
   }
 }
 
@@ -417,31 +416,40 @@ __global__ void __launch_bounds__(128 * WG, 1) wgmma_logits_kernel(const WgmmaPa
         block_barrier<PAIR>(blk);
       }
       if (real) {
-        // R = P1, T = Pm1; R = (65 R - 63 T) / 2; T = c4; R += 4095 T; T = c1; T *= 64; T += c0.
+        // R = X = 65 P1 - 63 Pm1 and T = Y = c0 + 64 (c1 - 64 c4), s 2^18 = 2048 X - 4095 Y (logits_wgmma.hpp):
+        // R = P1, T = Pm1; R = 65 R - 63 T; T = c4; T *= -64; T += c1; T *= 64; T += c0.
+        // (P1 and Pm1 as two groups, 65 R while Pm1 completes: ptxas then reads T into 63 T first and forms R after
+        // the next round is issued.)
         wg_fence();
         unit<NW, NT>(R, ad, bd, 3, 3, false);
+        wg_commit();
         unit<NW, NT>(T, ad, bd, 4, 4, false);
         wg_commit();
-        wg_wait0();
+        wg_wait1();
         fence_all<NW>(R);
+#pragma unroll
+        for (int i = 0; i < NW / 2; ++i) R[i] *= 65;
+        wg_wait0();
         fence_all<NW>(T);
 #pragma unroll
-        for (int i = 0; i < NW / 2; ++i) R[i] = exactdot::toom_high(R[i], T[i], 0);
+        for (int i = 0; i < NW / 2; ++i) R[i] -= 63 * T[i];
         wg_fence();
         unit<NW, NT>(T, ad, bd, 2, 2, false);
         wg_commit();
         wg_wait0();
         fence_all<NW>(T);
+        int m64 = -64;  // opaque to the compiler: one IMAD a score, not a shift and a negation
+        reg_fence(m64);
 #pragma unroll
-        for (int i = 0; i < NW / 2; ++i) R[i] += 4095 * T[i];  // = toom_high(P1, Pm1, c4)
+        for (int i = 0; i < NW / 2; ++i) T[i] *= m64;
         wg_fence();
-        unit<NW, NT>(T, ad, bd, 1, 0, false);
+        unit<NW, NT>(T, ad, bd, 1, 0, true);
         unit<NW, NT>(T, ad, bd, 0, 1, true);
         wg_commit();
         wg_wait0();
         fence_all<NW>(T);
 #pragma unroll
-        for (int i = 0; i < NW / 2; ++i) T[i] *= 64;  // then + c0 by the tensor cores: toom_low(c1, c0)
+        for (int i = 0; i < NW / 2; ++i) T[i] *= 64;
         wg_fence();
         unit<NW, NT>(T, ad, bd, 0, 0, true);
         wg_commit();

@@ -12,10 +12,12 @@
 //   s * 2^18 = low + 4096 high = 4096 H' - 4095 low.
 // Units: P1, Pm1, c4 = x2 y2, c1 = x0 y1 + x1 y0 (two), c0 = x0 y0. Bounds for D <= 128 (|x0|, |x1| <= 32,
 // |x2| <= 56): |P1|, |Pm1| <= 128 * 120^2 < 2^21, |c4| <= 401408, |low| < 2^25, |H'| <= 1.69e9 < 2^31 (int32, the
-// tensor cores' accumulator, never wraps), |s * 2^18| < 2^43. Two int32 accumulators per score are alive at any
-// time: R = P1 and T = Pm1, then R = (65 R - 63 T) / 2 (exact: 65 P1 - 63 Pm1 = 64 (P1 - Pm1) + 2 (c0 + c2 + c4) is
-// even), T = c4, R += 4095 T; then T = c1, T *= 64, T += c0 (low). The fp64 value of the integer 4096 R - 4095 T
-// comes from two integer multiply-adds and one int64 -> fp64 conversion (exact: |n| < 2^43); relu is r + |r| =
+// tensor cores' accumulator, never wraps), |s * 2^18| < 2^43. The kernel keeps two int32 accumulators per score:
+// R = P1 and T = Pm1, then R = X = 65 P1 - 63 Pm1 (even: 64 (P1 - Pm1) + 2 (c0 + c2 + c4); |X| < 2^28), T = c4,
+// T *= -64, T += c1, T *= 64, T += c0, so T = Y = low - 4096 c4 (|Y| <= 1.67e9 < 2^31), and
+//   s * 2^18 = 4096 (X / 2 + 4095 c4) - 4095 low = 2048 X - 4095 Y:
+// one integer step between the tensor-core rounds, each on the accumulator the next round adds to. The fp64 value
+// of 2048 R - 4095 T comes from two integer multiply-adds and one int64 -> fp64 conversion (exact: |n| < 2^43); relu is r + |r| =
 // 2 relu(r) against weights halved in shared memory (w 2^-19: the same products, so the same fma results).
 //
 // Then the head reduction of logits_core.hpp in the CPU's order: the matrix is keys (M, 64 per warpgroup tile) x
