@@ -52,14 +52,9 @@ DSA_HD inline std::uint32_t packed_digits(std::uint8_t code) {
 // [-120, 118] and [-119, 119]), the extra planes of the sm_90a logits engine (engines/logits/logits_wgmma.hpp).
 DSA_HD inline std::int8_t toom_p1(const Digits& g) { return static_cast<std::int8_t>(g.d[0] + g.d[1] + g.d[2]); }
 DSA_HD inline std::int8_t toom_m1(const Digits& g) { return static_cast<std::int8_t>(g.d[0] - g.d[1] + g.d[2]); }
-// Its recombination from the int32 unit sums P1 = sum x(1) y(1), Pm1 = sum x(-1) y(-1), c4 = sum x2 y2,
-// c1 = sum x0 y1 + x1 y0, c0 = sum x0 y0 (each below 2^31 for D <= 128, and so are high and low):
-//   high = (65 P1 - 63 Pm1) / 2 + 4095 c4,  low = 64 c1 + c0,  sum x y = 4096 high - 4095 low.
-DSA_HD inline std::int32_t toom_high(std::int32_t p1, std::int32_t m1, std::int32_t c4) { return ((65 * p1 - 63 * m1) >> 1) + 4095 * c4; }
-DSA_HD inline std::int32_t toom_low(std::int32_t c1, std::int32_t c0) { return c1 * 64 + c0; }
-DSA_HD inline std::int64_t toom_value(std::int32_t high, std::int32_t low) { return 4096ll * high - 4095ll * low; }
-// The sm_90a engine's form of the same sum (logits_wgmma.hpp): X = 65 P1 - 63 Pm1 and Y = c0 + 64 (c1 - 64 c4),
-// each below 2^31, sum x y = 2048 X - 4095 Y.
+// Its recombination (logits_wgmma.hpp) from the int32 unit sums P1 = sum x(1) y(1), Pm1 = sum x(-1) y(-1),
+// c4 = sum x2 y2, c1 = sum x0 y1 + x1 y0, c0 = sum x0 y0: X = 65 P1 - 63 Pm1 and Y = c0 + 64 (c1 - 64 c4), each below
+// 2^31 for D <= 128 (so is every step of Y), and sum x y = 2048 X - 4095 Y.
 DSA_HD inline std::int64_t wg_value(std::int32_t x, std::int32_t y) { return static_cast<std::int64_t>(x) * 2048ll + static_cast<std::int64_t>(y) * -4095ll; }
 
 // RNE double -> bf16 bits (NaN -> 0x7FC0 with the sign dropped, as logits' round_to).
