@@ -2,7 +2,6 @@
 
 #include <cstring>
 #include <stdexcept>
-#include <string>
 
 #include "backend/cuda.hpp"
 #include "pipeline/load.hpp"
@@ -139,6 +138,14 @@ int run_backend_diff(const BackendDiffOptions& o, std::ostream& out, std::ostrea
       continue;
     }
     for (const Case& c : r.cases) {
+      // A side without an implementation of the case's stage is an error of its own, not a pass (as selftest and
+      // layers tell it before running anything).
+      if (const Stage* st = find_stage(c.stage))
+        if (const Impl* i = !st->impl_for(o.a.backend) ? &o.a : !st->impl_for(o.b.backend) ? &o.b : nullptr) {
+          err << "error: " << c.where() << ": stage " << st->name << " has no " << backend_name(i->backend) << " implementation\n";
+          rc = 2;
+          continue;
+        }
       try {
         const auto d = diff_references(c, o.a, o.b);
         if (d.empty()) {
@@ -151,8 +158,7 @@ int run_backend_diff(const BackendDiffOptions& o, std::ostream& out, std::ostrea
           for (const auto& l : d) out << "           " << l.tensor << ": " << l.message << "\n";
         }
       } catch (const std::exception& e) {
-        const std::string w = e.what();  // run_reference's messages already start with the case
-        err << "error: " << (w.rfind(c.where(), 0) == 0 ? w : c.where() + ": " + w) << "\n";
+        err << "error: " << c.where() << ": " << e.what() << "\n";
         rc = 2;
       }
     }
